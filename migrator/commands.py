@@ -1,0 +1,246 @@
+"""The commands as library functions returning reports; they never print (cli.py renders)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from migrator.checkpoint import Checkpoint, TableState
+from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MappingError, MigratorError
+from migrator.loader import load_mapping, suggest
+from migrator.model import Mapping
+from migrator.planner import Stats, TablePlan
+from migrator.progress import NULL_PROGRESS, Progress
+from migrator.resolve import Resolved, resolve
+from migrator.sink import RedisSink, connect
+from migrator.source import Source, keyset_value
+
+DEFAULT_SOURCE = "mysql+pymysql://root@127.0.0.1:3306"
+DEFAULT_TARGET = "redis://127.0.0.1:6379/0"
+
+
+def source_url(mapping: Mapping, override: str | None = None) -> str:
+    """--source, else $MIGRATOR_SOURCE_URL, else the mapping's ``source``."""
+    url = override or os.environ.get("MIGRATOR_SOURCE_URL") or mapping.source
+    if not url:
+        raise MappingError(
+            "no source database given",
+            file=mapping.file,
+            hint="set 'source:' in the mapping, pass --source URL, or export MIGRATOR_SOURCE_URL",
+        )
+    return url
+
+
+def target_url(mapping: Mapping, override: str | None = None) -> str:
+    """--target, else $MIGRATOR_TARGET_URL, else the mapping's ``target``, else local db 0."""
+    return override or os.environ.get("MIGRATOR_TARGET_URL") or mapping.target or DEFAULT_TARGET
+
+
+def load(mapping: Mapping | str | os.PathLike[str]) -> Mapping:
+    return mapping if isinstance(mapping, Mapping) else load_mapping(mapping)
+
+
+def select_tables(mapping: Mapping, tables: list[str] | None) -> list[str] | None:
+    """Check --tables against the mapping; None means all."""
+    if not tables:
+        return None
+    names = [t.name for t in mapping.tables]
+    for t in tables:
+        if t not in names:
+            raise MappingError(
+                f"--tables names '{t}', which the mapping does not map",
+                file=mapping.file,
+                hint=suggest(t, names) or f"mapped tables: {', '.join(names)}",
+            )
+    return tables
+
+
+@contextmanager
+def opened(
+    mapping: Mapping, source: str | None = None, tables: list[str] | None = None
+) -> Iterator[tuple[Source, list[Resolved]]]:
+    """The source, connected, and the mapping's tables resolved against its live schema."""
+    only = select_tables(mapping, tables)
+    src = Source(source_url(mapping, source))
+    try:
+        resolved = resolve(mapping, src.schema(), only)
+        yield src, resolved
+    finally:
+        src.close()
+
+
+@dataclass
+class TableReport:
+    table: str
+    rows: int = 0
+    keys: int = 0
+    entries: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    rejected: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    resumed_from: int = 0
+    status: str = "done"
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "rows": self.rows,
+            "keys": self.keys,
+            "index_entries": self.entries,
+            "skipped": self.skipped,
+            "rejected": self.rejected,
+            "seconds": round(self.seconds, 3),
+            "rows_per_second": round(self.rows_per_second, 1),
+            "resumed_from": self.resumed_from,
+            "status": self.status,
+        }
+
+
+@dataclass
+class MigrateReport:
+    mapping: str
+    source: str
+    target: str
+    tables: list[TableReport]
+    seconds: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.tables)
+
+    @property
+    def rejected(self) -> int:
+        return sum(sum(t.rejected.values()) for t in self.tables)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_DIFFERENCE if self.rejected else EXIT_OK
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mapping": self.mapping,
+            "source": self.source,
+            "target": self.target,
+            "seconds": round(self.seconds, 3),
+            "rows": self.rows,
+            "rejected": self.rejected,
+            "tables": [t.as_dict() for t in self.tables],
+        }
+
+
+def migrate(
+    mapping: Mapping | str | os.PathLike[str],
+    *,
+    source: str | None = None,
+    target: str | None = None,
+    tables: list[str] | None = None,
+    batch_size: int | None = None,
+    resume: bool = False,
+    progress: Progress = NULL_PROGRESS,
+) -> MigrateReport:
+    """Load every mapped table into Redis. Returns a report; raises MigratorError."""
+    m = load(mapping)
+    if batch_size is not None and batch_size < 1:
+        raise MigratorError("--batch-size must be a positive number of rows")
+    size = batch_size or m.options.batch_size
+    started = time.perf_counter()
+    with opened(m, source, tables) as (src, resolved):
+        client = connect(target_url(m, target))
+        sink = RedisSink(client)
+        checkpoint = Checkpoint(client, m.name)
+        state = checkpoint.load() if resume else {}
+        if not resume:
+            checkpoint.clear()
+        reports = []
+        for r in resolved:
+            reports.append(
+                migrate_table(src, sink, checkpoint, r, size, state.get(r.name), progress)
+            )
+        client.close()
+        from migrator.sink import mask as mask_target
+        from migrator.source import mask as mask_source
+
+        return MigrateReport(
+            mapping=m.file or m.name,
+            source=mask_source(src.url),
+            target=mask_target(target_url(m, target)),
+            tables=reports,
+            seconds=time.perf_counter() - started,
+        )
+
+
+def migrate_table(
+    src: Source,
+    sink: RedisSink,
+    checkpoint: Checkpoint,
+    resolved: Resolved,
+    batch_size: int,
+    state: TableState | None,
+    progress: Progress,
+) -> TableReport:
+    name = resolved.name
+    report = TableReport(name)
+    if state is not None and state.done:
+        report.status = "done earlier"
+        report.resumed_from = state.rows
+        return report
+    t0 = time.perf_counter()
+    plan = TablePlan(resolved)
+    selector = src.selector(name, plan.select)
+    pk = resolved.primary_key
+    pk_kinds = [resolved.schema.column(c).kind for c in pk]
+    after = None
+    done_rows = 0
+    if state is not None and state.after is not None:
+        after = [keyset_value(v, k) for v, k in zip(state.after, pk_kinds)]
+        done_rows = report.resumed_from = state.rows
+    progress.start(name, resolved.schema.row_estimate or None)
+    if done_rows:
+        progress.advance(name, done_rows)
+    total = Stats()
+    pending = None
+    for rows in src.batches(name, selector, pk, batch_size, after=after):
+        commands, stats = plan.plan(rows)
+        if pending is not None:
+            commands.insert(0, pending)
+        sink.write(commands)
+        total.add(stats)
+        done_rows += len(rows)
+        pending = checkpoint.command(name, rows[-1][: len(pk)], done_rows)
+        progress.advance(name, len(rows))
+    finishing = [c for c in [pending] if c is not None]
+    finishing += finish_commands(src, plan, resolved)
+    finishing.append(checkpoint.command(name, None, done_rows, done=True))
+    sink.write(finishing)
+    report.keys = total.keys + (1 if resolved.counter else 0) + len(resolved.table.latest)
+    report.rows, report.entries = total.rows, total.entries
+    report.skipped, report.rejected = dict(total.skipped), dict(total.rejected)
+    report.seconds = time.perf_counter() - t0
+    progress.finish(name)
+    return report
+
+
+def finish_commands(src: Source, plan: TablePlan, resolved: Resolved) -> list[tuple[bytes, ...]]:
+    """End-of-table structures, rebuilt from the source: the counter and the latest lists."""
+    out = []
+    schema = resolved.schema
+    if resolved.counter:
+        pk_col = schema.column(resolved.primary_key[0])
+        cmd = plan.counter_command(src.max_of(resolved.name, pk_col))
+        if cmd is not None:
+            out.append(cmd)
+    pk_cols = [schema.column(c) for c in resolved.primary_key]
+    sep = resolved.separator.encode()
+    for latest in resolved.table.latest:
+        rows = src.latest(resolved.name, pk_cols, schema.column(latest.order_by), latest.limit)
+        pks = [sep.join(v for v in row if v is not None) for row in rows]
+        out += plan.latest_commands(latest.key, pks)
+    return out

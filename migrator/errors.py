@@ -1,0 +1,81 @@
+"""One error root. Every user-facing failure is a MigratorError with an exit code and a hint."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_DIFFERENCE = 1
+EXIT_USAGE = 2
+EXIT_CONNECT = 3
+
+
+class MigratorError(Exception):
+    """A failure the user can act on: a message naming the cause and, where known, the fix."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class MappingError(MigratorError):
+    """The mapping file is invalid. Carries the file, the YAML line and the path in the mapping."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str = "",
+        file: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.path = path
+        self.file = file
+        self.line = line
+        self.column = column
+        where = file or "<mapping>"
+        if line is not None:
+            where += f":{line}"
+            if column is not None:
+                where += f":{column}"
+        prefix = f"{where}: "
+        if path:
+            prefix += f"{path}: "
+        super().__init__(prefix + message, hint)
+        self.detail = message
+
+
+class MappingErrors(MigratorError):
+    """Several mapping problems found at once (validate reports them all)."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, errors: list[MappingError]) -> None:
+        self.errors = errors
+        super().__init__("\n".join(str(e) for e in errors))
+
+
+class ConnectError(MigratorError):
+    """A server cannot be reached, or refuses us (wrong password, unknown database)."""
+
+    exit_code = EXIT_CONNECT
+
+
+class SourceError(MigratorError):
+    """The source schema does not fit the mapping (missing table, no primary key...)."""
+
+    exit_code = EXIT_USAGE
+
+
+class TargetError(MigratorError):
+    """Redis refused a write (wrong type at a key, out of memory...)."""
+
+    exit_code = EXIT_DIFFERENCE

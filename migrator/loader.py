@@ -1,0 +1,364 @@
+"""YAML -> model: environment expansion, shape checks with file/line/path, the JSON Schema."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from migrator.errors import MappingError
+from migrator.model import (
+    KINDS,
+    Index,
+    Latest,
+    Mapping,
+    Options,
+    Reference,
+    SetSpec,
+    Sorted,
+    Table,
+    Template,
+    Unique,
+)
+
+TOP_KEYS = ("version", "source", "target", "options", "tables")
+OPTION_KEYS = ("separator", "nulls", "batch_size")
+TABLE_KEYS = (
+    "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
+    "references", "sorted", "latest", "sets",
+)  # fmt: skip
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def suggest(name: str, choices: Any) -> str | None:
+    """'did you mean ...?' for the closest valid name, if any is close."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of the mapping format, as shipped inside the package."""
+    text = resources.files("migrator").joinpath("mapping.schema.json").read_text("utf-8")
+    return dict(json.loads(text))
+
+
+def expand_env(text: str, environ: Any = None) -> str:
+    """Expand ``${VAR}`` and ``${VAR:-default}``; an unset VAR without default is an error."""
+    env = os.environ if environ is None else environ
+
+    def sub(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        value = env.get(name)
+        if value is None or (value == "" and default is not None):
+            if default is None:
+                raise KeyError(name)
+            return default
+        return str(value)
+
+    return _ENV.sub(sub, text)
+
+
+def load_mapping(path: str | os.PathLike[str], environ: Any = None) -> Mapping:
+    """Read, expand and check a mapping file. Raises MappingError naming file, line and path."""
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MappingError(
+            "mapping file not found",
+            file=file,
+            hint="check the path, or draft one with 'migrator init --source URL -o FILE'",
+        ) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise MappingError(f"cannot read the mapping file: {e}", file=file) from None
+    return parse_mapping(text, file=file, name=Path(path).stem, environ=environ)
+
+
+def parse_mapping(
+    text: str, *, file: str = "<mapping>", name: str = "mapping", environ: Any = None
+) -> Mapping:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e)
+        raise MappingError(
+            f"not valid YAML: {problem}",
+            file=file,
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+        ) from None
+    lines: dict[str, int] = {}
+    if node is not None:
+        _record_lines(node, "", lines)
+    return _Builder(file, lines, environ).mapping(data, name)
+
+
+def _record_lines(node: yaml.Node, path: str, lines: dict[str, int]) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = f"{path}.{key_node.value}" if path else str(key_node.value)
+            lines[key] = key_node.start_mark.line + 1
+            _record_lines(value_node, key, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _record_lines(item, f"{path}[{i}]", lines)
+
+
+class _Builder:
+    def __init__(self, file: str, lines: dict[str, int], environ: Any) -> None:
+        self.file = file
+        self.lines = lines
+        self.environ = environ
+
+    def error(self, path: str, message: str, hint: str | None = None) -> MappingError:
+        line = None
+        p = path
+        while p and line is None:
+            line = self.lines.get(p)
+            cut = max(p.rfind("."), p.rfind("["))
+            p = p[:cut] if cut > 0 else ""
+        return MappingError(message, path=path, file=self.file, line=line, hint=hint)
+
+    # -- scalars ---------------------------------------------------------------------------
+    def string(self, value: Any, path: str, *, expand: bool = False) -> str:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise self.error(path, f"expected a string, got {_describe(value)}")
+        text = str(value)
+        if expand:
+            try:
+                text = expand_env(text, self.environ)
+            except KeyError as e:
+                raise self.error(
+                    path,
+                    f"environment variable {e.args[0]} is not set",
+                    f"export {e.args[0]}=..., or give a default: ${{{e.args[0]}:-value}}",
+                ) from None
+        return text
+
+    def template(self, value: Any, path: str) -> Template:
+        text = self.string(value, path)
+        if not text:
+            raise self.error(path, "a key template cannot be empty")
+        try:
+            return Template.parse(text)
+        except ValueError as e:
+            raise self.error(path, f"bad key template {text!r}: {e}") from None
+
+    def names(self, value: Any, path: str) -> tuple[str, ...]:
+        """A column name or a list of them."""
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            return (str(value),)
+        if isinstance(value, list) and value:
+            names = tuple(self.string(v, f"{path}[{i}]") for i, v in enumerate(value))
+            if len(set(names)) != len(names):
+                raise self.error(path, f"a column is listed twice in {list(names)}")
+            return names
+        raise self.error(path, f"expected a column name or a list of them, got {_describe(value)}")
+
+    def dict_of(self, value: Any, path: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(path, f"expected a mapping of keys, got {_describe(value)}")
+        for key in value:
+            if key not in allowed:
+                raise self.error(
+                    f"{path}.{key}" if path else str(key),
+                    f"unknown key '{key}'; expected one of: {', '.join(allowed)}",
+                    suggest(key, allowed),
+                )
+        return value
+
+    def list_of(self, value: Any, path: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.error(path, f"expected a list, got {_describe(value)}")
+        return value
+
+    def required(self, d: dict[str, Any], key: str, path: str) -> Any:
+        if d.get(key) is None:
+            raise self.error(path, f"'{key}' is required here")
+        return d[key]
+
+    # -- structure -------------------------------------------------------------------------
+    def mapping(self, data: Any, name: str) -> Mapping:
+        if data is None:
+            raise self.error("", "the mapping file is empty", "start from 'migrator init'")
+        top = self.dict_of(data, "", TOP_KEYS)
+        if "version" not in top:
+            raise self.error("", "'version' is required (write 'version: 1' at the top)")
+        if top["version"] != 1:
+            raise self.error("version", f"unsupported version {top['version']!r}; expected 1")
+        source = top.get("source")
+        target = top.get("target")
+        options = self.options(top.get("options"), "options")
+        tables_raw = self.dict_of(top.get("tables"), "tables", tuple(top.get("tables") or ()))
+        if not tables_raw:
+            raise self.error("tables", "no tables: 'tables' must map at least one table")
+        tables = tuple(
+            self.table(str(tname), tbody, f"tables.{tname}", options)
+            for tname, tbody in tables_raw.items()
+        )
+        return Mapping(
+            version=1,
+            source=self.string(source, "source", expand=True) if source is not None else None,
+            target=self.string(target, "target", expand=True) if target is not None else None,
+            options=options,
+            tables=tables,
+            name=name,
+            file=self.file,
+            lines=self.lines,
+        )
+
+    def options(self, value: Any, path: str) -> Options:
+        d = self.dict_of(value, path, OPTION_KEYS)
+        sep = self.string(d.get("separator", ":"), f"{path}.separator")
+        if not sep:
+            raise self.error(f"{path}.separator", "the separator cannot be empty")
+        nulls = d.get("nulls", "omit")
+        if nulls != "omit":
+            raise self.error(
+                f"{path}.nulls", f"unsupported nulls policy {nulls!r}; expected 'omit'"
+            )
+        batch = d.get("batch_size", 5000)
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise self.error(f"{path}.batch_size", f"expected a positive integer, got {batch!r}")
+        return Options(separator=sep, nulls="omit", batch_size=batch)
+
+    def table(self, name: str, body: Any, path: str, options: Options) -> Table:
+        d = self.dict_of(body, path, TABLE_KEYS)
+        kind = d.get("as", "hash")
+        if kind not in KINDS:
+            raise self.error(
+                f"{path}.as", f"unknown 'as: {kind}'; expected one of: {', '.join(KINDS)}",
+                suggest(kind, KINDS),
+            )  # fmt: skip
+        counter: Template | bool | None = None
+        if "counter" in d:
+            raw = d["counter"]
+            if raw is False:
+                counter = False
+            elif raw is True or raw is None:
+                counter = None
+            else:
+                counter = self.template(raw, f"{path}.counter")
+        return Table(
+            name=name,
+            primary_key=self.names(d["primary_key"], f"{path}.primary_key")
+            if d.get("primary_key") is not None
+            else None,
+            key=self.template(d["key"], f"{path}.key") if d.get("key") is not None else None,
+            kind=kind,
+            columns=self._columns(d, path),
+            counter=counter,  # type: ignore[arg-type]
+            unique=tuple(
+                self.unique(u, f"{path}.unique[{i}]")
+                for i, u in enumerate(self.list_of(d.get("unique"), f"{path}.unique"))
+            ),
+            indexes=tuple(
+                self.index(x, f"{path}.indexes[{i}]")
+                for i, x in enumerate(self.list_of(d.get("indexes"), f"{path}.indexes"))
+            ),
+            references=tuple(
+                self.reference(r, f"{path}.references[{i}]")
+                for i, r in enumerate(self.list_of(d.get("references"), f"{path}.references"))
+            ),
+            sorted=tuple(
+                self.sorted(s, f"{path}.sorted[{i}]")
+                for i, s in enumerate(self.list_of(d.get("sorted"), f"{path}.sorted"))
+            ),
+            latest=tuple(
+                self.latest(s, f"{path}.latest[{i}]")
+                for i, s in enumerate(self.list_of(d.get("latest"), f"{path}.latest"))
+            ),
+            sets=tuple(
+                self.set_spec(s, f"{path}.sets[{i}]")
+                for i, s in enumerate(self.list_of(d.get("sets"), f"{path}.sets"))
+            ),
+        )
+
+    def _columns(self, d: dict[str, Any], path: str) -> tuple[str, ...] | None:
+        if "columns" not in d or d["columns"] is None:
+            return None
+        if d["columns"] == []:
+            return ()
+        return self.names(d["columns"], f"{path}.columns")
+
+    def unique(self, value: Any, path: str) -> Unique:
+        if isinstance(value, dict):
+            d = self.dict_of(value, path, ("columns", "key"))
+            cols = self.names(self.required(d, "columns", path), f"{path}.columns")
+            key = self.template(d["key"], f"{path}.key") if d.get("key") is not None else None
+            return Unique(cols, key)
+        return Unique(self.names(value, path))
+
+    def index(self, value: Any, path: str) -> Index:
+        if isinstance(value, dict):
+            d = self.dict_of(value, path, ("columns",))
+            return Index(self.names(self.required(d, "columns", path), f"{path}.columns"))
+        return Index(self.names(value, path))
+
+    def reference(self, value: Any, path: str) -> Reference:
+        d = self.dict_of(value, path, ("columns", "table", "parent_columns"))
+        cols = self.names(self.required(d, "columns", path), f"{path}.columns")
+        parent = self.string(self.required(d, "table", path), f"{path}.table")
+        pcols = (
+            self.names(d["parent_columns"], f"{path}.parent_columns")
+            if d.get("parent_columns") is not None
+            else None
+        )
+        if pcols is not None and len(pcols) != len(cols):
+            raise self.error(
+                f"{path}.parent_columns",
+                f"{len(cols)} column(s) refer to {len(pcols)} parent column(s); counts must match",
+            )
+        return Reference(cols, parent, pcols)
+
+    def sorted(self, value: Any, path: str) -> Sorted:
+        d = self.dict_of(value, path, ("key", "score"))
+        return Sorted(
+            self.template(self.required(d, "key", path), f"{path}.key"),
+            self.string(self.required(d, "score", path), f"{path}.score"),
+        )
+
+    def latest(self, value: Any, path: str) -> Latest:
+        d = self.dict_of(value, path, ("key", "order_by", "limit"))
+        key = self.template(self.required(d, "key", path), f"{path}.key")
+        if not key.is_literal:
+            raise self.error(
+                f"{path}.key", "a latest list key cannot have placeholders (one list per table)"
+            )
+        limit = d.get("limit", 100)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise self.error(f"{path}.limit", f"expected a positive integer, got {limit!r}")
+        order_by = self.string(self.required(d, "order_by", path), f"{path}.order_by")
+        return Latest(key, order_by, limit)
+
+    def set_spec(self, value: Any, path: str) -> SetSpec:
+        d = self.dict_of(value, path, ("key", "member"))
+        return SetSpec(
+            self.template(self.required(d, "key", path), f"{path}.key"),
+            self.template(self.required(d, "member", path), f"{path}.member"),
+        )
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {value!r}"

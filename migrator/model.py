@@ -1,0 +1,179 @@
+"""The mapping as frozen data. No I/O here: loader.py builds it, resolve.py completes it."""
+
+from __future__ import annotations
+
+import re
+from collections import abc
+from dataclasses import dataclass, field
+from typing import Literal
+
+Kind = Literal["hash", "columns", "none"]
+KINDS: tuple[Kind, ...] = ("hash", "columns", "none")
+
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+
+
+@dataclass(frozen=True)
+class Template:
+    """A key template such as ``emp:{emp_id}``: literal text with ``{column}`` placeholders.
+
+    ``{{`` and ``}}`` stand for literal braces.
+    """
+
+    text: str
+    parts: tuple[str | int, ...]  # literal strings, or an index into ``columns``
+    columns: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Template:
+        parts: list[str | int] = []
+        columns: list[str] = []
+        pos = 0
+        literal = ""
+        for m in _PLACEHOLDER.finditer(text):
+            literal += text[pos : m.start()]
+            pos = m.end()
+            if m.group(0) == "{{":
+                literal += "{"
+            elif m.group(0) == "}}":
+                literal += "}"
+            else:
+                name = m.group(1)
+                if not name:
+                    raise ValueError("empty placeholder '{}'")
+                if literal:
+                    parts.append(literal)
+                    literal = ""
+                if name not in columns:
+                    columns.append(name)
+                parts.append(columns.index(name))
+        rest = text[pos:]
+        if "{" in rest or "}" in rest:
+            raise ValueError("unbalanced brace (write '{{' or '}}' for a literal brace)")
+        literal += rest
+        if literal:
+            parts.append(literal)
+        return cls(text, tuple(parts), tuple(columns))
+
+    @property
+    def is_literal(self) -> bool:
+        return not self.columns
+
+    def render(self, values: abc.Mapping[str, str]) -> str:
+        return "".join(p if isinstance(p, str) else values[self.columns[p]] for p in self.parts)
+
+    def glob(self) -> str:
+        """A SCAN MATCH pattern for every key the template can produce."""
+        out = []
+        for p in self.parts:
+            out.append(_glob_escape(p) if isinstance(p, str) else "*")
+        return "".join(out)
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+@dataclass(frozen=True)
+class Options:
+    separator: str = ":"
+    nulls: Literal["omit"] = "omit"
+    batch_size: int = 5000
+
+
+@dataclass(frozen=True)
+class Unique:
+    """A unique index. ``key`` None: one HASH ``{table}:uniques:{cols}`` {value -> pk};
+    otherwise a STRING per value, named by the template (``login:{name}:id`` -> pk)."""
+
+    columns: tuple[str, ...]
+    key: Template | None = None
+
+
+@dataclass(frozen=True)
+class Index:
+    """A non-unique index: a SET per value, ``{table}:indices:c1:v1[:c2:v2]`` {pk...}."""
+
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A foreign key, kept as a child-side index on ``columns``; ``table`` is the parent."""
+
+    columns: tuple[str, ...]
+    table: str
+    parent_columns: tuple[str, ...] | None = None  # default: the parent's primary key
+
+
+@dataclass(frozen=True)
+class Sorted:
+    """A SORTED SET: member = primary key, score = a numeric or temporal column."""
+
+    key: Template
+    score: str
+
+
+@dataclass(frozen=True)
+class Latest:
+    """A capped LIST of primary keys, newest ``order_by`` first, at most ``limit`` long."""
+
+    key: Template
+    order_by: str
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class SetSpec:
+    """A SET per rendered ``key``, holding the rendered ``member`` (tag tables)."""
+
+    key: Template
+    member: Template
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    primary_key: tuple[str, ...] | None = None  # None: introspected
+    key: Template | None = None  # None: "{table}:{pk1}[:{pk2}...]"
+    kind: Kind = "hash"
+    columns: tuple[str, ...] | None = None  # None: every non-primary-key column
+    counter: Template | Literal[False] | None = None  # None: default, False: no counter
+    unique: tuple[Unique, ...] = ()
+    indexes: tuple[Index, ...] = ()
+    references: tuple[Reference, ...] = ()
+    sorted: tuple[Sorted, ...] = ()
+    latest: tuple[Latest, ...] = ()
+    sets: tuple[SetSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """One migration: where from, where to, how each table becomes keys."""
+
+    version: int
+    source: str | None
+    target: str | None
+    options: Options
+    tables: tuple[Table, ...]
+    name: str = "mapping"  # used for checkpoint keys: migrator:<name>:...
+    file: str | None = None
+    lines: abc.Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    def table(self, name: str) -> Table:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def __iter__(self) -> abc.Iterator[Table]:
+        return iter(self.tables)
+
+    def line_of(self, path: str) -> int | None:
+        """The YAML line of ``path`` (``tables.emp.indexes[1]``), or of its nearest parent."""
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            cut = max(path.rfind("."), path.rfind("["))
+            path = path[:cut] if cut > 0 else ""
+        return None

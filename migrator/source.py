@@ -1,0 +1,349 @@
+"""MySQL: engine, read-only UTC session, keyset batches by primary key, counts.
+
+Rows are streamed over an unbuffered cursor of the DBAPI driver with its type conversion off,
+so values arrive as the bytes MySQL prints (see values.py). Statements are built with
+SQLAlchemy Core, which quotes every identifier; nothing is pasted into SQL.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import URL, Engine, make_url
+
+from migrator.errors import ConnectError, SourceError
+from migrator.schema import Column, Schema, read_schema
+from migrator.values import Converter, Kind, converter
+
+log = logging.getLogger(__name__)
+
+SESSION_SETUP = ("SET time_zone = '+00:00'", "SET SESSION TRANSACTION READ ONLY")
+RawRow = tuple[bytes | None, ...]
+
+
+def mask(url: str | URL) -> str:
+    """The URL as it may be shown: the password replaced by ***."""
+    try:
+        return make_url(url).render_as_string(hide_password=True) if url else ""
+    except Exception:  # not a URL at all; show nothing that could be a secret
+        return "<unparseable URL>"
+
+
+def parse_url(url: str) -> URL:
+    try:
+        parsed = make_url(url)
+    except Exception:
+        raise ConnectError(
+            f"not a database URL: {mask(url)}",
+            "write it as mysql+pymysql://user:password@host:3306/database",
+        ) from None
+    if parsed.get_backend_name() not in ("mysql", "mariadb"):
+        raise ConnectError(
+            f"the source must be MySQL or MariaDB, not '{parsed.get_backend_name()}'",
+            "write it as mysql+pymysql://user:password@host:3306/database",
+        )
+    if parsed.drivername in ("mysql", "mariadb"):
+        parsed = parsed.set(drivername="mysql+pymysql")
+    return parsed
+
+
+def connect_error(url: URL, exc: BaseException) -> ConnectError:
+    """Turn a driver error into one line that names the cause and the fix, no password."""
+    orig = getattr(exc, "orig", exc)
+    args: tuple[Any, ...] = tuple(getattr(orig, "args", None) or (None,))
+    code = args[0]
+    where = f"{url.host or 'localhost'}:{url.port or 3306}"
+    shown = mask(url)
+    if code == 1045:
+        return ConnectError(
+            f"MySQL refused the login of user '{url.username}' at {where} (access denied)",
+            f"check the user and password in the source URL ({shown})",
+        )
+    if code == 1049:
+        return ConnectError(
+            f"MySQL at {where} has no database '{url.database}'",
+            "check the database name at the end of the source URL",
+        )
+    if code in (2002, 2003, 2005, 2006, 2013):
+        return ConnectError(
+            f"cannot reach MySQL at {where}: {_first_line(orig)}",
+            "is the server running and the host/port right? (" + shown + ")",
+        )
+    return ConnectError(f"MySQL error at {where}: {_first_line(orig)}", f"source URL: {shown}")
+
+
+def _first_line(exc: BaseException) -> str:
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+    text = str(args[1]) if len(args) > 1 else str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class Selector:
+    """How each column of a plan is selected and fixed up, in select order."""
+
+    names: tuple[str, ...]
+    columns: tuple[Column, ...]
+    converters: tuple[Converter | None, ...]
+
+    @property
+    def needs_conversion(self) -> bool:
+        return any(c is not None for c in self.converters)
+
+
+class Source:
+    """A read-only MySQL source."""
+
+    def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
+        self.url = parse_url(url)
+        self.connect_timeout = connect_timeout
+        self.engine: Engine = sa.create_engine(
+            self.url,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": connect_timeout, "charset": "utf8mb4"},
+        )
+        sa.event.listen(self.engine, "connect", _setup_session)
+        self._schema: Schema | None = None
+        self._raw: Any = None
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._raw is not None:
+            try:
+                self._raw.close()
+            except Exception:  # already gone
+                pass
+            self._raw = None
+        self.engine.dispose()
+
+    @property
+    def shown_url(self) -> str:
+        return mask(self.url)
+
+    def check(self) -> None:
+        """Connect once, turning failures into ConnectError."""
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+        except sa.exc.DBAPIError as e:
+            raise connect_error(self.url, e) from None
+        except Exception as e:  # driver import errors, DNS...
+            raise ConnectError(f"cannot connect to MySQL ({self.shown_url}): {e}") from None
+
+    def schema(self, only: list[str] | None = None) -> Schema:
+        if self._schema is None or only is not None:
+            self.check()
+            try:
+                schema = read_schema(self.engine, only)
+            except sa.exc.DBAPIError as e:
+                raise connect_error(self.url, e) from None
+            if only is not None:
+                return schema
+            self._schema = schema
+        return self._schema
+
+    # -- raw reading -----------------------------------------------------------------------
+    def raw_connection(self) -> Any:
+        """A DBAPI connection with type conversion off: every value is bytes or None."""
+        if self._raw is None:
+            self._raw = _raw_connect(self.url, self.connect_timeout)
+        return self._raw
+
+    def _execute(self, stmt: sa.sql.Executable, params: dict[str, Any] | None = None) -> Any:
+        compiled = stmt.compile(dialect=self.engine.dialect)  # type: ignore[attr-defined]
+        bound = dict(compiled.params)
+        if params:
+            bound.update(params)
+        cursor = self.raw_connection().cursor()
+        try:
+            cursor.execute(str(compiled), bound)
+        except Exception as e:
+            cursor.close()
+            raise SourceError(f"query failed on the source: {_first_line(e)}") from None
+        return cursor
+
+    def fetch_all(self, stmt: sa.sql.Executable) -> list[RawRow]:
+        cursor = self._execute(stmt)
+        try:
+            return [tuple(r) for r in cursor.fetchall()]
+        finally:
+            cursor.close()
+
+    def selector(self, table: str, names: Sequence[str]) -> Selector:
+        ts = self.schema().tables[table]
+        columns = tuple(ts.column(n) for n in names)
+        return Selector(tuple(names), columns, tuple(converter(c.kind) for c in columns))
+
+    def count(self, table: str) -> int:
+        stmt = sa.select(sa.func.count()).select_from(sa.table(table))
+        row = self.fetch_all(stmt)[0]
+        return int(row[0] or 0)
+
+    def max_of(self, table: str, column: Column) -> bytes | None:
+        stmt = sa.select(sa.func.max(_expr(column)))
+        stmt = stmt.select_from(sa.table(table, sa.column(column.name)))
+        return self.fetch_all(stmt)[0][0]
+
+    def latest(
+        self, table: str, pk: Sequence[Column], order_by: Column, limit: int
+    ) -> list[RawRow]:
+        """The primary keys of the newest ``limit`` rows by ``order_by`` (NULLs never)."""
+        t = sa.table(table, *(sa.column(c.name) for c in pk), sa.column(order_by.name))
+        o = t.c[order_by.name]
+        stmt = (
+            sa.select(*(_expr(c, t) for c in pk))
+            .where(o.is_not(None))
+            .order_by(o.desc(), *(t.c[c.name].desc() for c in pk))
+            .limit(limit)
+        )
+        sel = Selector(tuple(c.name for c in pk), tuple(pk), tuple(converter(c.kind) for c in pk))
+        return [_convert(r, sel) for r in self.fetch_all(stmt)]
+
+    def batches(
+        self,
+        table: str,
+        selector: Selector,
+        pk: Sequence[str],
+        batch_size: int,
+        after: Sequence[Any] | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[list[RawRow]]:
+        """Rows in primary-key order, ``batch_size`` at a time, by keyset pagination:
+        ``WHERE pk > :last ORDER BY pk LIMIT n`` (expanded for composite keys)."""
+        page_size = page_size or max(batch_size, 20000)
+        t = sa.table(table, *(sa.column(n) for n in selector.names))
+        pk_cols = [t.c[n] for n in pk]
+        pk_kinds = [selector.columns[selector.names.index(n)].kind for n in pk]
+        exprs = [_expr(c, t) for c in selector.columns]
+        base = sa.select(*exprs).order_by(*pk_cols).limit(sa.bindparam("_limit", page_size))
+        first = base.compile(dialect=self.engine.dialect)
+        params: list[Any] = [sa.bindparam(f"_k{i}") for i in range(len(pk))]
+        keyset = sa.or_(
+            *(
+                sa.and_(*(pk_cols[j] == params[j] for j in range(i)), pk_cols[i] > params[i])
+                for i in range(len(pk))
+            )
+        )
+        nxt = base.where(keyset).compile(dialect=self.engine.dialect)
+        last = list(after) if after is not None else None
+        convert = selector.needs_conversion
+        while True:
+            stmt = first if last is None else nxt
+            bound = dict(stmt.params)
+            bound["_limit"] = page_size
+            if last is not None:
+                bound.update({f"_k{i}": v for i, v in enumerate(last)})
+            cursor = self.raw_connection().cursor(_unbuffered_cursor(self.raw_connection()))
+            try:
+                cursor.execute(str(stmt), bound)
+                got = 0
+                while True:
+                    rows = cursor.fetchmany(batch_size)
+                    if not rows:
+                        break
+                    got += len(rows)
+                    if convert:
+                        rows = [_convert(r, selector) for r in rows]
+                    last = [keyset_value(v, k) for v, k in zip(rows[-1], pk_kinds)]
+                    yield rows
+            except Exception as e:
+                if isinstance(e, GeneratorExit):
+                    raise
+                raise SourceError(f"reading {table} failed: {_first_line(e)}") from None
+            finally:
+                cursor.close()
+            if got < page_size:
+                return
+
+
+def keyset_value(raw: bytes | None, kind: Kind) -> Any:
+    """A primary-key value as a query parameter that compares like the column does."""
+    if raw is None:
+        return None
+    if kind is Kind.INTEGER or kind is Kind.BIT:
+        return int(raw)
+    if kind is Kind.BINARY:
+        return bytes(raw)
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def keyset_text(values: Sequence[Any]) -> list[str]:
+    """Keyset values as JSON-safe text (for checkpoints): hex for bytes."""
+    return [v.hex() if isinstance(v, bytes) else str(v) for v in values]
+
+
+def _convert(row: Sequence[Any], selector: Selector) -> RawRow:
+    return tuple(v if f is None or v is None else f(v) for v, f in zip(row, selector.converters))
+
+
+def _expr(column: Column, t: Any = None) -> Any:
+    col = t.c[column.name] if t is not None else sa.column(column.name)
+    if column.kind is Kind.BIT:
+        return sa.cast(col, mysql.INTEGER(unsigned=True))
+    if column.kind is Kind.GEOMETRY:
+        return sa.func.ST_AsText(col)
+    if column.kind is Kind.FLOAT:
+        return sa.type_coerce(col, sa.Float) + sa.literal_column("0e0")
+    return col
+
+
+def _setup_session(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    try:
+        for statement in SESSION_SETUP:
+            cursor.execute(statement)
+    finally:
+        cursor.close()
+
+
+def _raw_connect(url: URL, timeout: int) -> Any:
+    dialect = sa.create_engine(url).dialect
+    cargs, kwargs = dialect.create_connect_args(url)
+    driver = url.get_driver_name()
+    kwargs.update(connect_timeout=timeout, charset="utf8mb4")
+    try:
+        if driver == "pymysql":
+            import pymysql
+            from pymysql.converters import conversions
+
+            kwargs.pop("client_flag", None)
+            encoders = {k: v for k, v in conversions.items() if not isinstance(k, int)}
+            conn = pymysql.connect(*cargs, **kwargs, conv=encoders, use_unicode=False)
+        elif driver == "mysqldb":
+            import MySQLdb
+            from MySQLdb.converters import conversions as mconv
+
+            encoders = {k: v for k, v in mconv.items() if not isinstance(k, int)}
+            conn = MySQLdb.connect(*cargs, **kwargs, conv=encoders, use_unicode=False)
+        else:
+            raise ConnectError(
+                f"the MySQL driver '{driver}' is not supported for reading rows",
+                "use mysql+pymysql:// (default) or mysql+mysqldb:// (mysqlclient)",
+            )
+    except ConnectError:
+        raise
+    except Exception as e:
+        raise connect_error(url, e) from None
+    _setup_session(conn, None)
+    return conn
+
+
+def _unbuffered_cursor(conn: Any) -> Any:
+    module = type(conn).__module__
+    if module.startswith("pymysql"):
+        import pymysql.cursors
+
+        return pymysql.cursors.SSCursor
+    import MySQLdb.cursors
+
+    return MySQLdb.cursors.SSCursor

@@ -1,0 +1,167 @@
+"""MySQL value -> Redis bytes (SPEC section 3), and sorted-set scores.
+
+Rows are read over MySQL's text protocol with the driver's type conversion switched off, so
+each value arrives as the very bytes the server prints for it (what ``mysql -B`` shows):
+DECIMAL keeps its scale, DATETIME(n) its n fraction digits, TIME may be negative or over 24 h,
+zero dates stay ``0000-00-00``, TIMESTAMP is in the session's UTC, ENUM and SET are text,
+BLOBs are their raw bytes. Three kinds need help from the query or from here:
+
+* BIT is sent as raw bytes, so it is selected as ``CAST(col AS UNSIGNED)`` (decimal text);
+* GEOMETRY is stored in an internal binary form, so it is selected as ``ST_AsText(col)``;
+* FLOAT: MariaDB prints 6 significant digits, which do not read back to the stored number,
+  so FLOAT is selected as DOUBLE and written here as the shortest text that reads back to
+  the same 32-bit float (what MySQL 8 prints too).
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import re
+import struct
+from collections.abc import Callable
+from enum import Enum
+
+Converter = Callable[[bytes], bytes]
+
+
+class Kind(str, Enum):
+    """How a MySQL column's value is read and written."""
+
+    INTEGER = "integer"
+    BIT = "bit"
+    DECIMAL = "decimal"
+    FLOAT = "float"
+    DOUBLE = "double"
+    DATE = "date"
+    DATETIME = "datetime"
+    TIMESTAMP = "timestamp"
+    TIME = "time"
+    YEAR = "year"
+    TEXT = "text"
+    BINARY = "binary"
+    JSON = "json"
+    GEOMETRY = "geometry"
+
+    @property
+    def numeric(self) -> bool:
+        return self in NUMERIC
+
+    @property
+    def temporal(self) -> bool:
+        return self in (Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP)
+
+    @property
+    def scorable(self) -> bool:
+        """Can be a sorted-set score (numbers, and dates as Unix seconds)."""
+        return self.numeric or self.temporal
+
+
+NUMERIC = frozenset({Kind.INTEGER, Kind.BIT, Kind.DECIMAL, Kind.FLOAT, Kind.DOUBLE, Kind.YEAR})
+
+_KINDS_BY_TYPE = {
+    **dict.fromkeys(("tinyint", "smallint", "mediumint", "int", "integer", "bigint"), Kind.INTEGER),
+    "bit": Kind.BIT,
+    **dict.fromkeys(("decimal", "numeric", "dec", "fixed"), Kind.DECIMAL),
+    "float": Kind.FLOAT,
+    **dict.fromkeys(("double", "real", "double precision"), Kind.DOUBLE),
+    "date": Kind.DATE,
+    "datetime": Kind.DATETIME,
+    "timestamp": Kind.TIMESTAMP,
+    "time": Kind.TIME,
+    "year": Kind.YEAR,
+    "json": Kind.JSON,
+    **dict.fromkeys(
+        ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"), Kind.BINARY
+    ),
+    **dict.fromkeys(
+        (
+            "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
+            "multipolygon", "geometrycollection", "geomcollection",
+        ),
+        Kind.GEOMETRY,
+    ),
+}  # fmt: skip
+
+
+def kind_of(data_type: str, charset: str | None = None) -> Kind:
+    """Classify an information_schema DATA_TYPE (``varchar``, ``int``, ``point``...)."""
+    data_type = data_type.lower()
+    kind = _KINDS_BY_TYPE.get(data_type)
+    if kind is not None:
+        return kind
+    if charset == "binary":  # CHAR/VARCHAR/TEXT ... CHARACTER SET binary
+        return Kind.BINARY
+    return Kind.TEXT  # char, varchar, *text, enum, set, and anything textual we do not know
+
+
+def float32_text(raw: bytes) -> bytes:
+    """The shortest text that reads back to the same 32-bit float, in MySQL's style
+    (``1.2345678``, ``3.4028235e38``, ``1e-7``). ``raw`` is the value printed as a DOUBLE."""
+    value = float(raw)
+    if not math.isfinite(value):
+        return raw
+    if value == 0.0:
+        return b"-0" if math.copysign(1.0, value) < 0 else b"0"
+    target = struct.unpack("f", struct.pack("f", value))[0]
+    for digits in range(1, 10):
+        text = f"{target:.{digits}g}"
+        if struct.unpack("f", struct.pack("f", float(text)))[0] == target:
+            break
+    return _mysql_exponent(text).encode()
+
+
+def _mysql_exponent(text: str) -> str:
+    """``1.5e+38`` -> ``1.5e38``, ``1e-07`` -> ``1e-7``: exponents as MySQL prints them."""
+    m = re.fullmatch(r"(-?[0-9.]+)e([+-])0*([0-9]+)", text)
+    if not m:
+        return text
+    sign = "-" if m.group(2) == "-" else ""
+    return f"{m.group(1)}e{sign}{m.group(3)}"
+
+
+def converter(kind: Kind) -> Converter | None:
+    """A per-value fix-up for kinds whose server text is not the Redis text, else None."""
+    return float32_text if kind is Kind.FLOAT else None
+
+
+_DATE = re.compile(rb"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(\.\d+)?)?$")
+
+
+def score(raw: bytes, kind: Kind) -> bytes | None:
+    """A sorted-set score for a value: numbers as they are, dates as Unix seconds (UTC).
+    None when the value cannot be a score (a zero date, say)."""
+    if kind.numeric:
+        try:
+            number = float(raw)
+        except ValueError:
+            return None
+        return raw if math.isfinite(number) else None
+    if kind.temporal:
+        return unix_seconds(raw)
+    return None
+
+
+def unix_seconds(raw: bytes) -> bytes | None:
+    m = _DATE.match(raw)
+    if not m:
+        return None
+    year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    if not (1 <= month <= 12 and 1 <= day <= 31) or year == 0:
+        return None  # zero dates have no instant
+    hh, mm, ss = (int(m.group(i) or 0) for i in (4, 5, 6))
+    try:
+        seconds = calendar.timegm((year, month, day, hh, mm, ss, 0, 0, 0))
+    except (ValueError, OverflowError):
+        return None
+    fraction = m.group(7)
+    if fraction and fraction.strip(b".0"):
+        return (
+            b"%d%s" % (seconds, fraction.rstrip(b"0")) if seconds >= 0 else _neg(seconds, fraction)
+        )
+    return b"%d" % seconds
+
+
+def _neg(seconds: int, fraction: bytes) -> bytes:
+    value = seconds + float(fraction)
+    return repr(value).encode()
