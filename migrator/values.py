@@ -105,19 +105,27 @@ def float32_text(raw: bytes) -> bytes:
         return b"-0" if math.copysign(1.0, value) < 0 else b"0"
     target = struct.unpack("f", struct.pack("f", value))[0]
     for digits in range(1, 10):
-        text = f"{target:.{digits}g}"
+        text = f"{target:.{digits - 1}e}"
         if struct.unpack("f", struct.pack("f", float(text)))[0] == target:
             break
-    return _mysql_exponent(text).encode()
+    return _mysql_style(text).encode()
 
 
-def _mysql_exponent(text: str) -> str:
-    """``1.5e+38`` -> ``1.5e38``, ``1e-07`` -> ``1e-7``: exponents as MySQL prints them."""
-    m = re.fullmatch(r"(-?[0-9.]+)e([+-])0*([0-9]+)", text)
-    if not m:
-        return text
-    sign = "-" if m.group(2) == "-" else ""
-    return f"{m.group(1)}e{sign}{m.group(3)}"
+def _mysql_style(sci: str) -> str:
+    """``1.5e+02`` -> ``150``; ``1.5e+38`` -> ``1.5e38``; ``1e-07`` -> ``1e-7``: positional
+    for exponents -4..14, else MySQL's exponent form without '+' or leading zeros."""
+    mantissa, exp_text = sci.split("e")
+    exponent = int(exp_text)
+    sign = "-" if mantissa.startswith("-") else ""
+    digits = mantissa.lstrip("-").replace(".", "").rstrip("0") or "0"
+    if -5 < exponent < 15:
+        if exponent < 0:
+            return f"{sign}0.{'0' * (-exponent - 1)}{digits}"
+        whole, frac = digits[: exponent + 1], digits[exponent + 1 :]
+        whole += "0" * (exponent + 1 - len(whole))
+        return f"{sign}{whole}.{frac}" if frac else f"{sign}{whole}"
+    lead = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    return f"{sign}{lead}e{exponent}"
 
 
 def converter(kind: Kind) -> Converter | None:
