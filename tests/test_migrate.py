@@ -74,7 +74,7 @@ def test_source_session_is_read_only(mysql_db) -> None:  # type: ignore[no-untyp
     mysql_db.run("CREATE TABLE t (id INT PRIMARY KEY);")
     with Source(mysql_db.url) as src:
         cursor = src.raw_connection().cursor()
-        with pytest.raises(Exception, match="READ ONLY|read.only|1792"):
+        with pytest.raises(Exception, match=r"READ ONLY|read.only|1792"):
             cursor.execute("INSERT INTO t VALUES (1)")
     assert mysql_db.query("SELECT COUNT(*) FROM t")[0][0] == 0
 
