@@ -1,0 +1,289 @@
+"""Live schema -> mapping -> commented YAML: what ``migrator init`` writes (SPEC 4 defaults).
+
+The draft is data first (:class:`Draft`, one :class:`TableDraft` per table, each a plain
+dict in the mapping's own shape plus the comments a person needs), rendered to YAML last.
+Every scalar is written by ``yaml.safe_dump``, so names with spaces, colons or braces stay
+intact; braces in names are doubled inside key templates.
+
+Choices beyond the SPEC's words, all of them written into the file as comments:
+
+* a foreign key is written as ``references`` (it names its parent, which ``verify`` checks);
+  a non-unique index on exactly the same columns is then left out, since it would be the
+  very same SET (SPEC 4: "written once, never twice");
+* a UNIQUE index on the same columns as the row key is left out (it would map each key to
+  itself);
+* a column whose name contains a brace cannot be named by a ``{column}`` placeholder; a
+  table that needs one in its key is left out, saying why.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from sqlalchemy.exc import SAWarning
+
+from migrator.errors import SourceError
+from migrator.loader import suggest
+from migrator.schema import Schema, TableSchema
+from migrator.source import Source, mask
+
+BatchSize = 5000
+
+
+def esc(text: str) -> str:
+    """Literal text inside a key template: braces doubled."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def placeholder(column: str) -> str:
+    return "{" + column + "}"
+
+
+def placeable(column: str) -> bool:
+    """A column can be named by a ``{column}`` placeholder (no braces in its name)."""
+    return "{" not in column and "}" not in column
+
+
+@dataclass
+class TableDraft:
+    name: str
+    body: dict[str, Any] | None  # None: left out of the mapping
+    notes: list[str] = field(default_factory=list)  # comment lines above the table
+    rows: int = 0
+
+
+@dataclass
+class Draft:
+    source: str  # masked
+    source_setting: str  # what the file's 'source:' says (never a password)
+    database: str
+    date: str
+    separator: str
+    tables: list[TableDraft]
+    views: tuple[str, ...]
+
+    @property
+    def mapped(self) -> list[TableDraft]:
+        return [t for t in self.tables if t.body is not None]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The mapping as plain data (what ``yaml.safe_load`` of :meth:`render` gives)."""
+        return {
+            "version": 1,
+            "source": self.source_setting,
+            "options": {"separator": self.separator, "batch_size": BatchSize},
+            "tables": {t.name: t.body for t in self.mapped},
+        }
+
+    def render(self) -> str:
+        return render(self)
+
+
+def is_join_table(ts: TableSchema) -> bool:
+    """Every column is in a primary key of two or more columns (the tag example)."""
+    return len(ts.primary_key) >= 2 and set(ts.column_names) == set(ts.primary_key)
+
+
+def draft_table(ts: TableSchema, schema: Schema, sep: str) -> TableDraft:
+    """One table's SPEC 4 defaults, written out in full so a person can edit them."""
+    d = TableDraft(ts.name, None, rows=ts.row_estimate)
+    pk = ts.row_identity()
+    if not pk:
+        d.notes.append(
+            f"{ts.name}: left out: no primary key and no NOT NULL unique index to key its "
+            "rows; add one in MySQL, or map it by hand with primary_key: [columns...]"
+        )
+        return d
+    bad = [c for c in pk if not placeable(c)]
+    if bad:
+        d.notes.append(
+            f"{ts.name}: left out: key column {bad[0]!r} has a brace in its name, which a "
+            "{column} placeholder cannot name"
+        )
+        return d
+    body: dict[str, Any] = {}
+    if not ts.primary_key:
+        body["primary_key"] = list(pk)
+        d.notes.append(f"no primary key: rows keyed by the NOT NULL unique index on {_cols(pk)}")
+    if is_join_table(ts):
+        return _join_table(d, ts, body, sep)
+    body["key"] = sep.join([esc(ts.name), *(placeholder(c) for c in pk)])
+    body["columns"] = [c for c in ts.column_names if c not in pk]
+    if len(pk) == 1 and ts.column(pk[0]).is_integer:
+        body["counter"] = f"{esc(ts.name)}{sep}id"
+    unique: list[Any] = []
+    indexes: list[Any] = []
+    references: list[dict[str, Any]] = []
+    covered: list[str] = []
+    fk_columns = {fk.columns for fk in ts.foreign_keys}
+    for ix in ts.indexes:
+        if ix.kind in ("FULLTEXT", "SPATIAL"):
+            d.notes.append(
+                f"{ix.kind} index {ix.name} on {_cols(ix.columns)} left out "
+                "(Redis has no equivalent structure)"
+            )
+        elif ix.unique:
+            if set(ix.columns) == set(pk):
+                continue  # the row key itself
+            entry = _names(ix.columns)
+            if entry not in unique:
+                unique.append(entry)
+        elif ix.columns in fk_columns:
+            covered.append(_cols(ix.columns))
+        else:
+            entry = _names(ix.columns)
+            if entry not in indexes:
+                indexes.append(entry)
+    if covered:
+        d.notes.append(
+            f"index{'es' if len(covered) > 1 else ''} on {', '.join(covered)}: the same SETs "
+            "as the foreign keys under references, written there once"
+        )
+    for fk in ts.foreign_keys:
+        ref: dict[str, Any] = {"columns": _names(fk.columns), "table": fk.parent}
+        parent = schema.tables.get(fk.parent)
+        if parent is None or parent.primary_key != fk.parent_columns:
+            ref["parent_columns"] = _names(fk.parent_columns)
+        if ref not in references:
+            references.append(ref)
+    for name, items in (("unique", unique), ("indexes", indexes), ("references", references)):
+        if items:
+            body[name] = items
+    d.body = body
+    return d
+
+
+def _join_table(d: TableDraft, ts: TableSchema, body: dict[str, Any], sep: str) -> TableDraft:
+    pk = ts.primary_key
+    body["as"] = "none"
+    sets = []
+    for c in pk:
+        others = sep.join(placeholder(o) for o in pk if o != c)
+        key = sep.join([esc(ts.name), esc(c), placeholder(c)])
+        sets.append({"key": key, "member": others})
+    body["sets"] = sets
+    d.notes.append(
+        "join table (every column is in the primary key): no row hashes; a SET per value "
+        "of each key column, in both directions"
+    )
+    if ts.foreign_keys or ts.indexes:
+        d.notes.append("its indexes and foreign keys are served by these sets")
+    d.body = body
+    return d
+
+
+def _names(columns: tuple[str, ...]) -> str | list[str]:
+    return columns[0] if len(columns) == 1 else list(columns)
+
+
+def _cols(columns: tuple[str, ...]) -> str:
+    return "(" + ", ".join(columns) + ")"
+
+
+def source_setting(url: str) -> str:
+    """The ``source:`` line for the file: the URL with any password replaced by
+    ``${MYSQL_PASSWORD:-}``, so the secret stays in the environment."""
+    shown = mask(url)
+    if ":***@" in shown:
+        return shown.replace(":***@", ":${MYSQL_PASSWORD:-}@", 1)
+    return shown
+
+
+def draft(
+    schema: Schema,
+    *,
+    source: str,
+    tables: list[str] | None = None,
+    separator: str = ":",
+    today: dt.date | None = None,
+) -> Draft:
+    """The SPEC 4 defaults for every base table (or only ``tables``) of ``schema``."""
+    names = list(schema.tables)
+    if tables:
+        for t in tables:
+            if t not in schema.tables:
+                what = "is a view" if t in schema.views else "is not a table"
+                raise SourceError(
+                    f"--tables names '{t}', which {what} in database '{schema.database}'",
+                    suggest(t, names) or "tables: " + ", ".join(names),
+                )
+        names = [n for n in names if n in tables]
+    return Draft(
+        source=mask(source),
+        source_setting=source_setting(source),
+        database=schema.database,
+        date=(today or dt.date.today()).isoformat(),
+        separator=separator,
+        tables=[draft_table(schema.tables[n], schema, separator) for n in names],
+        views=tuple(sorted(schema.views)) if not tables else (),
+    )
+
+
+def init(source: str, tables: list[str] | None = None) -> Draft:
+    """Read the live schema at ``source`` and draft its mapping (``migrator init``)."""
+    with Source(source) as src:
+        return draft(live_schema(src), source=source, tables=tables)
+
+
+def live_schema(src: Source) -> Schema:
+    """The source's schema, without SQLAlchemy's warnings about types it does not know
+    (GEOMETRY): values.py classifies those itself."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Did not recognize type", category=SAWarning)
+        return src.schema()
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def scalar(value: Any) -> str:
+    """One YAML value (a scalar, or a list/dict in flow style), quoted where needed."""
+    text = yaml.safe_dump(
+        value, default_flow_style=True, allow_unicode=True, width=1 << 30, sort_keys=False
+    )
+    if text.endswith("\n...\n"):
+        text = text[: -len("\n...\n")]
+    return text.rstrip("\n")
+
+
+def render(d: Draft) -> str:
+    out = [
+        f"# migrator mapping drafted by 'migrator init' on {d.date}",
+        f"# source: {d.source} (database {d.database})",
+        "# SPEC 4 defaults, written out in full: edit freely, then check with",
+        "#   migrator validate THIS_FILE --source URL",
+    ]
+    if "${MYSQL_PASSWORD" in d.source_setting:
+        out.append("# the password is not stored here: export MYSQL_PASSWORD=... or pass --source")
+    if d.views:
+        out.append("# views skipped (only base tables are migrated): " + ", ".join(d.views))
+    out += [
+        "version: 1",
+        f"source: {scalar(d.source_setting)}",
+        "# target: redis://127.0.0.1:6379/0   (the default; or --target / MIGRATOR_TARGET_URL)",
+        "options:",
+        f"  separator: {scalar(d.separator)}",
+        f"  batch_size: {BatchSize}",
+        "tables:",
+    ]
+    for t in d.tables:
+        out.append("")
+        if t.body is None:
+            out += [f"  # {note}" for note in t.notes]
+            continue
+        out.append(f"  # {t.name}: ~{t.rows:,} rows (estimate)")
+        out += [f"  # {note}" for note in t.notes]
+        out.append(f"  {scalar(t.name)}:")
+        for key, value in t.body.items():
+            if isinstance(value, list) and value and key != "columns" and key != "primary_key":
+                out.append(f"    {key}:")
+                out += [f"      - {scalar(item)}" for item in value]
+            else:
+                out.append(f"    {key}: {scalar(value)}")
+    if not d.mapped:
+        out.append("  {}  # no table could be mapped (see the comments above)")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,178 @@
+"""``migrator validate``: loader checks, then checks against the live schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from migrator.cli import app
+from migrator.loader import parse_mapping
+from migrator.validate import Problem, check_schema, validate
+from tests.test_scaffold import sample_schema
+
+MAPPING = """\
+version: 1
+tables:
+  emp:
+    columns: [ename, emial]
+    unique:
+      - email
+      - mgr_id
+    sorted:
+      - key: emp:by:name
+        score: ename
+      - key: emp:by:mgr
+        score: mgr_id
+    latest:
+      - key: emp:latest
+        order_by: hird
+  empp: {}
+  emp_view: {}
+  dept:
+    key: "dept:{dname}"
+  book_tag:
+    key: "book_tag:{book_id}"
+  log:
+    key: "log:{msg}"
+"""
+
+
+def problems(text: str) -> list[Problem]:
+    return check_schema(parse_mapping(text, file="m.yaml", environ={}), sample_schema())
+
+
+def test_every_problem_names_path_line_and_the_closest_name() -> None:
+    got = {(p.level, p.path, p.line): p for p in problems(MAPPING)}
+    assert set(got) == {
+        ("error", "tables.emp.columns", 4),
+        ("error", "tables.emp.latest[0].order_by", 15),
+        ("warning", "tables.emp.unique[1]", 7),
+        ("error", "tables.emp.sorted[0].score", 10),
+        ("error", "tables.empp", 16),
+        ("error", "tables.emp_view", 17),
+        ("error", "tables.book_tag.key", 21),
+        ("error", "tables.log.key", 23),
+    }
+    assert got["error", "tables.emp.columns", 4].hint == "did you mean 'email'?"
+    assert "unknown column 'emial' in table emp" in str(got["error", "tables.emp.columns", 4])
+    assert str(got["error", "tables.emp.latest[0].order_by", 15]).startswith(
+        "m.yaml:15: tables.emp.latest[0].order_by: unknown column 'hird'"
+    )
+    assert got["error", "tables.empp", 16].hint == "did you mean 'emp'?"
+    assert "is a view" in got["error", "tables.emp_view", 17].message
+    assert "neither numeric nor a date" in got["error", "tables.emp.sorted[0].score", 10].message
+    assert (
+        "does not enforce ['mgr_id'] as unique" in got["warning", "tables.emp.unique[1]", 7].message
+    )
+    assert "rows would overwrite each other" in got["error", "tables.log.key", 23].message
+
+
+def test_keys_with_a_not_null_unique_or_a_composite_key_are_fine() -> None:
+    text = """\
+version: 1
+tables:
+  dept:
+    key: "dept:{code}"
+  book_tag:
+    as: none
+    sets: [{key: "tag:{tagname}", member: "{book_id}"}]
+  emp:
+    key: "e:{emp_id}:{ename}"
+    sorted: [{key: "emp:top", score: mgr_id}]
+"""
+    assert problems(text) == []
+
+
+def test_key_on_a_nullable_unique_column_is_an_error() -> None:
+    text = 'version: 1\ntables:\n  emp:\n    key: "emp:{email}"\n'
+    (p,) = problems(text)
+    assert (p.level, p.path, p.line) == ("error", "tables.emp.key", 4)
+    assert p.hint == "put every primary-key column in the key, e.g. emp:{emp_id}"
+
+
+def test_declared_primary_key_that_mysql_does_not_enforce_warns() -> None:
+    text = "version: 1\ntables:\n  emp:\n    primary_key: [ename]\n"
+    error, warning = sorted(problems(text), key=lambda p: p.level)
+    assert (warning.level, warning.path, warning.line) == ("warning", "tables.emp.primary_key", 4)
+    assert "does not enforce ['ename'] as unique" in warning.message
+    assert (error.level, error.path) == ("error", "tables.emp")  # the default key emp:{ename}
+
+
+def test_unknown_parent_table(tmp_path: Path) -> None:
+    text = "version: 1\ntables:\n  emp:\n    references: [{columns: mgr_id, table: empz}]\n"
+    (p,) = problems(text)
+    assert (p.path, p.hint) == ("tables.emp.references[0].table", "did you mean 'emp'?")
+
+
+def test_loader_errors_are_reported_with_their_line(tmp_path: Path) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text("version: 1\ntables:\n  emp:\n    indexs: [mgr_id]\n")
+    report = validate(f, environ={})
+    assert report.exit_code == 2
+    (p,) = report.problems
+    assert (p.path, p.line, p.hint) == ("tables.emp.indexs", 4, "did you mean 'indexes'?")
+
+
+def test_without_a_source_the_file_alone_is_checked(tmp_path: Path) -> None:
+    f = tmp_path / "emp.yaml"
+    f.write_text("version: 1\ntables:\n  emp:\n    columns: [nosuch]\n")
+    report = validate(f, environ={})
+    assert report.exit_code == 0 and report.source is None
+    assert report.summary() == (
+        f"{f}: OK, 1 table (file only: no source given; pass --source URL to check the live schema)"
+    )
+
+
+# -- against the real server and through the CLI ------------------------------------------------
+
+SQL = """
+CREATE TABLE emp (emp_id INT PRIMARY KEY, ename VARCHAR(20) NOT NULL, email VARCHAR(40),
+  mgr_id INT, hired DATETIME, UNIQUE KEY (email), KEY (mgr_id));
+CREATE TABLE dept (dept_no CHAR(4) PRIMARY KEY, dname VARCHAR(20));
+"""
+
+
+def test_cli_validate_against_the_live_schema(mysql_db, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    mysql_db.run(SQL)
+    runner = CliRunner()
+    env = {"MIGRATOR_SOURCE_URL": ""}
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        f"version: 1\nsource: {mysql_db.url}\ntables:\n  emp:\n    unique: [email, ename]\n"
+        "    latest: [{key: 'emp:latest', order_by: hired}]\n  dept: {}\n"
+    )
+    ok = runner.invoke(app, ["validate", str(good)], env=env)
+    assert ok.exit_code == 0, ok.output
+    assert f"{good}: OK, 2 tables, 1 warning" in ok.output
+    assert f"{good}:5: tables.emp.unique[1]: MySQL does not enforce ['ename']" in ok.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\ntables:\n  emp:\n    columns: [ename, emial]\n  dpt: {}\n")
+    failed = runner.invoke(app, ["validate", str(bad), "--source", mysql_db.url], env=env)
+    assert failed.exit_code == 2
+    assert f"{bad}:4: tables.emp.columns: unknown column 'emial' in table emp" in failed.output
+    assert "did you mean 'email'?" in failed.output
+    assert f"{bad}:5: tables.dpt: no such table 'dpt'" in failed.output
+    assert f"{bad}: 2 errors" in failed.output
+    file_only = runner.invoke(app, ["validate", str(bad)], env=env)
+    assert file_only.exit_code == 0 and "file only: no source given" in file_only.output
+    from_env = runner.invoke(app, ["validate", str(bad)], env={"MIGRATOR_SOURCE_URL": mysql_db.url})
+    assert from_env.exit_code == 2
+
+
+def test_cli_validate_unreachable_source_exits_3(tmp_path: Path) -> None:
+    f = tmp_path / "m.yaml"
+    f.write_text("version: 1\ntables:\n  emp: {}\n")
+    url = "mysql+pymysql://root:hunter2@127.0.0.1:1/db"
+    result = CliRunner().invoke(app, ["validate", str(f), "--source", url])
+    assert result.exit_code == 3
+    assert "hunter2" not in result.output and "Traceback" not in result.output
+
+
+def test_cli_validate_loader_error_exits_2(tmp_path: Path) -> None:
+    f = tmp_path / "m.yaml"
+    f.write_text("version: 1\ntables:\n  emp:\n    as: hashes\n")
+    result = CliRunner().invoke(app, ["validate", str(f)], env={"MIGRATOR_SOURCE_URL": ""})
+    assert result.exit_code == 2
+    assert f"{f}:4: tables.emp.as: unknown 'as: hashes'" in result.output
+    assert "did you mean 'hash'?" in result.output
