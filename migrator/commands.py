@@ -16,7 +16,7 @@ from migrator.model import Mapping
 from migrator.planner import Stats, TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.resolve import Resolved, resolve
-from migrator.sink import RedisSink, connect
+from migrator.sink import Sink, connect
 from migrator.source import Source, keyset_value
 
 DEFAULT_SOURCE = "mysql+pymysql://root@127.0.0.1:3306"
@@ -145,25 +145,35 @@ def migrate(
     batch_size: int | None = None,
     resume: bool = False,
     progress: Progress = NULL_PROGRESS,
+    workers: int | None = None,
 ) -> MigrateReport:
-    """Load every mapped table into Redis. Returns a report; raises MigratorError."""
+    """Load every mapped table into Redis. Returns a report; raises MigratorError.
+
+    ``workers`` (default min(4, CPUs)) splits each single-integer primary key's range across
+    processes and loads tables side by side (migrator/parallel.py)."""
+    from migrator.parallel import default_workers, load_tables
+
     m = load(mapping)
     if batch_size is not None and batch_size < 1:
         raise MigratorError("--batch-size must be a positive number of rows")
+    if workers is not None and workers < 1:
+        raise MigratorError("--workers must be at least 1", "e.g. --workers 2")
+    n_workers = workers or default_workers()
     size = batch_size or m.options.batch_size
     started = time.perf_counter()
     with opened(m, source, tables) as (src, resolved):
         client = connect(target_url(m, target))
-        sink = RedisSink(client)
         checkpoint = Checkpoint(client, m.name)
         state = checkpoint.load() if resume else {}
         if not resume:
             checkpoint.clear()
-        reports = []
-        for r in resolved:
-            reports.append(
-                migrate_table(src, sink, checkpoint, r, size, state.get(r.name), progress)
-            )
+        common = {
+            "source": source_url(m, source),
+            "target": target_url(m, target),
+            "mapping": m.name,
+            "batch_size": size,
+        }
+        reports = load_tables(src, client, checkpoint, resolved, state, progress, n_workers, common)
         client.close()
         from migrator.sink import mask as mask_target
         from migrator.source import mask as mask_source
@@ -179,8 +189,8 @@ def migrate(
 
 def migrate_table(
     src: Source,
-    sink: RedisSink,
-    checkpoint: Checkpoint,
+    sink: Sink,
+    checkpoint: Checkpoint | None,
     resolved: Resolved,
     batch_size: int,
     state: TableState | None,
@@ -214,11 +224,13 @@ def migrate_table(
         sink.write(commands)
         total.add(stats)
         done_rows += len(rows)
-        pending = checkpoint.command(name, rows[-1][: len(pk)], done_rows)
+        if checkpoint is not None:
+            pending = checkpoint.command(name, rows[-1][: len(pk)], done_rows)
         progress.advance(name, len(rows))
     finishing = [c for c in [pending] if c is not None]
     finishing += finish_commands(src, plan, resolved)
-    finishing.append(checkpoint.command(name, None, done_rows, done=True))
+    if checkpoint is not None:
+        finishing.append(checkpoint.command(name, None, done_rows, done=True))
     sink.write(finishing)
     report.keys = total.keys + (1 if resolved.counter else 0) + len(resolved.table.latest)
     report.rows, report.entries = total.rows, total.entries

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from migrator.model import Template
 from migrator.resolve import Resolved, column_uses
@@ -355,8 +356,11 @@ class TablePlan:
         self.select = self._select_columns()
         self.pos = {name: i for i, name in enumerate(self.select)}
         self.row_key = compile_template(self.resolved.key, self.pos)
+        key = self.resolved.key
+        self.row_key_positions = [self.pos[key.columns[p]] for p in key.parts if isinstance(p, int)]
         self.pk_text = joiner(range(len(self.resolved.primary_key)), self.sep)
         self.structures = [cls(self) for name, cls in STRUCTURES.items() if self._uses(name)]
+        self._packer: Any = None
 
     def _uses(self, name: str) -> bool:
         t = self.table
@@ -403,6 +407,14 @@ class TablePlan:
                 add(row, batch)
         batch.stats.rows = n
         return batch.finish(), batch.stats
+
+    def pack(self, rows: Sequence[Row]) -> tuple[bytes, int, Stats]:
+        """The hot path: (RESP bytes of ``plan(rows)``'s commands, their number, stats)."""
+        if self._packer is None:
+            from migrator.packer import Packer
+
+            self._packer = Packer(self)
+        return self._packer.pack(rows)
 
     def counter_command(self, max_pk: bytes | None) -> Command | None:
         """``SET Tab:id MAX(pk)`` (0 for an empty table), or None without a counter."""

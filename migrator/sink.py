@@ -3,9 +3,11 @@ RecordingSink keeps them (dry-run); resp() turns them into the bytes redis-cli -
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -16,6 +18,12 @@ from migrator.errors import ConnectError, TargetError
 
 Command = tuple[bytes, ...]
 T = TypeVar("T")
+
+
+class Sink(Protocol):
+    """Where a table's planned commands go, one batch at a time: Redis, a list, a RESP file."""
+
+    def write(self, commands: Sequence[Command]) -> None: ...
 
 
 def resp(commands: Iterable[Command]) -> bytes:
@@ -143,3 +151,129 @@ class RecordingSink:
     def write(self, commands: Sequence[Command]) -> None:
         self.commands.extend(commands)
         self.commands_sent += len(commands)
+
+
+class PackedWriter:
+    """The hot path's sink: batches already packed as RESP (``TablePlan.pack``) are sent from
+    a background thread, so reading MySQL and packing overlap with Redis' work.
+
+    Every command on this path (HSET, SADD, ZADD, SET) has a one-line reply, so replies are
+    counted by line and only an error line (``-...``) is looked at. A batch's checkpoint
+    command goes out with the next batch, once this batch was acknowledged without error.
+    """
+
+    def __init__(self, client: redis.Redis, depth: int = 2) -> None:
+        self.client = client
+        self.queue: queue.Queue[tuple[bytes, int, Command | None] | None] = queue.Queue(depth)
+        self.pending: Command | None = None  # checkpoint of the last acknowledged batch
+        self.commands_sent = 0
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="redis-writer", daemon=True)
+        self.thread.start()
+
+    def put(self, payload: bytes, count: int, checkpoint: Command | None = None) -> None:
+        """Queue a packed batch (blocks while ``depth`` batches wait); raises a writer error."""
+        while True:
+            self._check()
+            try:
+                self.queue.put((payload, count, checkpoint), timeout=0.5)
+                return
+            except queue.Full:
+                continue
+
+    def close(self) -> Command | None:
+        """Wait for every batch; returns the checkpoint command not yet sent (or None)."""
+        if self.thread.is_alive():
+            while self.thread.is_alive():
+                try:
+                    self.queue.put(None, timeout=0.5)
+                    break
+                except queue.Full:
+                    continue
+            self.thread.join()
+        self._check()
+        return self.pending
+
+    def _check(self) -> None:
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+    def _run(self) -> None:
+        try:
+            while (item := self.queue.get()) is not None:
+                payload, count, checkpoint = item
+                if self.pending is not None:
+                    payload = resp([self.pending]) + payload
+                    count += 1
+                retry(lambda p=payload, n=count: self._send(p, n))  # type: ignore[misc]
+                self.commands_sent += count
+                self.pending = checkpoint
+        except BaseException as e:  # handed to the producer at its next put/close
+            self.error = e
+            while True:  # drain, so a blocked put() wakes up and sees the error
+                try:
+                    self.queue.get_nowait()
+                except queue.Empty:
+                    break
+
+    def _send(self, payload: bytes, count: int) -> None:
+        pool = self.client.connection_pool
+        conn = pool.get_connection()
+        try:
+            if conn._sock is None:
+                conn.connect()
+            sock: Any = conn._sock  # redis-py's own reader stays idle: we read every reply
+            sock.sendall(payload)
+            replies = bytearray()
+            lines = 0
+            while lines < count:
+                chunk = sock.recv(1 << 20)
+                if not chunk:
+                    raise RedisConnectionError("connection closed by Redis")
+                tail = replies[-1:]
+                replies += chunk
+                lines += (tail + chunk).count(b"\r\n")
+        except OSError as e:  # socket errors and timeouts: transient, retried by the caller
+            conn.disconnect()
+            raise RedisConnectionError(str(e)) from None
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
+        if replies[:1] == b"-" or b"\n-" in replies:
+            _refused(payload, replies)
+
+
+def _refused(payload: bytes, replies: bytes | bytearray) -> None:
+    """Raise TargetError naming the first command Redis refused."""
+    lines = bytes(replies).split(b"\r\n")
+    n = next(i for i, line in enumerate(lines) if line[:1] == b"-")
+    message = lines[n][1:].decode("utf-8", "replace")
+    cmd = _nth_command(payload, n)
+    key = cmd[1].decode("utf-8", "replace") if len(cmd) > 1 else ""
+    raise TargetError(
+        f"Redis refused {cmd[0].decode()} {key}: {message}",
+        "a key of another type may be in the way: clear it, or use an empty database"
+        if "WRONGTYPE" in message
+        else None,
+    )
+
+
+def _nth_command(payload: bytes, n: int) -> Command:
+    """The n-th command of a RESP payload (error reports only, so simple beats fast)."""
+    pos = 0
+    for i in range(n + 1):
+        end = payload.index(b"\r\n", pos)
+        argc = int(payload[pos + 1 : end])
+        pos = end + 2
+        args = []
+        for _ in range(argc):
+            end = payload.index(b"\r\n", pos)
+            size = int(payload[pos + 1 : end])
+            args.append(payload[end + 2 : end + 2 + size])
+            pos = end + 2 + size + 2
+        if i == n:
+            return tuple(args)
+    raise AssertionError("unreachable")

@@ -166,7 +166,7 @@ class Source:
             bound.update(params)
         cursor = self.raw_connection().cursor()
         try:
-            cursor.execute(str(compiled), bound)
+            cursor.execute(str(compiled), _params(compiled, bound))
         except Exception as e:
             cursor.close()
             raise SourceError(f"query failed on the source: {_first_line(e)}") from None
@@ -209,6 +209,31 @@ class Source:
         sel = Selector(tuple(c.name for c in pk), tuple(pk), tuple(converter(c.kind) for c in pk))
         return [_convert(r, sel) for r in self.fetch_all(stmt)]
 
+    def rows_where(
+        self, table: str, selector: Selector, columns: Sequence[str], values: Sequence[Any]
+    ) -> list[RawRow]:
+        """The rows (selected as ``batches`` does) whose ``columns`` equal one of ``values``
+        (tuples for several columns): ``WHERE (c1, c2) IN ((...), ...)``. Used by verify."""
+        if not values:
+            return []
+        t = sa.table(table, *(sa.column(n) for n in {*selector.names, *columns}))
+        exprs = [_expr(c, t) for c in selector.columns]
+        # one bound parameter per value (no "expanding" IN, which the raw cursor cannot render)
+        if len(columns) == 1:
+            items = [sa.literal(v[0] if isinstance(v, tuple) else v) for v in values]
+            cond = t.c[columns[0]].in_(items)
+        else:
+            rows = [sa.tuple_(*(sa.literal(x) for x in v)) for v in values]
+            cond = sa.tuple_(*(t.c[c] for c in columns)).in_(rows)
+        found = self.fetch_all(sa.select(*exprs).where(cond))
+        return [_convert(r, selector) for r in found] if selector.needs_conversion else found
+
+    def random_keys(self, table: str, pk: Sequence[str], n: int) -> list[RawRow]:
+        """The primary keys of ``n`` random rows (``ORDER BY RAND() LIMIT n``). Used by verify."""
+        t = sa.table(table, *(sa.column(c) for c in pk))
+        stmt = sa.select(*(t.c[c] for c in pk)).order_by(sa.func.rand()).limit(n)
+        return self.fetch_all(stmt)
+
     def batches(
         self,
         table: str,
@@ -217,15 +242,19 @@ class Source:
         batch_size: int,
         after: Sequence[Any] | None = None,
         page_size: int | None = None,
+        until: Any = None,
     ) -> Iterator[list[RawRow]]:
         """Rows in primary-key order, ``batch_size`` at a time, by keyset pagination:
-        ``WHERE pk > :last ORDER BY pk LIMIT n`` (expanded for composite keys)."""
+        ``WHERE pk > :last ORDER BY pk LIMIT n`` (expanded for composite keys).
+        ``until`` (single-column keys) stops at ``pk <= until``, for key ranges of workers."""
         page_size = page_size or max(batch_size, 20000)
         t = sa.table(table, *(sa.column(n) for n in selector.names))
         pk_cols = [t.c[n] for n in pk]
         pk_kinds = [selector.columns[selector.names.index(n)].kind for n in pk]
         exprs = [_expr(c, t) for c in selector.columns]
         base = sa.select(*exprs).order_by(*pk_cols).limit(sa.bindparam("_limit", page_size))
+        if until is not None:
+            base = base.where(pk_cols[0] <= sa.bindparam("_until", until))
         first = base.compile(dialect=self.engine.dialect)
         params: list[Any] = [sa.bindparam(f"_k{i}") for i in range(len(pk))]
         keyset = sa.or_(
@@ -245,7 +274,7 @@ class Source:
                 bound.update({f"_k{i}": v for i, v in enumerate(last)})
             cursor = self.raw_connection().cursor(_unbuffered_cursor(self.raw_connection()))
             try:
-                cursor.execute(str(stmt), bound)
+                cursor.execute(str(stmt), _params(stmt, bound))
                 got = 0
                 while True:
                     rows = cursor.fetchmany(batch_size)
@@ -280,6 +309,13 @@ def keyset_value(raw: bytes | None, kind: Kind) -> Any:
 def keyset_text(values: Sequence[Any]) -> list[str]:
     """Keyset values as JSON-safe text (for checkpoints): hex for bytes."""
     return [v.hex() if isinstance(v, bytes) else str(v) for v in values]
+
+
+def _params(compiled: Any, bound: dict[str, Any]) -> Any:
+    """Parameters as the driver's paramstyle wants them: a tuple for positional styles
+    (mysqldb's ``%s``), else the dict (pymysql's ``%(name)s``)."""
+    names = getattr(compiled, "positiontup", None)
+    return tuple(bound[n] for n in names) if names else bound
 
 
 def _convert(row: Sequence[Any], selector: Selector) -> RawRow:

@@ -1,0 +1,187 @@
+"""Throughput benchmark (issue 6): the floor, migrator migrate and a redis-py script.
+
+    .venv/bin/python benchmarks/run.py --rows 100000,1000000 --reps 3
+
+For each size it (re)generates ``migrator_bench.emp`` (benchmarks/generate.py), then, per
+repetition and per method, empties Redis db 14, runs the method, times it (whole command,
+start-up included) and checks the result: row hash count, HLEN of the unique hash, index set
+count and total members, the counter, and a few rows field by field. It prints rows/s per
+method (median of the repetitions), the ratios migrate/floor and migrate/redis-py, and
+migrate's peak RSS summed over all its processes (polled from /proc every 100 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pymysql
+import redis
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from generate import generate  # noqa: E402
+
+VENV_BIN = Path(sys.executable).parent
+REDIS_DB = 14
+REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_DB}"
+SQL = (
+    "SELECT emp_id, ename, email, mgr_id, hired, salary, note"
+    " FROM migrator_bench.emp ORDER BY emp_id"
+)
+FLOOR = (
+    f"mariadb -uroot -h127.0.0.1 --quick -B -N -e '{SQL}' | LC_ALL=C awk -f {HERE}/floor.awk"
+    f" | redis-cli -n {REDIS_DB} --pipe > /dev/null"
+)
+
+
+def tree_rss(root: int) -> int:
+    """Resident bytes of a process and all its descendants."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+def timed(cmd: list[str] | str, shell: bool = False) -> tuple[float, int]:
+    """(seconds, peak RSS of the process tree in bytes) of a command that must succeed."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, shell=shell, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, tree_rss(proc.pid))
+        time.sleep(0.1)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"failed ({proc.returncode}): {cmd}\n{proc.stderr.read().decode()}")
+    return seconds, peak
+
+
+def expected(rows: int) -> dict[str, object]:
+    conn = pymysql.connect(host="127.0.0.1", user="root", database="migrator_bench")
+    with conn.cursor() as cur:
+        cur.execute("SELECT COUNT(DISTINCT mgr_id), COUNT(mgr_id), MAX(emp_id) FROM emp")
+        distinct, indexed, top = cur.fetchone()
+        samples = {}
+        for emp_id in (1, 4, 20, rows // 2, rows):
+            cur.execute(SQL.replace("ORDER BY", "WHERE emp_id = %s ORDER BY"), (emp_id,))
+            row = cur.fetchone()
+            cols = ("ename", "email", "mgr_id", "hired", "salary", "note")
+            samples[emp_id] = {
+                c.encode(): str(v).encode() for c, v in zip(cols, row[1:]) if v is not None
+            }
+    conn.close()
+    return {"sets": distinct, "members": indexed, "counter": str(top).encode(), "rows": samples}
+
+
+def check(r: redis.Redis, rows: int, want: dict[str, object]) -> str:
+    """'' when Redis holds exactly the expected structures, else what is wrong."""
+    problems = []
+    hashes = sets = members = 0
+    for key in r.scan_iter(match="emp:*", count=10000):
+        if key.startswith(b"emp:indices:mgr_id:"):
+            sets += 1
+            members += r.scard(key)
+        elif key[4:].isdigit():
+            hashes += 1
+    got = {
+        "row hashes": (hashes, rows),
+        "HLEN emp:uniques:email": (r.hlen("emp:uniques:email"), rows),
+        "index sets": (sets, want["sets"]),
+        "index members": (members, want["members"]),
+        "emp:id": (r.get("emp:id"), want["counter"]),
+    }
+    problems += [f"{k}: {a} != {b}" for k, (a, b) in got.items() if a != b]
+    for emp_id, fields in want["rows"].items():  # type: ignore[attr-defined]
+        if r.hgetall(f"emp:{emp_id}") != fields:
+            problems.append(f"emp:{emp_id} differs")
+    return "; ".join(problems)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", default="100000,1000000", help="sizes, e.g. 100000,1000000")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per size, e.g. 3")
+    parser.add_argument("--workers", default="", help="migrate --workers N (default: its own)")
+    parser.add_argument(
+        "--source", default="mysql+pymysql://root@127.0.0.1:3306/migrator_bench",
+        help="migrate's source URL, e.g. mysql+mysqldb://root@127.0.0.1:3306/migrator_bench",
+    )  # fmt: skip
+    args = parser.parse_args()
+    r = redis.Redis.from_url(REDIS_URL)
+    migrate = [str(VENV_BIN / "migrator"), "migrate", str(HERE / "emp.yaml"), "--json"]
+    migrate += ["--source", args.source, "--target", REDIS_URL]
+    if args.workers:
+        migrate += ["--workers", args.workers]
+    methods = {
+        "floor": (FLOOR, True),
+        "migrate": (migrate, False),
+        "redis-py": ([sys.executable, str(HERE / "redispy_load.py")], False),
+    }
+    print(f"migrate: {' '.join(migrate)}")
+    summary = []
+    for rows in [int(x) for x in args.rows.split(",")]:
+        print(f"\n== {rows:,} rows (generated in {generate(rows):.1f}s)")
+        want = expected(rows)
+        rates: dict[str, list[float]] = {m: [] for m in methods}
+        peaks: list[int] = []
+        for rep in range(1, args.reps + 1):
+            for name, (cmd, shell) in methods.items():
+                r.flushdb()
+                seconds, peak = timed(cmd, shell)
+                problem = check(r, rows, want)
+                rates[name].append(rows / seconds)
+                if name == "migrate":
+                    peaks.append(peak)
+                print(
+                    f"  rep {rep} {name:9} {rows / seconds:>10,.0f} rows/s  {seconds:6.2f}s"
+                    + (f"  peak RSS {peak / 2**20:.0f} MiB" if name == "migrate" else "")
+                    + ("  check OK" if not problem else f"  CHECK FAILED: {problem}"),
+                    flush=True,
+                )
+                if problem:
+                    raise SystemExit(1)
+        med = {m: statistics.median(v) for m, v in rates.items()}
+        peak = statistics.median(peaks) / 2**20
+        summary.append((rows, med, peak))
+        print(
+            f"  median: floor {med['floor']:,.0f}  migrate {med['migrate']:,.0f}"
+            f"  redis-py {med['redis-py']:,.0f} rows/s;  migrate/floor "
+            f"{med['migrate'] / med['floor']:.2f}x  migrate/redis-py "
+            f"{med['migrate'] / med['redis-py']:.1f}x  peak RSS {peak:.0f} MiB",
+            flush=True,
+        )
+    r.flushdb()
+    print("\n| rows | floor rows/s | migrate rows/s | redis-py rows/s | b/a | b/c | peak RSS |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for rows, med, peak in summary:
+        print(
+            f"| {rows:,} | {med['floor']:,.0f} | {med['migrate']:,.0f} | {med['redis-py']:,.0f}"
+            f" | {med['migrate'] / med['floor']:.2f}x | {med['migrate'] / med['redis-py']:.1f}x"
+            f" | {peak:.0f} MiB |"
+        )
+
+
+if __name__ == "__main__":
+    main()

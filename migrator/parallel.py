@@ -1,0 +1,336 @@
+"""migrate's per-table loop, and ``--workers``: key ranges of a table loaded side by side.
+
+A table is loaded as one or more *tasks*. A task reads a primary-key range in batches,
+packs each batch straight to Redis protocol (``TablePlan.pack``) and hands it to a
+``PackedWriter`` thread; its progress is checkpointed in the field ``task.field``. With one
+worker, or a key that is not a single integer column, a table is one task whose field is the
+table's own name (the classic checkpoint). With N workers, a single integer key's MIN..MAX is
+split into N ranges, fields ``<table>#range:<after>:<until>``, all registered before any row
+is written, so that ``--resume`` finds the same ranges again whatever ``--workers`` it gets.
+Tasks of all tables run in a pool: N-1 spawned processes plus a thread of this process. When
+a table's tasks are all done, its counter and latest lists are rebuilt once, and the table is
+marked done.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    wait,
+)
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+
+from migrator.checkpoint import Checkpoint, TableState
+from migrator.commands import TableReport, finish_commands
+from migrator.planner import Stats, TablePlan
+from migrator.progress import Progress
+from migrator.resolve import Resolved
+from migrator.sink import PackedWriter, RedisSink, connect
+from migrator.source import Selector, Source, keyset_value
+from migrator.values import Kind, converter
+
+RANGE = "#range:"
+
+
+@dataclass(frozen=True)
+class Task:
+    resolved: Resolved
+    field: str  # checkpoint field: the table's name, or <table>#range:<after>:<until>
+    after: tuple[bytes, ...] | None  # raw primary-key text to start after
+    until: int | None  # last primary key of the range (single integer keys)
+    rows: int  # rows already done (resume)
+    source: str
+    target: str
+    mapping: str
+    batch_size: int
+
+    @property
+    def split(self) -> bool:
+        return self.field != self.resolved.name
+
+
+def run_task(task: Task, src: Source, client: redis.Redis, report: Callable[[int], None]) -> Stats:
+    """Load one task's rows; returns what they amounted to."""
+    resolved = task.resolved
+    plan = TablePlan(resolved)
+    cols = tuple(resolved.schema.column(n) for n in plan.select)
+    selector = Selector(plan.select, cols, tuple(converter(c.kind) for c in cols))
+    pk = resolved.primary_key
+    kinds = [resolved.schema.column(c).kind for c in pk]
+    after = None if task.after is None else [keyset_value(v, k) for v, k in zip(task.after, kinds)]
+    checkpoint = Checkpoint(client, task.mapping)
+    writer = PackedWriter(client)
+    done, total = task.rows, Stats()
+    batches = src.batches(
+        resolved.name, selector, pk, task.batch_size, after=after, until=task.until
+    )
+    try:
+        for rows in batches:
+            payload, count, stats = plan.pack(rows)
+            done += len(rows)
+            writer.put(payload, count, checkpoint.command(task.field, rows[-1][: len(pk)], done))
+            total.add(stats)
+            report(len(rows))
+    except BaseException:
+        try:
+            writer.close()
+        except Exception:  # the first error is the one to report
+            pass
+        raise
+    last = [c for c in [writer.close()] if c is not None]
+    if task.split:
+        last.append(checkpoint.command(task.field, None, done, done=True))
+    if last:
+        RedisSink(client).write(last)
+    return total
+
+
+def tasks_for(
+    src: Source,
+    resolved: Resolved,
+    states: dict[str, TableState],
+    workers: int,
+    common: dict[str, Any],
+) -> tuple[list[Task], int]:
+    """A table's tasks, resuming from ``states``; and the rows done before."""
+    name = resolved.name
+    ranges = {f: s for f, s in states.items() if f.startswith(name + RANGE)}
+    if ranges:
+        tasks = []
+        for f, s in ranges.items():
+            if not s.done:
+                until = int(f.rsplit(":", 1)[1])
+                tasks.append(Task(resolved, f, s.after, until, s.rows, **common))
+        return tasks, sum(s.rows for s in ranges.values())
+    state = states.get(name)
+    if state is not None:
+        return [Task(resolved, name, state.after, None, state.rows, **common)], state.rows
+    bounds = _split(src, resolved, workers, common["batch_size"])
+    if not bounds:
+        return [Task(resolved, name, None, None, 0, **common)], 0
+    tasks = [
+        Task(resolved, f"{name}{RANGE}{a}:{u}", (str(a).encode(),), u, 0, **common)
+        for a, u in bounds
+    ]
+    return tasks, 0
+
+
+def _split(src: Source, resolved: Resolved, workers: int, batch_size: int) -> list[tuple[int, int]]:
+    """(after, until) ranges covering MIN..MAX of a single integer key, or [] to not split."""
+    pk = resolved.primary_key
+    if workers < 2 or len(pk) != 1 or resolved.schema.column(pk[0]).kind is not Kind.INTEGER:
+        return []
+    if (resolved.schema.row_estimate or 0) < 4 * batch_size:
+        return []
+    col: Any = sa.column(pk[0])
+    stmt = sa.select(sa.func.min(col), sa.func.max(col)).select_from(sa.table(resolved.name, col))
+    lo_raw, hi_raw = src.fetch_all(stmt)[0]
+    if lo_raw is None or hi_raw is None:
+        return []
+    lo, hi = int(lo_raw), int(hi_raw)
+    step = max(1, (hi - lo + workers) // workers)
+    out, start = [], lo - 1
+    while start < hi:
+        until = min(hi, start + step)
+        out.append((start, until))
+        start = until
+    return out
+
+
+# -- running tasks: in this process, or in spawned worker processes -----------------------------
+_QUEUE: Any = None
+_OPEN: dict[str, Any] = {}
+
+
+def _init_worker(progress: Any) -> None:
+    global _QUEUE
+    _QUEUE = progress
+
+
+def _in_worker(task: Task) -> Stats:
+    src = _OPEN.get(task.source)
+    if src is None:
+        src = _OPEN[task.source] = Source(task.source)
+    client = _OPEN.get(task.target)
+    if client is None:
+        client = _OPEN[task.target] = connect(task.target)
+    name = task.resolved.name
+    return run_task(task, src, client, lambda n: _QUEUE.put((name, n)))
+
+
+class Pool:
+    """``workers`` slots: one thread of this process and ``workers - 1`` spawned processes."""
+
+    def __init__(self, workers: int, source: str, client: redis.Redis) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.progress: Any = ctx.Queue() if workers > 1 else queue.SimpleQueue()
+        self.local = ThreadPoolExecutor(1, thread_name_prefix="migrate-task")
+        self.remote = (
+            ProcessPoolExecutor(
+                workers - 1, ctx, initializer=_init_worker, initargs=(self.progress,)
+            )
+            if workers > 1
+            else None
+        )
+        self.slots = workers - 1
+        self.source_url, self.client = source, client
+        self.local_source: Source | None = None
+        self.local_busy = False
+        self.stop = threading.Event()  # asks the local thread to stop (errors, Ctrl-C)
+
+    def submit(self, task: Task, remote_running: int) -> tuple[Future[Stats], bool] | None:
+        """Start a task on a free slot: (future, whether remote), or None when all are busy."""
+        if not self.local_busy:
+            self.local_busy = True
+            fut = self.local.submit(self._local, task)
+            fut.add_done_callback(self._freed)
+            return fut, False
+        if self.remote is not None and remote_running < self.slots:
+            return self.remote.submit(_in_worker, task), True
+        return None
+
+    def _freed(self, _fut: Future[Stats]) -> None:
+        self.local_busy = False
+
+    def _local(self, task: Task) -> Stats:
+        if self.local_source is None:
+            self.local_source = Source(self.source_url)
+        name = task.resolved.name
+
+        def report(n: int) -> None:
+            if self.stop.is_set():
+                raise InterruptedError("stopped")
+            self.progress.put((name, n))
+
+        return run_task(task, self.local_source, self.client, report)
+
+    def drain(self, advance: Callable[[str, int], None], timeout: float) -> None:
+        while True:
+            try:
+                name, n = (
+                    self.progress.get(timeout=timeout) if timeout else self.progress.get_nowait()
+                )
+            except queue.Empty:
+                return
+            advance(name, n)
+            timeout = 0.0
+
+    def close(self, cancel: bool = False) -> None:
+        if cancel:
+            self.stop.set()
+        if self.remote is not None:
+            self.remote.shutdown(wait=True, cancel_futures=cancel)
+        self.local.shutdown(wait=True, cancel_futures=cancel)
+        if self.local_source is not None:
+            self.local_source.close()
+
+
+def run_all(
+    pool: Pool,
+    tasks: list[Task],
+    advance: Callable[[str, int], None],
+    on_done: Callable[[Task, Stats], None],
+) -> None:
+    """Run every task on the pool, reporting progress and each finished task. On an error
+    the other running tasks are stopped (local) or left to finish their range (remote)."""
+    waiting = list(tasks)
+    running: dict[Future[Stats], tuple[Task, bool]] = {}
+    try:
+        while waiting or running:
+            while waiting:
+                remote = sum(1 for _, r in running.values() if r)
+                started = pool.submit(waiting[0], remote)
+                if started is None:
+                    break
+                running[started[0]] = (waiting.pop(0), started[1])
+            finished, _ = wait(list(running), timeout=0.05, return_when=FIRST_COMPLETED)
+            pool.drain(advance, 0.0 if finished else 0.05)
+            for fut in finished:
+                task, _ = running.pop(fut)
+                on_done(task, fut.result())
+        pool.drain(advance, 0.0)
+    except BaseException:
+        pool.close(cancel=True)
+        raise
+    pool.close()
+
+
+def default_workers() -> int:
+    """min(4, CPUs): the work is split with MySQL and Redis, which need cores of their own."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def load_tables(
+    src: Source,
+    client: redis.Redis,
+    checkpoint: Checkpoint,
+    resolved: list[Resolved],
+    states: dict[str, TableState],
+    progress: Progress,
+    workers: int,
+    common: dict[str, Any],
+) -> list[TableReport]:
+    """migrate's loop: every table's tasks on a pool of ``workers``, then each table's
+    counter and latest lists, once all its ranges are done."""
+    reports = {r.name: TableReport(r.name) for r in resolved}
+    by_name = {r.name: r for r in resolved}
+    left: dict[str, int] = {}
+    totals: dict[str, Stats] = {}
+    started: dict[str, float] = {}
+    tasks: list[Task] = []
+
+    def finish(name: str) -> None:
+        r, report, total = by_name[name], reports[name], totals[name]
+        rows = report.resumed_from + total.rows
+        commands = finish_commands(src, TablePlan(r), r)
+        commands.append(checkpoint.command(name, None, rows, done=True))
+        RedisSink(client).write(commands)
+        report.keys = total.keys + (1 if r.counter else 0) + len(r.table.latest)
+        report.rows, report.entries = total.rows, total.entries
+        report.skipped, report.rejected = dict(total.skipped), dict(total.rejected)
+        report.seconds = time.perf_counter() - started[name]
+        progress.finish(name)
+
+    for r in resolved:
+        name, report = r.name, reports[r.name]
+        state = states.get(name)
+        if state is not None and state.done:
+            report.status, report.resumed_from = "done earlier", state.rows
+            continue
+        started[name] = time.perf_counter()
+        own = {f: s for f, s in states.items() if f == name or f.startswith(name + RANGE)}
+        table_tasks, report.resumed_from = tasks_for(src, r, own, workers, common)
+        if not own and any(t.split for t in table_tasks):  # register the ranges first
+            RedisSink(client).write([checkpoint.command(t.field, t.after, 0) for t in table_tasks])
+        progress.start(name, r.schema.row_estimate or None)
+        if report.resumed_from:
+            progress.advance(name, report.resumed_from)
+        left[name], totals[name] = len(table_tasks), Stats()
+        tasks += table_tasks
+        if not table_tasks:  # every range was done; only the table's end is missing
+            finish(name)
+
+    def on_done(task: Task, stats: Stats) -> None:
+        name = task.resolved.name
+        totals[name].add(stats)
+        left[name] -= 1
+        if left[name] == 0:
+            finish(name)
+
+    if tasks:
+        pool = Pool(min(workers, len(tasks)), common["source"], client)
+        run_all(pool, tasks, progress.advance, on_done)
+    return [reports[r.name] for r in resolved]
