@@ -172,6 +172,16 @@ def migrate(
             "instead of starting over.",
         ),
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Processes loading in parallel: each single-integer primary key's range is "
+            "split across them and tables run side by side (default: min(4, CPUs)), "
+            "e.g. --workers 2.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Load the mapped tables into Redis. Example: migrator migrate mappings/emp.yaml --json"""
@@ -181,12 +191,12 @@ def migrate(
             with RichProgress(err) as progress:
                 report = commands.migrate(
                     mapping, source=source, target=target, tables=_tables(tables),
-                    batch_size=batch_size, resume=resume, progress=progress,
+                    batch_size=batch_size, resume=resume, progress=progress, workers=workers,
                 )  # fmt: skip
         else:
             report = commands.migrate(
                 mapping, source=source, target=target, tables=_tables(tables),
-                batch_size=batch_size, resume=resume,
+                batch_size=batch_size, resume=resume, workers=workers,
             )  # fmt: skip
         if as_json:
             out.print_json(json.dumps(report.as_dict()))
@@ -233,19 +243,78 @@ def init(
     ] = None,
     tables: TablesOpt = None,
     output: Annotated[
-        str | None, typer.Option("-o", "--output", help="Write to FILE instead of stdout.")
+        str | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Write to FILE instead of stdout (refused if it exists), e.g. -o shop.yaml.",
+        ),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing FILE.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Overwrite an existing -o FILE, e.g. -o shop.yaml --force."),
+    ] = False,
 ) -> None:
     """Draft a mapping from the live schema. Example: migrator init --source URL -o shop.yaml"""
-    raise NotImplementedError  # issue 3
+
+    def go() -> int:
+        from pathlib import Path
+
+        from migrator import scaffold
+
+        if not source:
+            raise MigratorError(
+                "init needs the source database",
+                "pass --source mysql+pymysql://user@host:3306/db or export MIGRATOR_SOURCE_URL",
+            )
+        if output and Path(output).exists() and not force:
+            raise MigratorError(
+                f"{output} already exists; not overwriting it",
+                "pass --force to overwrite, or choose another file with -o",
+            )
+        draft = scaffold.init(source, _tables(tables))
+        text = draft.render()
+        left_out = [t.name for t in draft.tables if t.body is None]
+        if output:
+            try:
+                Path(output).write_text(text, encoding="utf-8")
+            except OSError as e:
+                raise MigratorError(f"cannot write {output}: {e.strerror}") from None
+            note = f", left out: {', '.join(left_out)} (see the comments)" if left_out else ""
+            err.print(
+                f"wrote {output}: {len(draft.mapped)} tables{note}; "
+                f"check it with: migrator validate {output}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+        else:
+            sys.stdout.write(text)
+        return 0
+
+    run(go)
 
 
 @app.command()
 def validate(mapping: MappingArg, source: SourceOpt = None) -> None:
     """Check a mapping (and, given a source, against the live schema).
     Example: migrator validate mappings/emp.yaml"""
-    raise NotImplementedError  # issue 3
+
+    def go() -> int:
+        from migrator.validate import validate as check
+
+        report = check(mapping, source=source)
+        for p in report.problems:
+            color = "red" if p.level == "error" else "yellow"
+            err.print(f"[bold {color}]{p.level}:[/] ", end="", highlight=False)
+            err.print(str(p), markup=False, highlight=False, soft_wrap=True)
+        if report.errors:
+            err.print(report.summary(), style="red", markup=False, highlight=False, soft_wrap=True)
+        else:
+            out.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
+        return report.exit_code
+
+    run(go)
 
 
 # --- dry-run ---------------------------------------------------------------------------------
@@ -253,22 +322,81 @@ def validate(mapping: MappingArg, source: SourceOpt = None) -> None:
 def dry_run(
     mapping: MappingArg,
     source: SourceOpt = None,
+    target: TargetOpt = None,
     tables: TablesOpt = None,
     sample: Annotated[
-        int, typer.Option("--sample", help="Show the commands for the first N rows per table.")
+        int,
+        typer.Option(
+            "--sample", help="Show the commands for the first N rows per table, e.g. --sample 5."
+        ),
     ] = 3,
     resp: Annotated[
         str | None,
         typer.Option(
             "--resp",
-            help="Write the whole load as Redis protocol to FILE, for redis-cli --pipe < FILE.",
+            help="Write the whole load as Redis protocol to FILE, for redis-cli --pipe < FILE, "
+            "e.g. --resp load.resp.",
+        ),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size",
+            help="Rows per batch, as migrate would use (shapes the RESP file), e.g. 10000.",
         ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show what migrate would do, without touching Redis.
-    Example: migrator dry-run mappings/emp.yaml --sample 5"""
-    raise NotImplementedError  # issue 5
+    """Show what migrate would do, without touching Redis (the target is never contacted).
+    Example: migrator dry-run mappings/emp.yaml --sample 5 --resp load.resp"""
+
+    def go() -> int:
+        from migrator.dryrun import dry_run as plan_only
+
+        report = plan_only(
+            mapping, source=source, target=target, tables=_tables(tables), sample=sample,
+            resp_file=resp, batch_size=batch_size,
+        )  # fmt: skip
+        if as_json:
+            out.print_json(json.dumps(report.as_dict()))
+        else:
+            render_dry_run(report)
+        return report.exit_code
+
+    run(go)
+
+
+def render_dry_run(report: Any) -> None:
+    from migrator.dryrun import human_bytes
+
+    for t in report.tables:
+        grid = RichTable(title=f"{t.table}: {t.rows:,} rows", title_justify="left")
+        for col in ("structure", "key pattern", "keys", "memory (est.)"):
+            grid.add_column(col, justify="right" if col in ("keys", "memory (est.)") else "left")
+        for name, patterns in t.patterns.items():
+            keys, mem = t.keys.get(name, 0), t.memory.get(name, 0)
+            grid.add_row(name, "\n".join(patterns), f"{keys:,}", human_bytes(mem))
+        out.print(grid, markup=False, highlight=False)
+        notes = [f"{n} {why}" for why, n in t.skipped.items()]
+        notes += [f"{n} rejected: {why}" for why, n in t.rejected.items()]
+        for note in notes:
+            out.print(f"  note: {note}", markup=False, highlight=False)
+        for line in t.sample:
+            out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+        out.print()
+    out.print(
+        f"total: {sum(t.rows for t in report.tables):,} rows -> {report.keys:,} keys, "
+        f"about {human_bytes(report.memory)} of Redis memory (estimate; see README). "
+        f"Target {report.target} was not contacted.",
+        markup=False, highlight=False, soft_wrap=True,
+    )  # fmt: skip
+    if report.resp_file:
+        out.print(
+            f"wrote {report.resp_file}: {report.commands:,} commands, "
+            f"{human_bytes(report.resp_bytes)}; load it with: "
+            f"redis-cli -u <target URL> --pipe < {report.resp_file}",
+            markup=False, highlight=False, soft_wrap=True,
+        )  # fmt: skip
 
 
 # --- verify ----------------------------------------------------------------------------------
@@ -279,17 +407,87 @@ def verify(
     target: TargetOpt = None,
     tables: TablesOpt = None,
     counts_only: Annotated[
-        bool, typer.Option("--counts-only", help="Compare row counts only, not every value.")
+        bool,
+        typer.Option(
+            "--counts-only",
+            help="Compare row counts, counters and latest lists only, not every value, "
+            "e.g. migrator verify m.yaml --counts-only.",
+        ),
     ] = False,
     sample: Annotated[
         int | None,
-        typer.Option("--sample", help="Check the values of N random rows per table, not all."),
+        typer.Option(
+            "--sample",
+            help="Check the values of N random rows per table, not all, e.g. --sample 1000.",
+        ),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size",
+            help="Rows read per pipeline of checks (default: the mapping's "
+            "options.batch_size), e.g. --batch-size 10000.",
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Prove Redis matches MySQL; exit 1 on any difference.
     Example: migrator verify mappings/emp.yaml"""
-    raise NotImplementedError  # issue 4
+    from migrator.verifier import verify as run_verify
+
+    def go() -> int:
+        kwargs: dict[str, Any] = dict(
+            source=source, target=target, tables=_tables(tables), counts_only=counts_only,
+            sample=sample, batch_size=batch_size,
+        )  # fmt: skip
+        if err.is_terminal and not as_json:
+            with RichProgress(err) as progress:
+                report = run_verify(mapping, progress=progress, **kwargs)
+        else:
+            report = run_verify(mapping, **kwargs)
+        if as_json:
+            out.print_json(json.dumps(report.as_dict()))
+        else:
+            render_verify(report)
+        return report.exit_code
+
+    run(go)
+
+
+def render_verify(report: Any) -> None:
+    """The verify table, then the first examples of each kind of difference."""
+    from rich.text import Text
+
+    table = RichTable(
+        title=f"verify {report.mapping} ({report.mode}): {report.source} vs {report.target}"
+    )
+    heads = ("table", "MySQL rows", "Redis rows", "missing", "different", "stale",
+             "structure problems", "status")  # fmt: skip
+    for col in heads:
+        table.add_column(col, justify="left" if col in ("table", "status") else "right")
+    for t in report.tables:
+        status = "[green]ok[/]" if t.ok else "[bold red]DIFFERENT[/]"
+        redis_rows = "-" if t.redis_rows is None else f"{t.redis_rows:,}"
+        table.add_row(
+            t.table, f"{t.mysql_rows:,}", redis_rows, f"{t.missing:,}", f"{t.different:,}",
+            f"{t.stale:,}", f"{t.structure:,}", status,
+        )  # fmt: skip
+    out.print(table)
+    for t in report.tables:
+        for kind, examples in t.examples.items():
+            shown = RichTable(title=f"{t.table}: {t.counts[kind]:,} × {kind}", title_justify="left")
+            for col in ("key", "field", "MySQL", "Redis"):
+                shown.add_column(col, overflow="fold")
+            for d in examples:
+                cells = (d.key, d.field, d.mysql, d.redis)
+                shown.add_row(*(Text(x) if x is not None else Text("-", "dim") for x in cells))
+            out.print(shown)
+        for note in t.notes:
+            out.print(f"[dim]{t.table}: {note}[/]", highlight=False)
+    if report.ok:
+        out.print(f"[green]Redis matches MySQL[/] ({report.seconds:.2f} s)")
+    else:
+        err.print("[red]Redis differs from MySQL[/] (see above); exit code 1")
 
 
 def main() -> None:

@@ -1,0 +1,303 @@
+"""``migrator dry-run``: what ``migrate`` would write, without touching Redis.
+
+It runs migrate's own per-table loop (``commands.migrate_table``: the same reading, the same
+planner, the same end-of-table counter and latest-list commands) with a different sink: a
+``PlanSink`` that counts the keys each structure creates, sizes them (estimate.py) and, with
+``--resp FILE``, appends the commands to the file as Redis protocol. No Redis connection is
+ever opened, so it works with no Redis reachable.
+
+The RESP export holds exactly the data migrate writes, without migrate's run state
+(``migrator:<mapping>:checkpoint``): the file is a complete load, not a resumable run.
+It is written to a temporary file next to FILE and renamed over it only when every table
+succeeded, so a failed run leaves no half-written export behind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+from migrator.commands import finish_commands, load, migrate_table, opened, target_url
+from migrator.errors import MigratorError
+from migrator.estimate import Limits, MemoryModel, keyspace
+from migrator.model import Template
+from migrator.planner import Command, TablePlan
+from migrator.progress import NULL_PROGRESS, Progress
+from migrator.resolve import Resolved
+from migrator.sink import mask as mask_target
+from migrator.sink import resp
+from migrator.source import Source, mask
+
+_SAFE = re.compile(rb"[\x21\x23-\x26\x28-\x7e]+")  # printable ASCII but " and '
+_ESCAPES = {b"\\": "\\\\", b'"': '\\"', b"\n": "\\n", b"\r": "\\r", b"\t": "\\t",
+            b"\a": "\\a", b"\b": "\\b"}  # fmt: skip
+
+
+def quote(arg: bytes) -> str:
+    """One argument as redis-cli reads it: bare when plain, else quoted like its repr."""
+    if _SAFE.fullmatch(arg):
+        return arg.decode("ascii")
+    out = []
+    for b in arg:
+        c = bytes((b,))
+        if c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif 0x20 <= b < 0x7F:
+            out.append(chr(b))
+        else:
+            out.append(f"\\x{b:02x}")
+    return '"' + "".join(out) + '"'
+
+
+def command_line(command: Command) -> str:
+    """``HSET emp:1 ename SMITH mgr_id 8``: a command as a redis-cli input line."""
+    return " ".join(quote(a) for a in command)
+
+
+@dataclass
+class TableDryRun:
+    table: str
+    rows: int = 0
+    patterns: dict[str, list[str]] = field(default_factory=dict)
+    keys: dict[str, int] = field(default_factory=dict)  # structure -> keys it creates
+    memory: dict[str, int] = field(default_factory=dict)  # structure -> estimated bytes
+    sample: list[str] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    rejected: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "rows": self.rows,
+            "patterns": self.patterns,
+            "keys": self.keys,
+            "memory_bytes": self.memory,
+            "sample": self.sample,
+            "skipped": self.skipped,
+            "rejected": self.rejected,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class DryRunReport:
+    mapping: str
+    source: str
+    target: str  # where migrate would write; never contacted
+    tables: list[TableDryRun]
+    resp_file: str | None = None
+    resp_bytes: int = 0
+    commands: int = 0
+    keyspace_bytes: int = 0  # the main dict's bucket array, for all keys together
+    seconds: float = 0.0
+
+    @property
+    def keys(self) -> int:
+        return sum(sum(t.keys.values()) for t in self.tables)
+
+    @property
+    def memory(self) -> int:
+        return sum(sum(t.memory.values()) for t in self.tables) + self.keyspace_bytes
+
+    @property
+    def exit_code(self) -> int:
+        return 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mapping": self.mapping,
+            "source": self.source,
+            "target": self.target,
+            "rows": sum(t.rows for t in self.tables),
+            "keys": self.keys,
+            "memory_bytes": self.memory,
+            "commands": self.commands,
+            "resp_file": self.resp_file,
+            "resp_bytes": self.resp_bytes,
+            "seconds": round(self.seconds, 3),
+            "tables": [t.as_dict() for t in self.tables],
+        }
+
+
+class Classifier:
+    """Which structure of a table wrote a command, from the command name and its key."""
+
+    ONCE: ClassVar[set[str]] = {"hash", "columns", "unique-string", "counter", "latest"}
+
+    def __init__(self, plan: TablePlan) -> None:
+        rules: dict[bytes, list[tuple[str, re.Pattern[bytes] | None]]] = {}
+        by_command = {
+            "hash": b"HSET", "unique": b"HSET", "columns": b"SET", "unique-string": b"SET",
+            "counter": b"SET", "index": b"SADD", "set": b"SADD", "sorted": b"ZADD",
+            "latest": b"RPUSH",
+        }  # fmt: skip
+        literal = {"unique"}  # patterns that are plain key names, not templates
+        # exact names first, so a template cannot claim them
+        order = ["unique", "counter", "latest", *by_command]
+        patterns = plan.patterns()
+        for name in dict.fromkeys(order):
+            for text in patterns.get(name, []):
+                rx = _literal(text) if name in literal else _template(text)
+                rules.setdefault(by_command[name], []).append((name, rx))
+        self.rules = rules
+
+    def __call__(self, command: Command) -> str | None:
+        rules = self.rules.get(command[0].upper())
+        if not rules:
+            return None
+        if len(rules) == 1:
+            return rules[0][0]
+        key = command[1]
+        for name, rx in rules:
+            if rx is None or rx.fullmatch(key):
+                return name
+        return rules[-1][0]
+
+
+def _literal(text: str) -> re.Pattern[bytes]:
+    return re.compile(re.escape(text.encode()), re.S)
+
+
+def _template(text: str) -> re.Pattern[bytes] | None:
+    try:
+        t = Template.parse(text)
+    except ValueError:
+        return None
+    parts = [re.escape(p.encode()) if isinstance(p, str) else b".*" for p in t.parts]
+    return re.compile(b"".join(parts), re.S)
+
+
+class PlanSink:
+    """The dry-run's sink for one table: counts and sizes keys, optionally writes RESP."""
+
+    def __init__(self, plan: TablePlan, out: IO[bytes] | None, limits: Limits) -> None:
+        self.classify = Classifier(plan)
+        self.models: dict[str, MemoryModel] = {}
+        self.limits = limits
+        self.out = out
+        self.commands = 0
+        self.bytes = 0
+
+    def write(self, commands: Sequence[Command]) -> None:
+        self.commands += len(commands)
+        if self.out is not None and commands:
+            data = resp(commands)
+            self.out.write(data)
+            self.bytes += len(data)
+        for cmd in commands:
+            name = self.classify(cmd)
+            if name is None:  # MULTI, DEL, EXEC around a latest list
+                continue
+            model = self.models.get(name)
+            if model is None:
+                model = self.models[name] = MemoryModel(self.limits)
+            model.add(cmd, once=name in Classifier.ONCE)
+
+
+def dry_run(
+    mapping: Any,
+    *,
+    source: str | None = None,
+    target: str | None = None,
+    tables: list[str] | None = None,
+    sample: int = 3,
+    resp_file: str | os.PathLike[str] | None = None,
+    batch_size: int | None = None,
+    limits: Limits | None = None,
+    progress: Progress = NULL_PROGRESS,
+) -> DryRunReport:
+    """What migrate would do: per table the key patterns, rows, keys per structure, the
+    commands for the first ``sample`` rows and the estimated memory; optionally the whole
+    load as RESP in ``resp_file``. Never connects to Redis. Raises MigratorError."""
+    if sample < 0:
+        raise MigratorError("--sample must be 0 or a positive number of rows")
+    if batch_size is not None and batch_size < 1:
+        raise MigratorError("--batch-size must be a positive number of rows")
+    m = load(mapping)
+    size = batch_size or m.options.batch_size
+    limits = limits or Limits()
+    started = time.perf_counter()
+    with opened(m, source, tables) as (src, resolved), _atomic(resp_file) as out:
+        reports = []
+        commands = resp_bytes = 0
+        for r in resolved:
+            t0 = time.perf_counter()
+            plan = TablePlan(r)
+            sink = PlanSink(plan, out, limits)
+            done = migrate_table(src, sink, None, r, size, None, progress)
+            report = TableDryRun(
+                r.name,
+                rows=done.rows,
+                patterns=plan.patterns(),
+                keys={k: v.keys for k, v in sink.models.items()},
+                memory={k: v.bytes for k, v in sink.models.items()},
+                sample=[command_line(c) for c in sample_commands(src, plan, r, sample)],
+                skipped=done.skipped,
+                rejected=done.rejected,
+                seconds=time.perf_counter() - t0,
+            )
+            reports.append(report)
+            commands += sink.commands
+            resp_bytes += sink.bytes
+        result = DryRunReport(
+            mapping=m.file or m.name,
+            source=mask(src.url),
+            target=mask_target(target_url(m, target)),
+            tables=reports,
+            resp_file=str(resp_file) if resp_file is not None else None,
+            resp_bytes=resp_bytes,
+            commands=commands,
+        )
+    result.keyspace_bytes = keyspace(result.keys)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def sample_commands(src: Source, plan: TablePlan, resolved: Resolved, n: int) -> list[Command]:
+    """The commands of the first ``n`` rows by primary key, then the end-of-table ones."""
+    if n == 0:
+        return []
+    selector = src.selector(resolved.name, plan.select)
+    rows = next(src.batches(resolved.name, selector, resolved.primary_key, n, page_size=n), [])
+    commands, _ = plan.plan(rows)
+    return commands + finish_commands(src, plan, resolved)
+
+
+@contextmanager
+def _atomic(path: str | os.PathLike[str] | None) -> Iterator[IO[bytes] | None]:
+    """A temporary file beside ``path``, renamed over it only if the block succeeds."""
+    if path is None:
+        yield None
+        return
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as e:
+        raise MigratorError(
+            f"cannot write the RESP file {target}: {e.strerror}",
+            "check that its directory exists and is writable",
+        ) from None
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as out:
+            yield out
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

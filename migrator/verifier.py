@@ -1,0 +1,323 @@
+"""Source vs Redis: counts, values, indexes, references, stale keys -> a VerifyReport.
+
+One definition of what Redis should hold: the planner's. Each table is streamed in
+primary-key batches (``Source.batches`` with ``TablePlan.select``); each of the plan's
+structures turns the batch into the commands ``migrate`` would send, and those commands are
+checked with pipelined reads: HGETALL per row hash, MGET for strings, HMGET on unique
+hashes, SMISMEMBER on index and tag sets, ZMSCORE on sorted sets, EXISTS for the parent row
+of each reference. Coalesced structures are also checked for members nobody explains by
+comparing their cardinality (SCARD/HLEN/ZCARD) with a per-key count kept during the pass,
+which is bounded by the number of distinct index values, not by the table. Counters and
+latest lists are compared with what ``migrate`` rebuilds at the end of a table. Stale keys
+are found by SCAN over each key pattern (see verify_keys.py).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from migrator import verify_report as vr
+from migrator.checkpoint import checkpoint_key
+from migrator.commands import finish_commands, load, opened, target_url
+from migrator.errors import MigratorError
+from migrator.planner import KeyFn, TablePlan, compile_template
+from migrator.progress import NULL_PROGRESS, Progress
+from migrator.resolve import Resolved, resolve
+from migrator.sink import connect
+from migrator.sink import mask as mask_target
+from migrator.source import Source, keyset_value
+from migrator.values import Kind
+from migrator.verify_keys import KeyPattern, Patterns, Reader
+from migrator.verify_report import TableCheck, VerifyReport
+from migrator.verify_rows import CARDINALITY, Command, RowChecks, run_structure
+
+LOOKUP_CHUNK = 500
+
+
+def verify(
+    mapping: Any,
+    *,
+    source: str | None = None,
+    target: str | None = None,
+    tables: list[str] | None = None,
+    counts_only: bool = False,
+    sample: int | None = None,
+    batch_size: int | None = None,
+    progress: Progress = NULL_PROGRESS,
+) -> VerifyReport:
+    """Compare Redis with the source, table by table. Returns a report; raises MigratorError."""
+    m = load(mapping)
+    if sample is not None and sample < 1:
+        raise MigratorError("--sample must be a positive number of rows, e.g. --sample 1000")
+    if counts_only and sample is not None:
+        raise MigratorError("--counts-only and --sample exclude each other", "choose one of them")
+    if batch_size is not None and batch_size < 1:
+        raise MigratorError("--batch-size must be a positive number of rows")
+    mode = "counts-only" if counts_only else f"sample {sample}" if sample else "full"
+    started = time.perf_counter()
+    with opened(m, source, tables) as (src, resolved):
+        everything = resolved
+        if tables:  # the other tables still own their keys, and may be parents
+            try:
+                everything = resolve(m, src.schema())
+            except MigratorError:
+                everything = resolved
+        plans = {r.name: TablePlan(r) for r in everything}
+        client = connect(target_url(m, target))
+        try:
+            checker = Checker(src, Reader(client), plans, Patterns(list(plans.values())))
+            verifiers = [
+                checker.table(r, mode, batch_size or m.options.batch_size, sample, progress)
+                for r in resolved
+            ]
+            if mode == "full":
+                checker.stale(verifiers, everything_verified=not tables, name=m.name)
+            checks = [tv.check for tv in verifiers]
+        finally:
+            client.close()
+        return VerifyReport(
+            mapping=m.file or m.name,
+            source=src.shown_url,
+            target=mask_target(target_url(m, target)),
+            mode=mode,
+            tables=checks,
+            seconds=time.perf_counter() - started,
+        )
+
+
+class Checker:
+    def __init__(
+        self, src: Source, reader: Reader, plans: dict[str, TablePlan], patterns: Patterns
+    ) -> None:
+        self.src, self.reader, self.plans, self.patterns = src, reader, plans, patterns
+
+    def table(
+        self, r: Resolved, mode: str, size: int, sample: int | None, progress: Progress
+    ) -> TableVerifier:
+        t0 = time.perf_counter()
+        tv = TableVerifier(self, self.plans[r.name])
+        progress.start(r.name, sample or r.schema.row_estimate or None)
+        if mode == "full":
+            tv.full(size, progress)
+            tv.finish()
+        elif sample:
+            tv.sampled(sample, size, progress)
+            tv.finish()
+            tv.row_counts(lookup=True)
+        else:
+            tv.counts_only()
+            tv.finish()
+            tv.row_counts(lookup=False)
+        progress.finish(r.name)
+        tv.check.seconds = time.perf_counter() - t0
+        return tv
+
+    def stale(self, verifiers: list[TableVerifier], everything_verified: bool, name: str) -> None:
+        """Look for stale keys, unless the database holds exactly the keys the verified tables
+        explain (DBSIZE, less this mapping's checkpoint): then there can be none."""
+        if everything_verified:
+            client = self.reader.client
+            held = int(client.dbsize()) - int(client.exists(checkpoint_key(name)))
+            if held == sum(tv.present + tv.keyed_present for tv in verifiers):
+                return
+        for tv in verifiers:
+            t0 = time.perf_counter()
+            tv.stale(lookup_if=tv.present)
+            tv.check.seconds += time.perf_counter() - t0
+
+
+class TableVerifier(RowChecks):
+    """The checks of one table; ``check`` collects what differs."""
+
+    def __init__(self, checker: Checker, plan: TablePlan) -> None:
+        super().__init__(plan, checker.reader, TableCheck(plan.table.name))
+        self.c = checker
+        self.r = plan.resolved
+        self.name = plan.table.name
+        self.selector = checker.src.selector(self.name, plan.select)
+        self.references = self._references()
+
+    # -- setting up --------------------------------------------------------------------------
+    def _references(self) -> list[tuple[str, KeyFn]]:
+        out = []
+        for i, ref in enumerate(self.plan.table.references):
+            label = f"references[{i}] ({', '.join(ref.columns)} -> {ref.table})"
+            parent = self.c.plans.get(ref.table)
+            if parent is None:
+                self.check.notes.append(f"{label}: parent table not in the mapping; not checked")
+                continue
+            pr = parent.resolved
+            if pr.table.kind != "hash":
+                self.check.notes.append(
+                    f"{label}: the parent is 'as: {pr.table.kind}', with no row key to look up"
+                )
+                continue
+            pcols = ref.parent_columns or pr.primary_key
+            if len(pcols) != len(ref.columns) or not set(pr.key.columns) <= set(pcols):
+                self.check.notes.append(
+                    f"{label}: the parent's row key is not made of the referenced columns"
+                )
+                continue
+            pos = {p: self.plan.pos[c] for p, c in zip(pcols, ref.columns)}
+            out.append((",".join(ref.columns), compile_template(pr.key, pos)))
+        return out
+
+    # -- modes -------------------------------------------------------------------------------
+    def full(self, size: int, progress: Progress) -> None:
+        """Every row, a batch at a time; Redis answers one batch's reads while the next
+        batch is read from MySQL."""
+        src, reader = self.c.src, self.c.reader
+        waiting = None
+        for rows in src.batches(self.name, self.selector, self.r.primary_key, size):
+            reads, handlers = self.prepare(rows)
+            if waiting is not None:
+                self.apply(waiting[1], waiting[0].wait())
+            waiting = (reader.send(reads), handlers)
+            progress.advance(self.name, len(rows))
+        if waiting is not None:
+            self.apply(waiting[1], waiting[0].wait())
+        for why, n in self.rejected.items():
+            self.check.notes.append(f"{n} row(s) have no key ({why}); migrate skips them too")
+        self.cardinalities()
+        self.check.redis_rows = self.rows_present if self.plan.table.kind != "none" else None
+
+    def sampled(self, n: int, size: int, progress: Progress) -> None:
+        src, pk = self.c.src, self.r.primary_key
+        kinds = [self.r.schema.column(c).kind for c in pk]
+        keys = src.random_keys(self.name, pk, n)
+        for i in range(0, len(keys), size):
+            values = [
+                tuple(keyset_value(v, k) for v, k in zip(key, kinds)) for key in keys[i : i + size]
+            ]
+            rows = src.rows_where(self.name, self.selector, pk, values)
+            self.rows(rows)
+            progress.advance(self.name, len(rows))
+        checked = self.check.mysql_rows
+        self.check.notes.append(f"values checked for {checked} random rows")
+        self.check.mysql_rows = src.count(self.name)
+        if any(n in self.structures for n in CARDINALITY):
+            self.check.notes.append("members nobody explains: not looked for with --sample")
+
+    def counts_only(self) -> None:
+        self.check.mysql_rows = self.c.src.count(self.name)
+        self.check.notes.append("values and structures not compared (--counts-only)")
+
+    def row_counts(self, lookup: bool) -> None:
+        """Row keys in Redis (by SCAN) against the source's row count."""
+        if self.plan.table.kind != "hash":
+            return
+        found = 0
+        for page in self.c.patterns.scan_owned(self.c.reader, self.name):
+            found += sum(1 for _, p in page if p.what == "hash")
+        self.check.redis_rows = found
+        rows = self.check.mysql_rows
+        if found < rows:
+            self.check.add(vr.MISSING_ROW, f"({rows - found} rows)", None, f"{rows} rows",
+                           f"{found} row keys", n=rows - found)  # fmt: skip
+        elif found > rows:
+            if lookup:
+                self.stale(lookup_if=rows, keyed=False)
+            else:
+                self.check.add(vr.STALE, f"({found - rows} row keys)", None, f"{rows} rows",
+                               f"{found} row keys", n=found - rows)  # fmt: skip
+
+    def finish(self) -> None:
+        """Counters and latest lists, as migrate rebuilds them at the end of a table."""
+        strings: list[Command] = []
+        lists: dict[bytes, list[bytes]] = {}
+        for cmd in finish_commands(self.c.src, self.plan, self.r):
+            if cmd[0] == b"SET":
+                strings.append(cmd)
+            elif cmd[0] == b"DEL":
+                lists[cmd[1]] = []
+            elif cmd[0] == b"RPUSH":
+                lists[cmd[1]] = list(cmd[2:])
+        reads = [(b"GET", c[1]) for c in strings] + [(b"LRANGE", k, b"0", b"-1") for k in lists]
+        replies = self.c.reader.read(reads)
+        for cmd, got in zip(strings, replies):
+            self.expected_keys.add(cmd[1])
+            self.keyed_present += got is not None
+            if got != cmd[2]:
+                redis = str(got) if isinstance(got, Exception) else got
+                self.check.add(vr.WRONG_COUNTER, cmd[1], None, cmd[2], redis)
+        for (key, want), got in zip(lists.items(), replies[len(strings) :]):
+            if want:
+                self.expected_keys.add(key)
+            self.keyed_present += bool(got) and not isinstance(got, Exception)
+            if isinstance(got, Exception) or list(got) != want:
+                have = [] if isinstance(got, Exception) else list(got)
+                what = "order" if sorted(have) == sorted(want) else "members"
+                self.check.add(vr.WRONG_LATEST, key, what, _show(want), _show(have))
+
+    def stale(self, lookup_if: int, keyed: bool = True) -> None:
+        """Keys under the table's patterns that no source row explains. Keyed structures
+        are checked against the keys this pass expected; per-row keys are counted first, and
+        looked up in the source only when there are more of them than rows explained."""
+        found = 0
+        for page in self.c.patterns.scan_owned(self.c.reader, self.name):
+            for key, p in page:
+                if p.family == "row":
+                    found += 1
+                elif keyed and key not in self.expected_keys:
+                    self.check.add(vr.STALE, key, None, None, f"({p.what}, no source row has it)")
+        if found <= lookup_if:
+            return
+        chunk: list[tuple[bytes, KeyPattern]] = []
+        for page in self.c.patterns.scan_owned(self.c.reader, self.name):
+            chunk += [(k, p) for k, p in page if p.family == "row"]
+            while len(chunk) >= LOOKUP_CHUNK:
+                self._explain([k for k, _ in chunk[:LOOKUP_CHUNK]])
+                chunk = chunk[LOOKUP_CHUNK:]
+        self._explain([k for k, _ in chunk])
+
+    def _explain(self, keys: list[bytes]) -> None:
+        """Report the per-row keys that no row of the source plans."""
+        if not keys:
+            return
+        produced: set[bytes] = set()
+        row_structures = [s for n, s in self.structures.items()
+                          if n in ("hash", "columns", "unique-string")]  # fmt: skip
+        own = [p for p in self.c.patterns.all if p.table == self.name and p.family == "row"]
+        for p in own:
+            cols = p.template.columns
+            kinds = [self.r.schema.column(c).kind for c in cols]
+            values = set()
+            for key in keys:
+                got = self.c.patterns.invert(p, key)
+                if got is not None:
+                    v = _params([got[c] for c in cols], kinds)
+                    if v is not None:
+                        values.add(v)
+            if not values:
+                continue
+            rows = self.c.src.rows_where(self.name, self.selector, cols, sorted(values, key=repr))
+            for s in row_structures:
+                produced.update(c[1] for c in run_structure(s, rows).commands)
+        for key in dict.fromkeys(keys):
+            if key not in produced:
+                self.check.add(vr.STALE, key, None, None, "(no source row has this key)")
+
+
+def _params(raw: list[bytes], kinds: list[Kind]) -> tuple[Any, ...] | None:
+    """Key text -> query parameters for the columns, or None when it cannot be such a value."""
+    out = []
+    for v, kind in zip(raw, kinds):
+        if kind is not Kind.BINARY:
+            try:
+                v.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        try:
+            out.append(keyset_value(v, kind))
+        except ValueError:
+            return None
+    return tuple(out)
+
+
+def _show(items: list[bytes], limit: int = 10) -> str:
+    shown = " ".join(x.decode("utf-8", "replace") for x in items[:limit])
+    return shown + (f" … ({len(items)} in all)" if len(items) > limit else "")
+
+
+__all__ = ["TableCheck", "VerifyReport", "verify"]

@@ -1,0 +1,171 @@
+"""What verify found: per table, counts of each kind of difference and the first examples."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from migrator.errors import EXIT_DIFFERENCE, EXIT_OK
+
+EXAMPLES = 5
+
+# kinds of difference, as the report names them
+MISSING_ROW = "missing row key"
+DIFFERENT_VALUE = "different value"
+MISSING_FIELD = "missing field"
+EXTRA_FIELD = "extra field"
+WRONG_TYPE = "wrong type"
+MISSING_UNIQUE = "missing unique entry"
+WRONG_UNIQUE = "wrong unique entry"
+FOREIGN_UNIQUE = "foreign unique entry"
+MISSING_INDEX = "missing index member"
+FOREIGN_INDEX = "foreign index member"
+MISSING_SET = "missing set member"
+FOREIGN_SET = "foreign set member"
+MISSING_SORTED = "missing sorted member"
+WRONG_SCORE = "wrong score"
+FOREIGN_SORTED = "foreign sorted member"
+WRONG_COUNTER = "wrong counter"
+WRONG_LATEST = "wrong latest list"
+STALE = "stale key"
+DANGLING = "dangling reference"
+
+MISSING_KINDS = frozenset({MISSING_ROW})
+DIFFERENT_KINDS = frozenset({DIFFERENT_VALUE, MISSING_FIELD, EXTRA_FIELD, WRONG_TYPE})
+STALE_KINDS = frozenset({STALE})
+
+
+def text(value: object, limit: int = 120) -> str | None:
+    """A value as it may be shown: UTF-8 where it is, else escaped bytes; long ones cut."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            value = repr(value)[2:-1]
+    elif not isinstance(value, str):
+        value = str(value)
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Difference:
+    kind: str
+    key: str
+    field: str | None
+    mysql: str | None  # what the source says (MySQL's text), None: nothing
+    redis: str | None  # what Redis holds, None: nothing
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "key": self.key,
+            "field": self.field,
+            "mysql": self.mysql,
+            "redis": self.redis,
+        }
+
+
+@dataclass
+class TableCheck:
+    table: str
+    mysql_rows: int = 0
+    redis_rows: int | None = None  # row keys present (None: the table has none, or not counted)
+    counts: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, list[Difference]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def add(
+        self,
+        kind: str,
+        key: bytes | str,
+        fieldname: object = None,
+        mysql: object = None,
+        redis: object = None,
+        n: int = 1,
+    ) -> None:
+        self.counts[kind] += n
+        shown = self.examples.setdefault(kind, [])
+        if len(shown) < EXAMPLES:
+            shown.append(
+                Difference(kind, text(key) or "", text(fieldname), text(mysql), text(redis))
+            )
+
+    def _sum(self, kinds: frozenset[str]) -> int:
+        return sum(n for k, n in self.counts.items() if k in kinds)
+
+    @property
+    def missing(self) -> int:
+        return self._sum(MISSING_KINDS)
+
+    @property
+    def different(self) -> int:
+        return self._sum(DIFFERENT_KINDS)
+
+    @property
+    def stale(self) -> int:
+        return self._sum(STALE_KINDS)
+
+    @property
+    def structure(self) -> int:
+        return sum(self.counts.values()) - self.missing - self.different - self.stale
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.counts.values())
+
+    @property
+    def status(self) -> str:
+        return "ok" if self.ok else "different"
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.mysql_rows / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "mysql_rows": self.mysql_rows,
+            "redis_rows": self.redis_rows,
+            "missing": self.missing,
+            "different": self.different,
+            "stale": self.stale,
+            "structure_problems": self.structure,
+            "status": self.status,
+            "differences": dict(self.counts),
+            "examples": [d.as_dict() for ds in self.examples.values() for d in ds],
+            "notes": self.notes,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class VerifyReport:
+    mapping: str
+    source: str
+    target: str
+    mode: str  # full | counts-only | sample N
+    tables: list[TableCheck]
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(t.ok for t in self.tables)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.ok else EXIT_DIFFERENCE
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mapping": self.mapping,
+            "source": self.source,
+            "target": self.target,
+            "mode": self.mode,
+            "identical": self.ok,
+            "seconds": round(self.seconds, 3),
+            "tables": [t.as_dict() for t in self.tables],
+        }

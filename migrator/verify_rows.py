@@ -1,0 +1,278 @@
+"""Verify, one batch of rows: the planner's structures give the commands migrate would send
+for the batch, and one pipeline of reads checks them all (HGETALL, MGET, HMGET, SMISMEMBER,
+ZMSCORE, EXISTS). Coalesced structures also keep a count per key for the cardinality check
+that finds members nobody explains; that memory is bounded by distinct index values."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from migrator import verify_report as vr
+from migrator.planner import Batch, KeyFn, Row, Structure, TablePlan
+from migrator.verify_keys import Reader
+from migrator.verify_report import TableCheck
+
+Command = tuple[bytes, ...]
+#: HGETALL of every key, as one array reply (a WRONGTYPE key gives an error in its place)
+HGETALL_ALL = (
+    b"local out = {} for i, k in ipairs(KEYS) do out[i] = redis.pcall('HGETALL', k) end return out"
+)
+Handler = Callable[[list[Any], Any], None]
+#: coalesced structure -> (cardinality command, kind of difference for unexplained members)
+CARDINALITY = {
+    "unique": (b"HLEN", vr.FOREIGN_UNIQUE),
+    "index": (b"SCARD", vr.FOREIGN_INDEX),
+    "set": (b"SCARD", vr.FOREIGN_SET),
+    "sorted": (b"ZCARD", vr.FOREIGN_SORTED),
+}
+
+
+class RowChecks:
+    """The per-batch checks of one table, and the counts they keep."""
+
+    def __init__(self, plan: TablePlan, reader: Reader, check: TableCheck) -> None:
+        self.plan = plan
+        self.reader = reader
+        self.check = check
+        self.structures: dict[str, Structure] = {s.name: s for s in plan.structures}
+        self.present = 0  # per-row keys (row hashes, column strings, unique strings) found
+        self.rows_present = 0
+        self.expected: dict[str, dict[bytes, int]] = {k: {} for k in CARDINALITY}
+        pk = set(plan.resolved.primary_key)
+        exact = all(pk <= {*s.key.columns, *s.member.columns} for s in plan.table.sets)
+        self.set_members: dict[bytes, set[bytes]] | None = None if exact else {}
+        self.expected_keys: set[bytes] = set()
+        self.references: list[tuple[str, KeyFn]] = []
+        self.rejected: Counter[str] = Counter()
+        self.keyed_present = 0  # expected keyed structures (sets, hashes, ...) found in Redis
+
+    # -- one batch of rows -------------------------------------------------------------------
+    def rows(self, rows: Sequence[Row]) -> None:
+        """Check one batch now."""
+        reads, handlers = self.prepare(rows)
+        self.apply(handlers, self.reader.read(reads))
+
+    def prepare(self, rows: Sequence[Row]) -> tuple[list[Command], list[tuple[Handler, int, Any]]]:
+        """The reads that check a batch, and what to do with their replies."""
+        self.check.mysql_rows += len(rows)
+        reads: list[Command] = []
+        handlers: list[tuple[Handler, int, Any]] = []
+
+        def want(handler: Handler, commands: list[Command], context: Any) -> None:
+            if commands:
+                handlers.append((handler, len(commands), context))
+                reads.extend(commands)
+
+        s = self.structures
+        if "hash" in s:
+            b = run_structure(s["hash"], rows)
+            keys = [c[1] for c in b.commands]
+            if self.reader.scripting and keys:  # one reply for the batch: far less parsing
+                want(self._hashes_script, [(b"EVAL", HGETALL_ALL, b"%d" % len(keys), *keys)],
+                     b.commands)  # fmt: skip
+            else:
+                want(self._hashes, [(b"HGETALL", k) for k in keys], b.commands)
+            self._rejected(b)
+        if "columns" in s:
+            groups = _per_row(s["columns"], rows, self.plan)
+            want(self._columns, [(b"MGET", *(c[1] for c in g)) for _, g in groups], groups)
+        if "unique-string" in s:
+            cmds = run_structure(s["unique-string"], rows).commands
+            want(self._unique_strings, [(b"MGET", *(c[1] for c in cmds))] if cmds else [], cmds)
+        if "unique" in s:
+            hs = run_structure(s["unique"], rows).hsets
+            want(self._unique_hashes, [(b"HMGET", k, *v[0::2]) for k, v in hs.items()], hs)
+        for name, what in (("index", vr.MISSING_INDEX), ("set", vr.MISSING_SET)):
+            if name in s:
+                sa = run_structure(s[name], rows).sadds
+                cmds = [(b"SMISMEMBER", k, *v) for k, v in sa.items()]
+                want(self._members, cmds, (name, what, sa))
+        if "sorted" in s:
+            za = run_structure(s["sorted"], rows).zadds
+            want(self._scores, [(b"ZMSCORE", k, *v[1::2]) for k, v in za.items()], za)
+        if self.references:
+            parents = self._parents(rows)
+            want(self._dangling, [(b"EXISTS", k) for k in parents], parents)
+        return reads, handlers
+
+    def apply(self, handlers: list[tuple[Handler, int, Any]], replies: list[Any]) -> None:
+        at = 0
+        for handler, n, context in handlers:
+            handler(replies[at : at + n], context)
+            at += n
+
+    def _rejected(self, b: Batch) -> None:
+        self.rejected.update(b.stats.rejected)
+
+    def _hashes_script(self, replies: list[Any], cmds: list[Command]) -> None:
+        got = replies[0]
+        if isinstance(got, Exception):  # scripting refused here: one HGETALL per row
+            self.reader.scripting = False
+            got = self.reader.read([(b"HGETALL", c[1]) for c in cmds])
+        self._hashes(got, cmds)
+
+    def _hashes(self, replies: list[Any], cmds: list[Command]) -> None:
+        add = self.check.add
+        for cmd, got in zip(cmds, replies):
+            key = cmd[1]
+            if isinstance(got, Exception):
+                add(vr.WRONG_TYPE, key, None, "a hash", str(got))
+                continue
+            if isinstance(got, dict):
+                got = [x for kv in got.items() for x in kv]
+            if not got:
+                add(vr.MISSING_ROW, key)
+                continue
+            self.present += 1
+            self.rows_present += 1
+            want = cmd[2:]
+            if len(got) == len(want) and tuple(got) == want:
+                continue
+            expect = dict(zip(want[0::2], want[1::2]))
+            have = dict(zip(got[0::2], got[1::2]))
+            for f, v in expect.items():
+                h = have.get(f)
+                if h is None:
+                    add(vr.MISSING_FIELD, key, f, v, None)
+                elif h != v:
+                    add(vr.DIFFERENT_VALUE, key, f, v, h)
+            for f, h in have.items():
+                if f not in expect:
+                    add(vr.EXTRA_FIELD, key, f, None, h)
+
+    def _columns(self, replies: list[Any], groups: list[tuple[bytes, list[Command]]]) -> None:
+        for (row_key, cmds), got in zip(groups, replies):
+            found = sum(1 for v in got if v is not None)
+            if not found:
+                self.check.add(vr.MISSING_ROW, row_key)
+                continue
+            self.present += found
+            self.rows_present += 1
+            for cmd, v in zip(cmds, got):
+                if v is None:
+                    self.check.add(vr.MISSING_FIELD, cmd[1], None, cmd[2], None)
+                elif v != cmd[2]:
+                    self.check.add(vr.DIFFERENT_VALUE, cmd[1], None, cmd[2], v)
+
+    def _unique_strings(self, replies: list[Any], cmds: list[Command]) -> None:
+        for cmd, v in zip(cmds, replies[0]):
+            if v is None:
+                self.check.add(vr.MISSING_UNIQUE, cmd[1], None, cmd[2], None)
+            else:
+                self.present += 1
+                if v != cmd[2]:
+                    self.check.add(vr.WRONG_UNIQUE, cmd[1], None, cmd[2], v)
+
+    def _unique_hashes(self, replies: list[Any], hsets: dict[bytes, list[bytes]]) -> None:
+        counts = self.expected["unique"]
+        for (key, args), got in zip(hsets.items(), replies):
+            fields = args[0::2]
+            counts[key] = counts.get(key, 0) + len(set(fields))
+            if isinstance(got, Exception):
+                self.check.add(vr.WRONG_TYPE, key, None, "a hash", str(got))
+                continue
+            for f, pk, v in zip(fields, args[1::2], got):
+                if v is None:
+                    self.check.add(vr.MISSING_UNIQUE, key, f, pk, None)
+                elif v != pk:
+                    self.check.add(vr.WRONG_UNIQUE, key, f, pk, v)
+
+    def _members(self, replies: list[Any], context: Any) -> None:
+        name, what, sadds = context
+        counts = self.expected[name]
+        members_of = self.set_members if name == "set" else None
+        for (key, members), got in zip(sadds.items(), replies):
+            if members_of is not None:
+                members_of.setdefault(key, set()).update(members)
+            else:
+                counts[key] = counts.get(key, 0) + len(members)
+            if isinstance(got, Exception):
+                self.check.add(vr.WRONG_TYPE, key, None, "a set", str(got))
+                continue
+            for m, there in zip(members, got):
+                if not there:
+                    self.check.add(what, key, m, m, None)
+
+    def _scores(self, replies: list[Any], zadds: dict[bytes, list[bytes]]) -> None:
+        counts = self.expected["sorted"]
+        for (key, args), got in zip(zadds.items(), replies):
+            members = args[1::2]
+            counts[key] = counts.get(key, 0) + len(members)
+            if isinstance(got, Exception):
+                self.check.add(vr.WRONG_TYPE, key, None, "a sorted set", str(got))
+                continue
+            for m, score, have in zip(members, args[0::2], got):
+                if have is None:
+                    self.check.add(vr.MISSING_SORTED, key, m, score, None)
+                elif not _same_number(score, have):
+                    self.check.add(vr.WRONG_SCORE, key, m, score, have)
+
+    def _parents(self, rows: Sequence[Row]) -> dict[bytes, list[Any]]:
+        """Parent row key -> [child rows pointing at it, first child key, columns]."""
+        out: dict[bytes, list[Any]] = {}
+        child_key = self.plan.row_key if self.plan.table.kind != "none" else self.plan.pk_text
+        for row in rows:
+            for cols, parent_key in self.references:
+                k = parent_key(row)
+                if k is None:
+                    continue
+                seen = out.get(k)
+                if seen is None:
+                    out[k] = [1, child_key(row), cols]
+                else:
+                    seen[0] += 1
+        return out
+
+    def _dangling(self, replies: list[Any], parents: dict[bytes, list[Any]]) -> None:
+        for (parent_key, (n, child, cols)), there in zip(parents.items(), replies):
+            if not there:
+                self.check.add(vr.DANGLING, child or b"", cols, parent_key, None, n=n)
+
+    # -- after the rows ----------------------------------------------------------------------
+    def cardinalities(self) -> None:
+        if self.set_members is not None:
+            self.expected["set"] = {k: len(v) for k, v in self.set_members.items()}
+            self.set_members = None
+        for name, (command, foreign) in CARDINALITY.items():
+            counts = list(self.expected[name].items())
+            self.expected_keys.update(k for k, _ in counts)
+            for i in range(0, len(counts), 5000):
+                chunk = counts[i : i + 5000]
+                replies = self.reader.read([(command, k) for k, _ in chunk])
+                for (key, want), have in zip(chunk, replies):
+                    self.keyed_present += isinstance(have, int) and have > 0
+                    if isinstance(have, int) and have > want:
+                        self.check.add(foreign, key, "(members)", f"{want} members",
+                                       f"{have} members", n=have - want)  # fmt: skip
+            self.expected[name] = {}
+
+
+def run_structure(structure: Structure, rows: Sequence[Row]) -> Batch:
+    b = Batch()
+    add = structure.add
+    for row in rows:
+        add(row, b)
+    return b
+
+
+def _per_row(
+    structure: Structure, rows: Sequence[Row], plan: TablePlan
+) -> list[tuple[bytes, list[Command]]]:
+    """``as: columns``: each row's key and its SET commands."""
+    b = Batch()
+    out = []
+    for row in rows:
+        before = len(b.commands)
+        structure.add(row, b)
+        if len(b.commands) > before:
+            out.append((plan.row_key(row) or b"", b.commands[before:]))
+    return out
+
+
+def _same_number(a: bytes, b: bytes | float) -> bool:
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a == b

@@ -1,0 +1,215 @@
+"""Fixtures for real MySQL/MariaDB and Redis servers (SPEC.md section 6).
+
+Servers are found in this order, once per session:
+
+1. ``MIGRATOR_TEST_MYSQL_URL`` (e.g. ``mysql+pymysql://root@127.0.0.1:3306``) and
+   ``MIGRATOR_TEST_REDIS_URL`` (e.g. ``redis://127.0.0.1:6379``);
+2. Docker, when an engine answers: ``mysql:8`` and ``redis:7`` through testcontainers;
+3. otherwise the test is skipped with the reason, or fails when ``MIGRATOR_REQUIRE_SERVICES=1``
+   (CI). ``MIGRATOR_REQUIRE_TESTDATA=1`` does the same for the shared Sakila/employees files.
+
+Fixtures:
+
+* ``mysql_server_url`` (session) -> str: SQLAlchemy URL of the server, no database.
+* ``mysql_db`` -> :class:`tests.services.MySQLDatabase`: a fresh utf8mb4 database of its own
+  (``.name``, ``.url``, ``.run(sql)``, ``.query(sql)``), dropped after the test.
+* ``redis_server_url`` (session) -> str: the Redis server URL as configured.
+* ``redis_url`` -> str: an empty logical database (1, or the URL's own if above 0, plus the
+  xdist worker number), flushed before and after the test.
+* ``redis_client`` -> ``redis.Redis`` on ``redis_url`` (bytes, ``decode_responses=False``).
+* ``testdata_dir`` (session) -> Path of ``../shared/testdata`` (or ``$MIGRATOR_TESTDATA_DIR``).
+* ``sakila_url`` / ``employees_url`` (session) -> str: URL of the loaded database (``sakila``,
+  ``employees``), loaded with the mariadb/mysql client unless already complete.
+
+Tests that use a server fixture are marked ``integration``; those that use Sakila or
+employees also ``acceptance`` (``pytest -m "not integration"`` runs the pure tests only).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+import redis
+
+from tests.services import (
+    MYSQL_ENV,
+    REDIS_ENV,
+    REQUIRE_ENV,
+    REQUIRE_TESTDATA_ENV,
+    MySQLDatabase,
+    Unavailable,
+    create_database,
+    docker_problem,
+    drop_database,
+    ensure_employees,
+    ensure_sakila,
+    make_safe,
+    mysql_container,
+    new_database_name,
+    probe_mysql,
+    probe_redis,
+    redis_base_db,
+    redis_container,
+    redis_db_url,
+    server_url,
+    services_required,
+    testdata_required,
+    xdist_worker_number,
+)
+from tests.services import testdata_dir as find_testdata_dir
+
+_INTEGRATION = {
+    "mysql_server_url", "mysql_db", "redis_server_url", "redis_url", "redis_client",
+    "sakila_url", "employees_url",
+}  # fmt: skip
+_ACCEPTANCE = {"sakila_url", "employees_url"}
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if services_required():
+        pytest.fail(f"{reason} [{REQUIRE_ENV}=1: a missing server is a failure]", pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & _INTEGRATION:
+            item.add_marker(pytest.mark.integration)
+        if names & _ACCEPTANCE:
+            item.add_marker(pytest.mark.acceptance)
+
+
+def pytest_report_header() -> list[str]:
+    def source(env: str) -> str:
+        value = os.environ.get(env)
+        return f"{env}={make_safe(value)}" if value else "testcontainers if Docker answers"
+
+    required = " (required)" if services_required() else ""
+    return [f"services{required}: mysql: {source(MYSQL_ENV)}; redis: {source(REDIS_ENV)}"]
+
+
+# -- MySQL / MariaDB ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def mysql_server_url() -> Iterator[str]:
+    """SQLAlchemy URL of the MySQL-compatible server, without a database."""
+    configured = os.environ.get(MYSQL_ENV)
+    if configured:
+        try:
+            url = server_url(configured)
+        except (Unavailable, ValueError) as e:
+            _unavailable(f"{MYSQL_ENV} is not usable: {e}")
+        problem = probe_mysql(url)
+        if problem:
+            _unavailable(f"{MYSQL_ENV}={make_safe(url)} does not answer: {problem}")
+        yield url
+        return
+    problem = docker_problem()
+    if problem:
+        _unavailable(f"no MySQL server: {MYSQL_ENV} is not set, and {problem}")
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(mysql_container())
+        except Exception as e:
+            _unavailable(f"could not start a mysql:8 container: {type(e).__name__}: {e}")
+        yield url
+
+
+@pytest.fixture
+def mysql_db(mysql_server_url: str) -> Iterator[MySQLDatabase]:
+    """A fresh, empty utf8mb4 database for this test only; dropped afterwards."""
+    db = create_database(mysql_server_url, new_database_name())
+    try:
+        yield db
+    finally:
+        drop_database(mysql_server_url, db.name)
+
+
+# -- Redis -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_server_url() -> Iterator[str]:
+    """The Redis server URL as configured (or of the container)."""
+    configured = os.environ.get(REDIS_ENV)
+    if configured:
+        problem = probe_redis(configured)
+        if problem:
+            _unavailable(f"{REDIS_ENV}={make_safe(configured)} does not answer: {problem}")
+        yield configured
+        return
+    problem = docker_problem()
+    if problem:
+        _unavailable(f"no Redis server: {REDIS_ENV} is not set, and {problem}")
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(redis_container())
+        except Exception as e:
+            _unavailable(f"could not start a redis:7 container: {type(e).__name__}: {e}")
+        yield url
+
+
+@pytest.fixture
+def redis_url(redis_server_url: str) -> Iterator[str]:
+    """A URL of an empty logical database, for this test (and xdist worker) only."""
+    db = redis_base_db(redis_server_url) + xdist_worker_number()
+    url = redis_db_url(redis_server_url, db)
+    client = redis.Redis.from_url(url, socket_timeout=30)
+    try:
+        client.flushdb()
+    except redis.ResponseError as e:
+        client.close()
+        pytest.fail(f"cannot use Redis database {db} for tests: {e}", pytrace=False)
+    try:
+        yield url
+    finally:
+        client.flushdb()
+        client.close()
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    """A client of the test's empty Redis database (replies as bytes)."""
+    client = redis.Redis.from_url(redis_url, decode_responses=False)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+# -- the shared sample databases ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def testdata_dir() -> Path:
+    try:
+        return find_testdata_dir()
+    except Unavailable as e:
+        if testdata_required():
+            pytest.fail(f"{e} [{REQUIRE_TESTDATA_ENV}=1]", pytrace=False)
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def sakila_url(mysql_server_url: str, testdata_dir: Path) -> str:
+    """URL of the Sakila database (GEOMETRY variant on MariaDB); loaded once, reused after."""
+    try:
+        return ensure_sakila(mysql_server_url, testdata_dir)
+    except Unavailable as e:
+        _unavailable(str(e))
+
+
+@pytest.fixture(scope="session")
+def employees_url(mysql_server_url: str, testdata_dir: Path) -> str:
+    """URL of the employees database (10,000 employees); loaded once, reused after."""
+    try:
+        return ensure_employees(mysql_server_url, testdata_dir)
+    except Unavailable as e:
+        _unavailable(str(e))

@@ -1,0 +1,128 @@
+"""The service fixtures themselves: real servers, isolated databases, loaded sample data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pymysql
+import pytest
+import redis
+from sqlalchemy.engine import make_url
+
+from tests.services import MySQLDatabase, cli_args, redis_db_url, run_cli_file, server_url
+
+
+def test_mysql_db_is_a_fresh_database_that_runs_scripts(
+    mysql_db: MySQLDatabase, mysql_server_url: str
+) -> None:
+    assert mysql_db.name.startswith("mig_t_")
+    assert make_url(mysql_db.url).database == mysql_db.name
+    assert make_url(mysql_server_url).database is None
+    assert mysql_db.query("SHOW TABLES") == []
+    assert mysql_db.query("SELECT @@character_set_database") == [("utf8mb4",)]
+
+    mysql_db.run(
+        """
+        CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL);
+        INSERT INTO t VALUES (1, 'ken'), (2, 'dennis');
+        SELECT * FROM t;  -- a result set in the middle is consumed
+        INSERT INTO t VALUES (3, 'Jöe 😀');
+        """
+    )
+    assert mysql_db.query("SELECT id, name FROM t ORDER BY id") == [
+        (1, "ken"),
+        (2, "dennis"),
+        (3, "Jöe 😀"),
+    ]
+
+
+def test_mysql_db_run_raises_on_a_failing_later_statement(mysql_db: MySQLDatabase) -> None:
+    with pytest.raises(pymysql.MySQLError):
+        mysql_db.run("CREATE TABLE a (id INT PRIMARY KEY); INSERT INTO missing VALUES (1);")
+
+
+def test_each_test_gets_its_own_database(mysql_db: MySQLDatabase) -> None:
+    # The table made by the test above is not here, and the old database is gone.
+    assert mysql_db.query("SHOW TABLES") == []
+    others = mysql_db.query("SHOW DATABASES LIKE 'mig\\_t\\_%'")
+    assert (mysql_db.name,) in others
+
+
+def test_redis_url_is_an_empty_database(redis_url: str, redis_client: redis.Redis) -> None:
+    assert redis_client.dbsize() == 0
+    assert redis_client.connection_pool.connection_kwargs["db"] >= 1
+    redis_client.set("login:1:login_times", 5)
+    assert redis_client.get("login:1:login_times") == b"5"  # bytes, not decoded
+
+
+def test_redis_url_is_empty_again(redis_client: redis.Redis) -> None:
+    assert redis_client.dbsize() == 0
+
+
+def test_url_helpers() -> None:
+    assert server_url("mysql://root@127.0.0.1:3306/x") == "mysql+pymysql://root@127.0.0.1:3306"
+    assert cli_args("mysql+pymysql://u:secret@db.example:3307/d") == [
+        "--user=u",
+        "--protocol=TCP",
+        "--host=db.example",
+        "--port=3307",
+        "--default-character-set=utf8mb4",
+        "--database=d",
+    ]
+    assert redis_db_url("redis://127.0.0.1:6379", 3) == "redis://127.0.0.1:6379/3"
+    assert redis_db_url("redis://:pw@h:1/0?protocol=3", 2) == "redis://:pw@h:1/2?protocol=3"
+
+
+def _one(url: str, sql: str) -> object:
+    conn = pymysql.connect(
+        host=make_url(url).host,
+        port=make_url(url).port or 3306,
+        user=make_url(url).username or "root",
+        password=make_url(url).password or "",
+        database=make_url(url).database,
+    )
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            row = cur.fetchone()
+            assert row is not None
+            return row[0]
+    finally:
+        conn.close()
+
+
+def test_sakila_is_loaded(sakila_url: str) -> None:
+    assert make_url(sakila_url).database == "sakila"
+    base_tables = (
+        "SELECT COUNT(*) FROM information_schema.tables"
+        " WHERE table_schema = 'sakila' AND table_type = 'BASE TABLE'"
+    )
+    assert _one(sakila_url, base_tables) == 16
+    assert _one(sakila_url, "SELECT COUNT(*) FROM film") == 1000
+    assert _one(sakila_url, "SELECT COUNT(*) FROM payment") == 16044
+    # The GEOMETRY column is there (on MariaDB only with the *.mariadb.sql pair).
+    assert _one(sakila_url, "SELECT ST_AsText(location) FROM address WHERE address_id = 1") == (
+        "POINT(-112.8185647 49.6999986)"
+    )
+
+
+def test_employees_is_loaded(employees_url: str) -> None:
+    assert make_url(employees_url).database == "employees"
+    assert _one(employees_url, "SELECT COUNT(*) FROM employees") == 10000
+    assert _one(employees_url, "SELECT COUNT(*) FROM salaries") == 94917
+
+
+def test_run_cli_file_handles_client_commands(mysql_db: MySQLDatabase, tmp_path: Path) -> None:
+    # DELIMITER and `source` are client commands: the shared dumps need the real client.
+    (tmp_path / "rows.sql").write_text("INSERT INTO t VALUES (1), (2);\n")
+    script = tmp_path / "script.sql"
+    script.write_text(
+        "CREATE TABLE t (id INT PRIMARY KEY);\n"
+        "source rows.sql\n"
+        "DELIMITER ;;\n"
+        "CREATE PROCEDURE add_three() BEGIN INSERT INTO t VALUES (3); END;;\n"
+        "DELIMITER ;\n"
+        "CALL add_three();\n"
+    )
+    run_cli_file(mysql_db.url, script)
+    assert mysql_db.query("SELECT id FROM t ORDER BY id") == [(1,), (2,), (3,)]
