@@ -8,10 +8,11 @@ are read, unique and index writes are coalesced per key as in ``Batch``. Tables 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from migrator.planner import Batch, Row, Stats
+from migrator.sink import resp
 
 if TYPE_CHECKING:
     from migrator.planner import TablePlan
@@ -22,16 +23,6 @@ NULL_UNIQUE = "NULL unique value (not indexed)"
 NULL_INDEX = "NULL index value (not indexed)"
 
 
-def encode(commands: Iterable[Command]) -> bytes:
-    """RESP2 for commands (the same bytes as ``sink.resp``)."""
-    out = bytearray()
-    for cmd in commands:
-        out += b"*%d\r\n" % len(cmd)
-        for arg in cmd:
-            out += b"$%d\r\n%b\r\n" % (len(arg), arg)
-    return bytes(out)
-
-
 def _row_function(
     plan: TablePlan, fields: list[tuple[bytes, int]]
 ) -> Callable[[Row], bytes | None]:
@@ -39,7 +30,10 @@ def _row_function(
 
     Returns the HSET's bytes, or None (a NULL somewhere: the caller takes the general path).
     Only positions and constants go into the code; names and values stay in its namespace.
+    A table with no mapped columns always takes the general path (its hash holds the key).
     """
+    if not fields:
+        return lambda row: None
     width = len(plan.select)
     names = [f"_{i}" for i in range(width)]
     used = sorted({i for _, i in fields} | set(plan.row_key_positions))
@@ -76,9 +70,9 @@ class Packer:
         names = [s.name for s in plan.structures]
         self.general = "columns" in names or "unique-string" in names
         self.hashing = "hash" in names
+        mapped = plan.resolved.columns if self.hashing else ()
         self.fields = [
-            (b"$%d\r\n%b\r\n" % (len(c.encode()), c.encode()), plan.pos[c])
-            for c in plan.resolved.columns
+            (b"$%d\r\n%b\r\n" % (len(c.encode()), c.encode()), plan.pos[c]) for c in mapped
         ]
         self.pk_fields = [
             (b"$%d\r\n%b\r\n" % (len(c.encode()), c.encode()), plan.pos[c])
@@ -101,7 +95,7 @@ class Packer:
         plan = self.plan
         if self.general:
             commands, stats = plan.plan(rows)
-            return encode(commands), len(commands), stats
+            return resp(commands), len(commands), stats
         batch = Batch()
         hsets, sadds = batch.hsets, batch.sadds
         out: list[bytes] = []

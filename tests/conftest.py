@@ -14,8 +14,9 @@ Fixtures:
 * ``mysql_db`` -> :class:`tests.services.MySQLDatabase`: a fresh utf8mb4 database of its own
   (``.name``, ``.url``, ``.run(sql)``, ``.query(sql)``), dropped after the test.
 * ``redis_server_url`` (session) -> str: the Redis server URL as configured.
-* ``redis_url`` -> str: an empty logical database (1, or the URL's own if above 0, plus the
-  xdist worker number), flushed before and after the test.
+* ``redis_url`` -> str: an empty logical database of this session's own (claimed with a lock
+  key in db 0, so side-by-side sessions never flush each other; or the URL's own if above 0,
+  plus the xdist worker number), flushed before and after the test.
 * ``redis_client`` -> ``redis.Redis`` on ``redis_url`` (bytes, ``decode_responses=False``).
 * ``testdata_dir`` (session) -> Path of ``../shared/testdata`` (or ``$MIGRATOR_TESTDATA_DIR``).
 * ``sakila_url`` / ``employees_url`` (session) -> str: URL of the loaded database (``sakila``,
@@ -156,10 +157,37 @@ def redis_server_url() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+def redis_test_db(redis_server_url: str) -> Iterator[int]:
+    """The logical database this pytest session owns. Sessions running side by side on one
+    server (several developers, xdist workers) each claim their own with a lock key in db 0;
+    a URL that names a database above 0 is used as given."""
+    named = redis.connection.parse_url(redis_server_url).get("db")
+    if named:
+        yield redis_base_db(redis_server_url) + xdist_worker_number()
+        return
+    lock = redis.Redis.from_url(redis_db_url(redis_server_url, 0), socket_timeout=10)
+    token = f"{os.getpid()}"
+    claimed = None
+    for db in range(1, 16):
+        if lock.set(f"migrator-tests:db:{db}", token, nx=True, ex=3 * 3600):
+            claimed = db
+            break
+    if claimed is None:
+        lock.close()
+        _unavailable("every Redis database 1-15 is claimed by another test session")
+    try:
+        yield claimed
+    finally:
+        if lock.get(f"migrator-tests:db:{claimed}") == token.encode():
+            lock.delete(f"migrator-tests:db:{claimed}")
+        lock.close()
+
+
 @pytest.fixture
-def redis_url(redis_server_url: str) -> Iterator[str]:
-    """A URL of an empty logical database, for this test (and xdist worker) only."""
-    db = redis_base_db(redis_server_url) + xdist_worker_number()
+def redis_url(redis_server_url: str, redis_test_db: int) -> Iterator[str]:
+    """A URL of an empty logical database, for this test (and session) only."""
+    db = redis_test_db
     url = redis_db_url(redis_server_url, db)
     client = redis.Redis.from_url(url, socket_timeout=30)
     try:

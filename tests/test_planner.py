@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from migrator.loader import parse_mapping
 from migrator.planner import TablePlan
 from migrator.resolve import resolve
@@ -160,3 +162,25 @@ def test_null_in_a_custom_row_key_rejects_the_row() -> None:
 def test_resp_encoding() -> None:
     assert resp([(b"SET", b"k", b"a b")]) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\na b\r\n"
     assert resp([(b"SET", b"k", b"")]) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "tables",
+    [
+        "  emp:\n",
+        "  emp:\n    columns: []\n",
+        "  emp:\n    columns: [ename]\n    unique: [email]\n    indexes: [mgr_id]\n",
+        "  emp:\n    unique: [[ename, email]]\n    indexes: [[mgr_id, ename]]\n",
+        "  emp:\n    key: 'emp:{email}'\n    columns: [ename, salary]\n",
+        "  emp:\n    sorted: [{key: 'emp:by:salary', score: salary}]\n    indexes: [mgr_id]\n",
+        "  emp:\n    as: columns\n    unique: [{columns: [ename], key: 'emp:{ename}:id'}]\n",
+        "  emp:\n    as: none\n    indexes: [mgr_id]\n",
+    ],
+)
+def test_packed_hot_path_is_byte_identical_to_the_plan(tables: str) -> None:
+    plan = _plan(tables)
+    commands, stats = plan.plan(rows(plan))
+    packed, count, packed_stats = plan.pack(rows(plan))
+    assert packed == resp(commands)
+    assert count == len(commands)
+    assert packed_stats == stats
