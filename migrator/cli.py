@@ -178,7 +178,8 @@ def migrate(
             "--workers",
             min=1,
             help="Processes loading in parallel: each single-integer primary key's range is "
-            "split across them and tables run side by side (default: min(4, CPUs)), "
+            "split across them and tables run side by side (default: min(4, CPUs) for loads of "
+            "200,000 rows or more, else 1), "
             "e.g. --workers 2.",
         ),
     ] = None,

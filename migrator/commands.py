@@ -158,7 +158,6 @@ def migrate(
         raise MigratorError("--batch-size must be a positive number of rows")
     if workers is not None and workers < 1:
         raise MigratorError("--workers must be at least 1", "e.g. --workers 2")
-    n_workers = workers or default_workers()
     size = batch_size or m.options.batch_size
     started = time.perf_counter()
     with opened(m, source, tables) as (src, resolved):
@@ -173,6 +172,7 @@ def migrate(
             "mapping": m.name,
             "batch_size": size,
         }
+        n_workers = workers or default_workers(sum(r.schema.row_estimate for r in resolved))
         reports = load_tables(src, client, checkpoint, resolved, state, progress, n_workers, common)
         client.close()
         from migrator.sink import mask as mask_target

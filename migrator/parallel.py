@@ -268,8 +268,15 @@ def run_all(
     pool.close()
 
 
-def default_workers() -> int:
-    """min(4, CPUs): the work is split with MySQL and Redis, which need cores of their own."""
+#: below this many rows (estimated) in all, starting worker processes costs more than it saves
+PARALLEL_FROM_ROWS = 200_000
+
+
+def default_workers(rows: int | None = None) -> int:
+    """min(4, CPUs) for a large load (the work is split with MySQL and Redis, which need cores
+    of their own); 1 when the tables hold fewer than PARALLEL_FROM_ROWS rows in all."""
+    if rows is not None and rows < PARALLEL_FROM_ROWS:
+        return 1
     return max(1, min(4, os.cpu_count() or 1))
 
 
