@@ -252,6 +252,12 @@ class _Builder:
                 counter = None
             else:
                 counter = self.template(raw, f"{path}.counter")
+                if not counter.is_literal:
+                    raise self.error(
+                        f"{path}.counter",
+                        "a counter key cannot have placeholders (one counter per table)",
+                        f"write a fixed name such as '{name}:id', or 'counter: false'",
+                    )
         return Table(
             name=name,
             primary_key=self.names(d["primary_key"], f"{path}.primary_key")

@@ -120,6 +120,8 @@ def test_template_placeholders_and_escapes() -> None:
         ("version: 1\ntables:\n  emp:\n    latest:\n      - key: l\n        order_by: d\n"
          "        limit: 0\n", "tables.emp.latest[0].limit", 7, ["positive integer"]),
         ("version: 2\ntables: {a: }\n", "version", 1, ["unsupported version"]),
+        ("version: 1\ntables:\n  emp:\n    counter: 'emp:{id}'\n", "tables.emp.counter", 4,
+         ["cannot have placeholders", "counter: false"]),
         ("tables: {a: }\n", "", None, ["'version' is required"]),
         ("version: 1\ntables: {}\n", "tables", 2, ["no tables"]),
     ],
