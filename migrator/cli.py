@@ -2,27 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
     Progress,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Column
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from migrator import __version__, commands
-from migrator.errors import EXIT_CONNECT, EXIT_USAGE, MigratorError
+from migrator.errors import EXIT_CONNECT, EXIT_USAGE, MappingErrors, MigratorError
 
 app = typer.Typer(
     name="migrator",
@@ -38,12 +42,16 @@ F = TypeVar("F", bound=Callable[..., Any])
 _debug = False
 
 MappingArg = Annotated[
-    str, typer.Argument(help="The YAML mapping file, e.g. mappings/emp.yaml.", show_default=False)
+    str,
+    typer.Argument(
+        help="The YAML mapping file, e.g. mappings/emp.yaml.", metavar="MAPPING", show_default=False
+    ),
 ]
 SourceOpt = Annotated[
     str | None,
     typer.Option(
         "--source",
+        metavar="URL",
         help="MySQL URL, e.g. mysql+pymysql://user:pw@host:3306/db; overrides the mapping.",
         envvar="MIGRATOR_SOURCE_URL",
         show_envvar=True,
@@ -53,6 +61,7 @@ TargetOpt = Annotated[
     str | None,
     typer.Option(
         "--target",
+        metavar="URL",
         help="Redis URL, e.g. redis://127.0.0.1:6379/0; overrides the mapping.",
         envvar="MIGRATOR_TARGET_URL",
         show_envvar=True,
@@ -60,7 +69,11 @@ TargetOpt = Annotated[
 ]
 TablesOpt = Annotated[
     str | None,
-    typer.Option("--tables", help="Only these tables, comma-separated, e.g. --tables emp,dept."),
+    typer.Option(
+        "--tables",
+        metavar="TABLE,...",
+        help="Only these tables, comma-separated, e.g. --tables emp,dept.",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
 
@@ -69,24 +82,34 @@ def _tables(value: str | None) -> list[str] | None:
     return [t.strip() for t in value.split(",") if t.strip()] if value else None
 
 
+def say(level: str, message: str, hint: str | None = None) -> None:
+    """``error: <cause>`` (or ``warning:``) on stderr, then ``  hint: <fix>`` when known."""
+    color = "red" if level == "error" else "yellow"
+    err.print(f"[bold {color}]{level}:[/] ", end="", highlight=False)
+    err.print(message, markup=False, highlight=False, soft_wrap=True)
+    if hint:
+        err.print("  [yellow]hint:[/] ", end="", highlight=False)
+        err.print(hint, markup=False, highlight=False, soft_wrap=True)
+
+
 def fail(e: MigratorError) -> None:
     """One red message naming the cause and the fix; the exit code of its kind."""
     if _debug:
         traceback.print_exc()
-    err.print(f"[bold red]error:[/] {e.message}", markup=True, highlight=False, soft_wrap=True)
-    if e.hint:
-        err.print(f"  [yellow]hint:[/] {e.hint}", highlight=False, soft_wrap=True)
+    for one in e.errors if isinstance(e, MappingErrors) else [e]:
+        say("error", one.message, one.hint)
     raise typer.Exit(e.exit_code)
 
 
-def run(fn: Callable[[], int]) -> None:
-    """Call a command, turning user errors into messages and exit codes."""
+def run(fn: Callable[[], int], resume: str | None = None) -> None:
+    """Call a command, turning user errors into messages and exit codes. ``resume``: how
+    to continue after Ctrl-C, for a command that leaves work half done."""
     try:
         code = fn()
     except MigratorError as e:
         fail(e)
     except KeyboardInterrupt:
-        err.print("[red]interrupted[/] (a later 'migrate --resume' continues from the checkpoint)")
+        say("error", "interrupted", resume)
         raise typer.Exit(130) from None
     else:
         raise typer.Exit(code)
@@ -111,16 +134,17 @@ class RichProgress:
     """One bar per table: rows, rows/s, ETA from the row estimate."""
 
     def __init__(self, console: Console) -> None:
-        self.bars = Progress(
-            TextColumn("[bold]{task.description:<20}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]:>10} rows/s"),
-            TimeElapsedColumn(),
+        # fits 80 columns: name, bar, rows done/total, rows/s, ETA (elapsed when wider)
+        columns = [
+            TextColumn("{task.description}", style="bold", table_column=Column(max_width=16)),
+            BarColumn(bar_width=None if console.width >= 100 else 12),
+            TextColumn("{task.fields[done]}", justify="right"),
+            TextColumn("{task.fields[rate]:>7} rows/s"),
+            *([TimeElapsedColumn()] if console.width >= 100 else []),
+            TextColumn("eta"),
             TimeRemainingColumn(),
-            console=console,
-            transient=False,
-        )
+        ]
+        self.bars = Progress(*columns, console=console, transient=False)
         self.tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> RichProgress:
@@ -131,7 +155,9 @@ class RichProgress:
         self.bars.stop()
 
     def start(self, table: str, total: int | None) -> None:
-        self.tasks[table] = self.bars.add_task(table, total=total, rate="")
+        self.tasks[table] = self.bars.add_task(
+            escape(table), total=total, rate="", done=_done(0, total)
+        )
 
     def advance(self, table: str, rows: int) -> None:
         task_id = self.tasks[table]
@@ -140,14 +166,21 @@ class RichProgress:
         if task.total is not None and task.completed > task.total:
             self.bars.update(task_id, total=task.completed)
         speed = task.speed
-        self.bars.update(task_id, rate=f"{speed:,.0f}" if speed else "")
+        done = _done(task.completed, task.total)
+        self.bars.update(task_id, rate=f"{speed:,.0f}" if speed else "", done=done)
 
     def finish(self, table: str) -> None:
         task_id = self.tasks[table]
         task = self.bars.tasks[task_id]
         elapsed = task.elapsed or 0
         rate = f"{task.completed / elapsed:,.0f}" if elapsed else ""
-        self.bars.update(task_id, total=task.completed, rate=rate)
+        done = _done(task.completed, task.completed)
+        self.bars.update(task_id, total=task.completed, rate=rate, done=done)
+
+
+def _done(completed: float, total: float | None) -> str:
+    """``35,000/299,535`` rows, in full."""
+    return f"{completed:,.0f}/{total:,.0f}" if total else f"{completed:,.0f}"
 
 
 @app.command()
@@ -160,6 +193,7 @@ def migrate(
         int | None,
         typer.Option(
             "--batch-size",
+            metavar="N",
             help="Rows per Redis pipeline flush (default: the "
             "mapping's options.batch_size, else 5000), e.g. --batch-size 10000.",
         ),
@@ -176,6 +210,7 @@ def migrate(
         int | None,
         typer.Option(
             "--workers",
+            metavar="N",
             min=1,
             help="Processes loading in parallel: each single-integer primary key's range is "
             "split across them and tables run side by side (default: min(4, CPUs) for loads of "
@@ -205,27 +240,62 @@ def migrate(
             render_migrate(report)
         return report.exit_code
 
-    run(go)
+    run(
+        go,
+        resume="Redis holds the batches written so far (checkpointed); "
+        f"'migrator migrate {mapping} --resume' continues from there",
+    )
+
+
+def report_table(title: str, heads: Sequence[str], left: Sequence[str]) -> RichTable:
+    """A report table readable at 80 columns: light borders, no header word cut, long
+    names fold (never an ellipsis). Print it with ``show``, which keeps numbers whole."""
+    table = RichTable(
+        title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True
+    )
+    for h in heads:
+        table.add_column(
+            h,
+            justify="left" if h in left else "right",
+            min_width=max(len(w) for w in h.split()),
+            overflow="fold",
+        )
+    return table
+
+
+def show(table: RichTable) -> None:
+    """Print a ``report_table``; a right-aligned (number) column is never narrower than
+    its widest cell, so only names and notes wrap."""
+    for col in table.columns:
+        if col.justify == "right":
+            widths = [len(c) for c in col.cells if isinstance(c, (str, Text))]
+            col.min_width = max([col.min_width or 0, *widths])
+    out.print(table)
 
 
 def render_migrate(report: commands.MigrateReport) -> None:
-    table = RichTable(title=f"migrate {report.mapping}: {report.source} -> {report.target}")
-    for col in ("table", "rows read", "keys written", "index entries", "skipped / rejected",
-                "seconds", "rows/s"):  # fmt: skip
-        table.add_column(col, justify="left" if col in ("table", "skipped / rejected") else "right")
+    table = report_table(
+        f"migrate {report.mapping}: {report.source} -> {report.target}",
+        ("table", "rows read", "keys written", "index entries", "skipped / rejected",
+         "seconds", "rows/s"),
+        left=("table", "skipped / rejected"),
+    )  # fmt: skip
     for t in report.tables:
-        notes = [f"{n} {why}" for why, n in t.skipped.items()]
-        notes += [f"[red]{n} rejected: {why}[/]" for why, n in t.rejected.items()]
-        if t.status != "done":
-            notes.append(t.status)
+        notes = Text("\n").join(
+            [Text(f"{n} {why}") for why, n in t.skipped.items()]
+            + [Text(f"{n} rejected: {why}", "red") for why, n in t.rejected.items()]
+            + [Text(t.status)] * (t.status != "done")
+            + [Text(f"resumed after {t.resumed_from:,} rows")]
+            * bool(t.resumed_from and t.status == "done")
+        )
         table.add_row(
-            t.table, f"{t.rows:,}", f"{t.keys:,}", f"{t.entries:,}", "\n".join(notes) or "-",
+            Text(t.table), f"{t.rows:,}", f"{t.keys:,}", f"{t.entries:,}", notes or "-",
             f"{t.seconds:.2f}", f"{t.rows_per_second:,.0f}",
         )  # fmt: skip
     table.add_section()
     rate = report.rows / report.seconds if report.seconds else 0
     table.add_row("total", f"{report.rows:,}", "", "", "", f"{report.seconds:.2f}", f"{rate:,.0f}")
-    out.print(table)
+    show(table)
     if report.rejected:
         err.print(f"[red]{report.rejected} row(s) were rejected[/] (see the table); exit code 1")
 
@@ -237,6 +307,7 @@ def init(
         str | None,
         typer.Option(
             "--source",
+            metavar="URL",
             help="MySQL URL of the schema to draft from, e.g. "
             "mysql+pymysql://root@127.0.0.1:3306/shop.",
             envvar="MIGRATOR_SOURCE_URL",
@@ -248,6 +319,7 @@ def init(
         typer.Option(
             "-o",
             "--output",
+            metavar="FILE",
             help="Write to FILE instead of stdout (refused if it exists), e.g. -o shop.yaml.",
         ),
     ] = None,
@@ -306,9 +378,7 @@ def validate(mapping: MappingArg, source: SourceOpt = None) -> None:
 
         report = check(mapping, source=source)
         for p in report.problems:
-            color = "red" if p.level == "error" else "yellow"
-            err.print(f"[bold {color}]{p.level}:[/] ", end="", highlight=False)
-            err.print(str(p), markup=False, highlight=False, soft_wrap=True)
+            say(p.level, str(dataclasses.replace(p, hint=None)), p.hint)
         if report.errors:
             err.print(report.summary(), style="red", markup=False, highlight=False, soft_wrap=True)
         else:
@@ -328,13 +398,16 @@ def dry_run(
     sample: Annotated[
         int,
         typer.Option(
-            "--sample", help="Show the commands for the first N rows per table, e.g. --sample 5."
+            "--sample",
+            metavar="N",
+            help="Show the commands for the first N rows per table, e.g. --sample 5.",
         ),
     ] = 3,
     resp: Annotated[
         str | None,
         typer.Option(
             "--resp",
+            metavar="FILE",
             help="Write the whole load as Redis protocol to FILE, for redis-cli --pipe < FILE, "
             "e.g. --resp load.resp.",
         ),
@@ -343,6 +416,7 @@ def dry_run(
         int | None,
         typer.Option(
             "--batch-size",
+            metavar="N",
             help="Rows per batch, as migrate would use (shapes the RESP file), e.g. 10000.",
         ),
     ] = None,
@@ -371,13 +445,15 @@ def render_dry_run(report: Any) -> None:
     from migrator.dryrun import human_bytes
 
     for t in report.tables:
-        grid = RichTable(title=f"{t.table}: {t.rows:,} rows", title_justify="left")
-        for col in ("structure", "key pattern", "keys", "memory (est.)"):
-            grid.add_column(col, justify="right" if col in ("keys", "memory (est.)") else "left")
+        grid = report_table(
+            f"{t.table}: {t.rows:,} rows",
+            ("structure", "key pattern", "keys", "memory (est.)"),
+            left=("structure", "key pattern"),
+        )
         for name, patterns in t.patterns.items():
             keys, mem = t.keys.get(name, 0), t.memory.get(name, 0)
-            grid.add_row(name, "\n".join(patterns), f"{keys:,}", human_bytes(mem))
-        out.print(grid, markup=False, highlight=False)
+            grid.add_row(name, Text("\n".join(patterns)), f"{keys:,}", human_bytes(mem))
+        show(grid)
         notes = [f"{n} {why}" for why, n in t.skipped.items()]
         notes += [f"{n} rejected: {why}" for why, n in t.rejected.items()]
         for note in notes:
@@ -419,6 +495,7 @@ def verify(
         int | None,
         typer.Option(
             "--sample",
+            metavar="N",
             help="Check the values of N random rows per table, not all, e.g. --sample 1000.",
         ),
     ] = None,
@@ -426,6 +503,7 @@ def verify(
         int | None,
         typer.Option(
             "--batch-size",
+            metavar="N",
             help="Rows read per pipeline of checks (default: the mapping's "
             "options.batch_size), e.g. --batch-size 10000.",
         ),
@@ -457,34 +535,33 @@ def verify(
 
 def render_verify(report: Any) -> None:
     """The verify table, then the first examples of each kind of difference."""
-    from rich.text import Text
-
-    table = RichTable(
-        title=f"verify {report.mapping} ({report.mode}): {report.source} vs {report.target}"
-    )
-    heads = ("table", "MySQL rows", "Redis rows", "missing", "different", "stale",
-             "structure problems", "status")  # fmt: skip
-    for col in heads:
-        table.add_column(col, justify="left" if col in ("table", "status") else "right")
+    table = report_table(
+        f"verify {report.mapping} ({report.mode}): {report.source} vs {report.target}",
+        ("table", "MySQL rows", "Redis rows", "missing", "different", "stale",
+         "structure problems", "status"),
+        left=("table", "status"),
+    )  # fmt: skip
     for t in report.tables:
-        status = "[green]ok[/]" if t.ok else "[bold red]DIFFERENT[/]"
+        status = Text("ok", "green") if t.ok else Text("DIFFERENT", "bold red")
         redis_rows = "-" if t.redis_rows is None else f"{t.redis_rows:,}"
         table.add_row(
-            t.table, f"{t.mysql_rows:,}", redis_rows, f"{t.missing:,}", f"{t.different:,}",
+            Text(t.table), f"{t.mysql_rows:,}", redis_rows, f"{t.missing:,}", f"{t.different:,}",
             f"{t.stale:,}", f"{t.structure:,}", status,
         )  # fmt: skip
-    out.print(table)
+    show(table)
     for t in report.tables:
         for kind, examples in t.examples.items():
-            shown = RichTable(title=f"{t.table}: {t.counts[kind]:,} × {kind}", title_justify="left")
-            for col in ("key", "field", "MySQL", "Redis"):
-                shown.add_column(col, overflow="fold")
+            shown = report_table(
+                f"{t.table}: {t.counts[kind]:,} × {kind}",
+                ("key", "field", "MySQL", "Redis"),
+                left=("key", "field", "MySQL", "Redis"),
+            )
             for d in examples:
                 cells = (d.key, d.field, d.mysql, d.redis)
                 shown.add_row(*(Text(x) if x is not None else Text("-", "dim") for x in cells))
-            out.print(shown)
+            show(shown)
         for note in t.notes:
-            out.print(f"[dim]{t.table}: {note}[/]", highlight=False)
+            out.print(Text(f"{t.table}: {note}", "dim"))
     if report.ok:
         out.print(f"[green]Redis matches MySQL[/] ({report.seconds:.2f} s)")
     else:

@@ -9,15 +9,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from migrator.checkpoint import Checkpoint, TableState
-from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MappingError, MigratorError
+from migrator.checkpoint import Checkpoint
+from migrator.errors import (
+    EXIT_DIFFERENCE,
+    EXIT_OK,
+    ConnectError,
+    MappingError,
+    MappingErrors,
+    MigratorError,
+    TargetError,
+)
 from migrator.loader import load_mapping, suggest
 from migrator.model import Mapping
-from migrator.planner import Stats, TablePlan
+from migrator.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.resolve import Resolved, resolve
-from migrator.sink import Sink, connect
-from migrator.source import Source, keyset_value
+from migrator.schema import Schema
+from migrator.sink import connect
+from migrator.source import Source
 
 DEFAULT_SOURCE = "mysql+pymysql://root@127.0.0.1:3306"
 DEFAULT_TARGET = "redis://127.0.0.1:6379/0"
@@ -67,10 +76,29 @@ def opened(
     only = select_tables(mapping, tables)
     src = Source(source_url(mapping, source))
     try:
-        resolved = resolve(mapping, src.schema(), only)
-        yield src, resolved
+        schema = src.schema()
+        refuse_invalid(mapping, schema, only)
+        yield src, resolve(mapping, schema, only)
     finally:
         src.close()
+
+
+def refuse_invalid(mapping: Mapping, schema: Schema, only: list[str] | None) -> None:
+    """Stop on any error ``migrator validate`` reports for these tables (e.g. a row key
+    without the primary key), so no command runs a mapping that validate rejects."""
+    from migrator.validate import check_schema
+
+    def wanted(path: str) -> bool:
+        return only is None or any(path == f"tables.{t}" or path.startswith(f"tables.{t}.")
+                                   for t in only)  # fmt: skip
+
+    errors = [
+        MappingError(p.message, path=p.path, file=p.file, line=p.line, hint=p.hint)
+        for p in check_schema(mapping, schema)
+        if p.level == "error" and wanted(p.path)
+    ]
+    if errors:
+        raise MappingErrors(errors) if len(errors) > 1 else errors[0]
 
 
 @dataclass
@@ -173,7 +201,12 @@ def migrate(
             "batch_size": size,
         }
         n_workers = workers or default_workers(sum(r.schema.row_estimate for r in resolved))
-        reports = load_tables(src, client, checkpoint, resolved, state, progress, n_workers, common)
+        try:
+            reports = load_tables(
+                src, client, checkpoint, resolved, state, progress, n_workers, common
+            )
+        except (TargetError, ConnectError) as e:
+            raise partial(e, m) from None
         client.close()
         from migrator.sink import mask as mask_target
         from migrator.source import mask as mask_source
@@ -187,57 +220,13 @@ def migrate(
         )
 
 
-def migrate_table(
-    src: Source,
-    sink: Sink,
-    checkpoint: Checkpoint | None,
-    resolved: Resolved,
-    batch_size: int,
-    state: TableState | None,
-    progress: Progress,
-) -> TableReport:
-    name = resolved.name
-    report = TableReport(name)
-    if state is not None and state.done:
-        report.status = "done earlier"
-        report.resumed_from = state.rows
-        return report
-    t0 = time.perf_counter()
-    plan = TablePlan(resolved)
-    selector = src.selector(name, plan.select)
-    pk = resolved.primary_key
-    pk_kinds = [resolved.schema.column(c).kind for c in pk]
-    after = None
-    done_rows = 0
-    if state is not None and state.after is not None:
-        after = [keyset_value(v, k) for v, k in zip(state.after, pk_kinds)]
-        done_rows = report.resumed_from = state.rows
-    progress.start(name, resolved.schema.row_estimate or None)
-    if done_rows:
-        progress.advance(name, done_rows)
-    total = Stats()
-    pending = None
-    for rows in src.batches(name, selector, pk, batch_size, after=after):
-        commands, stats = plan.plan(rows)
-        if pending is not None:
-            commands.insert(0, pending)
-        sink.write(commands)
-        total.add(stats)
-        done_rows += len(rows)
-        if checkpoint is not None:
-            pending = checkpoint.command(name, rows[-1][: len(pk)], done_rows)
-        progress.advance(name, len(rows))
-    finishing = [c for c in [pending] if c is not None]
-    finishing += finish_commands(src, plan, resolved)
-    if checkpoint is not None:
-        finishing.append(checkpoint.command(name, None, done_rows, done=True))
-    sink.write(finishing)
-    report.keys = total.keys + (1 if resolved.counter else 0) + len(resolved.table.latest)
-    report.rows, report.entries = total.rows, total.entries
-    report.skipped, report.rejected = dict(total.skipped), dict(total.rejected)
-    report.seconds = time.perf_counter() - t0
-    progress.finish(name)
-    return report
+def partial(e: TargetError | ConnectError, m: Mapping) -> MigratorError:
+    """The same error, saying that Redis now holds part of the load and how to go on."""
+    then = (
+        "Redis holds the batches written before it (checkpointed); once fixed, "
+        f"'migrator migrate {m.file or 'MAPPING'} --resume' continues from there"
+    )
+    return type(e)(e.message, f"{e.hint}; {then}" if e.hint else then)
 
 
 def finish_commands(src: Source, plan: TablePlan, resolved: Resolved) -> list[tuple[bytes, ...]]:

@@ -1,10 +1,11 @@
 """``migrator dry-run``: what ``migrate`` would write, without touching Redis.
 
-It runs migrate's own per-table loop (``commands.migrate_table``: the same reading, the same
-planner, the same end-of-table counter and latest-list commands) with a different sink: a
-``PlanSink`` that counts the keys each structure creates, sizes them (estimate.py) and, with
-``--resp FILE``, appends the commands to the file as Redis protocol. No Redis connection is
-ever opened, so it works with no Redis reachable.
+It reads and plans each table as migrate does (the same keyset batches, the same planner,
+the same end-of-table counter and latest-list commands, ``commands.finish_commands``) into a
+``PlanSink`` that counts the keys each structure creates and sizes them (estimate.py). With
+``--resp FILE`` each batch is packed by ``TablePlan.pack``, migrate's own hot path, so the file
+holds exactly the bytes migrate sends. No Redis connection is ever opened, so it works with
+no Redis reachable.
 
 The RESP export holds exactly the data migrate writes, without migrate's run state
 (``migrator:<mapping>:checkpoint``): the file is a complete load, not a resumable run.
@@ -24,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from migrator.commands import finish_commands, load, migrate_table, opened, target_url
+from migrator.commands import finish_commands, load, opened, target_url
 from migrator.errors import MigratorError
 from migrator.estimate import Limits, MemoryModel, keyspace
 from migrator.model import Template
-from migrator.planner import Command, TablePlan
+from migrator.planner import Command, Stats, TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.resolve import Resolved
 from migrator.sink import mask as mask_target
@@ -186,10 +187,12 @@ class PlanSink:
         self.commands = 0
         self.bytes = 0
 
-    def write(self, commands: Sequence[Command]) -> None:
+    def write(self, commands: Sequence[Command], packed: bytes | None = None) -> None:
+        """Count and size ``commands``; with a RESP file, append them to it (``packed``:
+        their bytes as ``TablePlan.pack`` made them)."""
         self.commands += len(commands)
         if self.out is not None and commands:
-            data = resp(commands)
+            data = resp(commands) if packed is None else packed
             self.out.write(data)
             self.bytes += len(data)
         for cmd in commands:
@@ -232,7 +235,7 @@ def dry_run(
             t0 = time.perf_counter()
             plan = TablePlan(r)
             sink = PlanSink(plan, out, limits)
-            done = migrate_table(src, sink, None, r, size, None, progress)
+            done = plan_table(src, plan, r, size, sink, progress)
             report = TableDryRun(
                 r.name,
                 rows=done.rows,
@@ -240,8 +243,8 @@ def dry_run(
                 keys={k: v.keys for k, v in sink.models.items()},
                 memory={k: v.bytes for k, v in sink.models.items()},
                 sample=[command_line(c) for c in sample_commands(src, plan, r, sample)],
-                skipped=done.skipped,
-                rejected=done.rejected,
+                skipped=dict(done.skipped),
+                rejected=dict(done.rejected),
                 seconds=time.perf_counter() - t0,
             )
             reports.append(report)
@@ -259,6 +262,25 @@ def dry_run(
     result.keyspace_bytes = keyspace(result.keys)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def plan_table(
+    src: Source, plan: TablePlan, r: Resolved, batch_size: int, sink: PlanSink, progress: Progress
+) -> Stats:
+    """One table read and planned as migrate does it: each batch planned as commands (to
+    count and size them) and, for the RESP file, packed by ``TablePlan.pack``; then the
+    counter and latest lists."""
+    progress.start(r.name, r.schema.row_estimate or None)
+    selector = src.selector(r.name, plan.select)
+    total = Stats()
+    for rows in src.batches(r.name, selector, r.primary_key, batch_size):
+        commands, stats = plan.plan(rows)
+        sink.write(commands, plan.pack(rows)[0] if sink.out is not None else None)
+        total.add(stats)
+        progress.advance(r.name, len(rows))
+    sink.write(finish_commands(src, plan, r))
+    progress.finish(r.name)
+    return total
 
 
 def human_bytes(n: float) -> str:

@@ -14,7 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from migrator.errors import ConnectError, TargetError
+from migrator.errors import ConnectError, MigratorError, TargetError
 
 Command = tuple[bytes, ...]
 T = TypeVar("T")
@@ -60,7 +60,7 @@ def connect(url: str, *, timeout: float = 10.0) -> redis.Redis:
             url, socket_connect_timeout=timeout, socket_timeout=max(timeout, 60.0)
         )
     except ValueError as e:
-        raise ConnectError(
+        raise MigratorError(
             f"not a Redis URL: {mask(url)} ({e})", "write it as redis://[:password@]host:6379/0"
         ) from None
     try:

@@ -152,7 +152,6 @@ def test_cli_json_summary(mysql_db, redis_url: str, tmp_path: Path) -> None:  # 
         ("mysql+pymysql://root:s3cretpw@127.0.0.1:3306/mysql", ["refused the login", "root"]),
         ("mysql+pymysql://root@127.0.0.1:1/mysql", ["cannot reach MySQL at 127.0.0.1:1"]),
         ("mysql+pymysql://root@127.0.0.1:3306/no_such_db_x", ["no database 'no_such_db_x'"]),
-        ("postgresql://u:s3cretpw@h/db", ["must be MySQL"]),
     ],
 )
 def test_connection_errors_are_one_line_exit_3_without_password(
@@ -162,6 +161,27 @@ def test_connection_errors_are_one_line_exit_3_without_password(
     f.write_text("version: 1\ntables:\n  user:\n", encoding="utf-8")
     p = migrator_cli("migrate", str(f), "--source", source, "--target", redis_url)
     assert p.returncode == 3, p.stderr
+    for w in words:
+        assert w in p.stderr
+    assert "s3cretpw" not in p.stderr + p.stdout and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "url", "words"),
+    [
+        ("--source", "postgresql://u:s3cretpw@h/db", ["must be MySQL"]),
+        ("--target", "http://u:s3cretpw@h/0", ["not a Redis URL"]),
+    ],
+)
+def test_a_url_of_the_wrong_kind_is_a_usage_error(
+    mysql_db, redis_url: str, tmp_path: Path, flag: str, url: str, words: list[str]  # type: ignore[no-untyped-def]
+) -> None:
+    mysql_db.run("CREATE TABLE emp (id INT PRIMARY KEY);")
+    f = tmp_path / "m.yaml"
+    f.write_text("version: 1\ntables:\n  emp:\n", encoding="utf-8")
+    urls = {"--source": mysql_db.url, "--target": redis_url, flag: url}
+    p = migrator_cli("migrate", str(f), "--source", urls["--source"], "--target", urls["--target"])
+    assert p.returncode == 2, p.stderr
     for w in words:
         assert w in p.stderr
     assert "s3cretpw" not in p.stderr + p.stdout and "Traceback" not in p.stderr

@@ -1,0 +1,195 @@
+"""What a new user meets: one clear message per mistake, the documented exit code, reports
+readable at 80 columns, and a dry-run RESP file made by migrate's own packer.
+
+Each test here guards a problem found by running the CLI as a new user would (real servers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+import typer
+from rich.console import Console
+
+from migrator import cli
+from migrator.dryrun import dry_run
+from migrator.planner import TablePlan
+from migrator.sink import resp
+from tests.services import MySQLDatabase
+
+SQL = """
+CREATE TABLE emp (emp_id INT PRIMARY KEY, ename VARCHAR(40) NOT NULL, mgr_id INT NULL,
+                  KEY (mgr_id));
+INSERT INTO emp VALUES (1, 'SMITH', 8), (2, 'ALLEN', 8), (3, 'WARD', NULL), (4, 'KING', 1),
+                       (5, 'BLAKE', 4);
+"""
+
+
+def cli_run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``migrator ARGS`` in a subprocess: stdout and stderr apart, as a user's shell has them."""
+    full_env = {**os.environ, "COLUMNS": "80", **env}
+    full_env.pop("MIGRATOR_SOURCE_URL", None)
+    full_env.pop("MIGRATOR_TARGET_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "migrator", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def emp_db(mysql_db: MySQLDatabase) -> MySQLDatabase:
+    mysql_db.run(SQL)
+    return mysql_db
+
+
+def mapping(tmp_path: Path, db: MySQLDatabase, body: str) -> Path:
+    path = tmp_path / "m.yaml"
+    path.write_text(f"version: 1\nsource: {db.url}\ntables:\n{body}")
+    return path
+
+
+# -- a mapping that validate rejects is rejected by every command ------------------------------
+
+
+@pytest.mark.parametrize("command", ["migrate", "dry-run", "verify"])
+def test_row_key_without_the_primary_key_is_refused(
+    command: str, emp_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = mapping(tmp_path, emp_db, '  emp:\n    key: "emp:{ename}"\n')
+    done = cli_run(command, str(path), "--target", redis_url)
+    assert done.returncode == 2, done.stderr
+    assert "does not contain the primary key" in done.stderr
+    assert "hint: put every primary-key column in the key, e.g. emp:{emp_id}" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert redis_client.dbsize() == 0
+
+
+def test_every_mapping_error_gets_its_own_error_line_and_hint(
+    emp_db: MySQLDatabase, redis_url: str, tmp_path: Path
+) -> None:
+    body = "  emps: {}\n  emp:\n    columns: [enam]\n    indexes: [mgrid]\n"
+    path = mapping(tmp_path, emp_db, body)
+    for args in (["validate"], ["migrate", "--target", redis_url]):
+        done = cli_run(*args, str(path))
+        assert done.returncode == 2, done.stderr
+        errors = [x for x in done.stderr.splitlines() if x.startswith("error: ")]
+        hints = [x for x in done.stderr.splitlines() if x.startswith("  hint: ")]
+        assert len(errors) == 3 and len(hints) == 3, done.stderr
+        assert "hint: did you mean 'ename'?" in done.stderr
+        assert "(did you mean" not in done.stderr  # the fix on its own line, not in brackets
+
+
+# -- half-written runs say so ---------------------------------------------------------------------
+
+
+def test_wrong_type_at_a_row_key_names_the_key_and_how_to_resume(
+    emp_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = mapping(tmp_path, emp_db, "  emp: {}\n")
+    redis_client.set("emp:3", "in the way")
+    done = cli_run("migrate", str(path), "--target", redis_url)
+    assert done.returncode == 1, done.stderr
+    assert "WRONGTYPE" in done.stderr and "emp:3" in done.stderr
+    assert f"'migrator migrate {path} --resume' continues" in done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+
+
+def test_ctrl_c_says_how_to_continue(capsys: pytest.CaptureFixture[str]) -> None:
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    with pytest.raises(typer.Exit) as stopped:
+        cli.run(interrupted, resume="'migrator migrate m.yaml --resume' continues")
+    assert stopped.value.exit_code == 130
+    err = capsys.readouterr().err
+    assert "error: interrupted" in err and "hint: 'migrator migrate m.yaml --resume'" in err
+    with pytest.raises(typer.Exit):
+        cli.run(interrupted)  # verify, dry-run: nothing to resume, so no resume advice
+    assert "--resume" not in capsys.readouterr().err
+
+
+# -- reports readable at 80 columns ---------------------------------------------------------------
+
+
+def test_report_tables_fit_80_columns_and_never_cut_a_number(
+    emp_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = mapping(tmp_path, emp_db, "  emp: {}\n")
+    assert cli_run("migrate", str(path), "--target", redis_url).returncode == 0
+    redis_client.hset("emp:1", "ename", "CHANGED")
+    done = cli_run("verify", str(path), "--target", redis_url)
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert all(len(x) <= 80 for x in lines), done.stdout
+    assert "…" not in done.stdout, done.stdout
+    for head in ("different", "structure", "problems", "status", "DIFFERENT"):
+        assert head in done.stdout
+
+
+def test_table_cells_are_never_read_as_markup() -> None:
+    table = cli.report_table("t [bold]x", ("table", "rows"), left=("table",))
+    table.add_row(cli.Text("[red]emp"), "1,234,567")
+    console = Console(width=30, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "[red]emp" in text and "[bold]x" in text
+
+
+def test_progress_shows_rows_rate_and_eta_within_80_columns() -> None:
+    console = Console(width=80, record=True, force_terminal=False)
+    with cli.RichProgress(console) as progress:
+        progress.start("a_rather_long_table_name", 299_537)
+        progress.advance("a_rather_long_table_name", 35_000)
+    line = next(x for x in console.export_text().splitlines() if "rows/s" in x)
+    assert "35,000/299,537" in line and "eta" in line
+    assert len(line) <= 80
+
+
+def test_json_goes_to_stdout_alone(emp_db: MySQLDatabase, redis_url: str, tmp_path: Path) -> None:
+    path = mapping(tmp_path, emp_db, "  emp: {}\n")
+    for command in ("migrate", "verify", "dry-run"):
+        done = cli_run(command, str(path), "--target", redis_url, "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["tables"][0]["table"] == "emp"
+
+
+# -- dry-run's RESP file is made by migrate's packer (STYLE habit 3) -----------------------------
+
+
+def test_resp_export_is_the_packed_bytes_migrate_sends(
+    emp_db: MySQLDatabase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = mapping(tmp_path, emp_db, "  emp:\n    indexes: [mgr_id]\n")
+    packed: list[bytes] = []
+    real_pack = TablePlan.pack
+
+    def spy(self: TablePlan, rows: list[tuple[bytes | None, ...]]) -> tuple[bytes, int, object]:
+        out = real_pack(self, rows)
+        packed.append(out[0])
+        return out
+
+    monkeypatch.setattr(TablePlan, "pack", spy)
+    out = tmp_path / "load.resp"
+    report = dry_run(str(path), resp_file=out, batch_size=2, sample=0)
+    assert len(packed) == 3  # 5 rows in batches of 2
+    counter = resp([(b"SET", b"emp:id", b"5")])
+    assert out.read_bytes() == b"".join(packed) + counter
+    assert report.resp_bytes == out.stat().st_size
+
+
+@pytest.mark.parametrize("command", ["init", "validate", "dry-run", "migrate", "verify"])
+def test_help_names_what_a_value_is(command: str) -> None:
+    done = cli_run(command, "--help")
+    assert done.returncode == 0
+    options = [x for x in done.stdout.splitlines() if x.lstrip("│ ").startswith("-")]
+    assert not [x for x in options if "<str>" in x or "<int" in x], done.stdout
+    assert "URL" in done.stdout
