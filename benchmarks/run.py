@@ -7,13 +7,19 @@ repetition and per method, empties Redis db 14, runs the method, times it (whole
 start-up included) and checks the result: row hash count, HLEN of the unique hash, index set
 count and total members, the counter, and a few rows field by field. It prints rows/s per
 method (median of the repetitions), the ratios migrate/floor and migrate/redis-py, and
-migrate's peak RSS summed over all its processes (polled from /proc every 100 ms).
+migrate's peak RSS summed over all its processes (polled from /proc every 100 ms), and the
+load average. Several migrate variants can be timed in one run, between the same floor and
+redis-py runs:
+
+    .venv/bin/python benchmarks/run.py --variant default= \
+        --variant "pymysql-w1=MIGRATOR_RAW_DRIVER=pymysql --workers 1" --variant "w2=--workers 2"
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -64,10 +70,18 @@ def tree_rss(root: int) -> int:
     return total
 
 
-def timed(cmd: list[str] | str, shell: bool = False) -> tuple[float, int]:
+def timed(
+    cmd: list[str] | str, shell: bool = False, env: dict[str, str] | None = None
+) -> tuple[float, int]:
     """(seconds, peak RSS of the process tree in bytes) of a command that must succeed."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, shell=shell, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cmd,
+        shell=shell,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
     peak = 0
     while proc.poll() is None:
         peak = max(peak, tree_rss(proc.pid))
@@ -119,6 +133,34 @@ def check(r: redis.Redis, rows: int, want: dict[str, object]) -> str:
     return "; ".join(problems)
 
 
+def variants(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """migrate's command and environment per variant: ``--variant LABEL=EXTRA ARGS``
+    (repeatable; leading NAME=value words are environment variables), else one variant,
+    "migrate", from --source and --workers."""
+    base = [str(VENV_BIN / "migrator"), "migrate", str(HERE / "emp.yaml"), "--json"]
+    base += ["--target", REDIS_URL]
+    if not args.variant:
+        extra = ["--source", args.source] + (["--workers", args.workers] if args.workers else [])
+        return {"migrate": (base + extra, {})}
+    out = {}
+    for spec in args.variant:
+        label, _, extra = spec.partition("=")
+        words = shlex.split(extra)
+        env = {}
+        while words and "=" in words[0] and not words[0].startswith("-"):
+            name, _, value = words.pop(0).partition("=")
+            env[name] = value
+        if "--source" not in words:
+            words = ["--source", args.source, *words]
+        out[label.strip()] = (base + words, env)
+    return out
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.2f}/{five:.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="100000,1000000", help="sizes, e.g. 100000,1000000")
@@ -128,59 +170,72 @@ def main() -> None:
         "--source", default="mysql+pymysql://root@127.0.0.1:3306/migrator_bench",
         help="migrate's source URL, e.g. mysql+mysqldb://root@127.0.0.1:3306/migrator_bench",
     )  # fmt: skip
+    parser.add_argument(
+        "--variant", action="append", default=[],
+        help="a migrate variant to time, LABEL=EXTRA ARGS (repeatable), e.g. 'w1=--workers 1'",
+    )  # fmt: skip
     args = parser.parse_args()
     r = redis.Redis.from_url(REDIS_URL)
-    migrate = [str(VENV_BIN / "migrator"), "migrate", str(HERE / "emp.yaml"), "--json"]
-    migrate += ["--source", args.source, "--target", REDIS_URL]
-    if args.workers:
-        migrate += ["--workers", args.workers]
-    methods = {
-        "floor": (FLOOR, True),
-        "migrate": (migrate, False),
-        "redis-py": ([sys.executable, str(HERE / "redispy_load.py")], False),
-    }
-    print(f"migrate: {' '.join(migrate)}")
+    migrates = variants(args)
+    methods: dict[str, tuple[list[str] | str, bool, dict[str, str]]] = {}
+    methods["floor"] = (FLOOR, True, {})
+    methods.update({label: (cmd, False, env) for label, (cmd, env) in migrates.items()})
+    methods["redis-py"] = ([sys.executable, str(HERE / "redispy_load.py")], False, {})
+    for label, (cmd, env) in migrates.items():
+        shown = " ".join(f"{k}={v}" for k, v in env.items())
+        print(f"{label}: {shown + ' ' if shown else ''}{' '.join(cmd)}")
+    print(f"CPUs {os.cpu_count()}; load average (1/5 min) {load()}")
     summary = []
     for rows in [int(x) for x in args.rows.split(",")]:
-        print(f"\n== {rows:,} rows (generated in {generate(rows):.1f}s)")
+        print(f"\n== {rows:,} rows (generated in {generate(rows):.1f}s), load {load()}")
         want = expected(rows)
         rates: dict[str, list[float]] = {m: [] for m in methods}
-        peaks: list[int] = []
+        peaks: dict[str, list[int]] = {m: [] for m in migrates}
+        loads = [load()]
         for rep in range(1, args.reps + 1):
-            for name, (cmd, shell) in methods.items():
+            for name, (cmd, shell, env) in methods.items():
                 r.flushdb()
-                seconds, peak = timed(cmd, shell)
+                seconds, peak = timed(cmd, shell, env)
                 problem = check(r, rows, want)
                 rates[name].append(rows / seconds)
-                if name == "migrate":
-                    peaks.append(peak)
+                if name in peaks:
+                    peaks[name].append(peak)
                 print(
-                    f"  rep {rep} {name:9} {rows / seconds:>10,.0f} rows/s  {seconds:6.2f}s"
-                    + (f"  peak RSS {peak / 2**20:.0f} MiB" if name == "migrate" else "")
+                    f"  rep {rep} {name:12} {rows / seconds:>10,.0f} rows/s  {seconds:6.2f}s"
+                    + (f"  peak RSS {peak / 2**20:.0f} MiB" if name in peaks else "")
                     + ("  check OK" if not problem else f"  CHECK FAILED: {problem}"),
                     flush=True,
                 )
                 if problem:
                     raise SystemExit(1)
+            loads.append(load())
         med = {m: statistics.median(v) for m, v in rates.items()}
-        peak = statistics.median(peaks) / 2**20
-        summary.append((rows, med, peak))
-        print(
-            f"  median: floor {med['floor']:,.0f}  migrate {med['migrate']:,.0f}"
-            f"  redis-py {med['redis-py']:,.0f} rows/s;  migrate/floor "
-            f"{med['migrate'] / med['floor']:.2f}x  migrate/redis-py "
-            f"{med['migrate'] / med['redis-py']:.1f}x  peak RSS {peak:.0f} MiB",
-            flush=True,
-        )
+        peak = {m: statistics.median(v) / 2**20 for m, v in peaks.items()}
+        summary.append((rows, med, peak, " ".join(loads)))
+        for m in migrates:
+            print(
+                f"  median {m}: floor {med['floor']:,.0f}  migrate {med[m]:,.0f}"
+                f"  redis-py {med['redis-py']:,.0f} rows/s;  migrate/floor "
+                f"{med[m] / med['floor']:.2f}x  migrate/redis-py "
+                f"{med[m] / med['redis-py']:.1f}x  peak RSS {peak[m]:.0f} MiB",
+                flush=True,
+            )
+        print(f"  load average (1/5 min) before and after each rep: {' '.join(loads)}")
     r.flushdb()
-    print("\n| rows | floor rows/s | migrate rows/s | redis-py rows/s | b/a | b/c | peak RSS |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for rows, med, peak in summary:
-        print(
-            f"| {rows:,} | {med['floor']:,.0f} | {med['migrate']:,.0f} | {med['redis-py']:,.0f}"
-            f" | {med['migrate'] / med['floor']:.2f}x | {med['migrate'] / med['redis-py']:.1f}x"
-            f" | {peak:.0f} MiB |"
-        )
+    print(
+        "\n| rows | variant | floor rows/s | migrate rows/s | redis-py rows/s | b/a | b/c"
+        " | peak RSS |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    for rows, med, peak, _ in summary:
+        for m in migrates:
+            print(
+                f"| {rows:,} | {m} | {med['floor']:,.0f} | {med[m]:,.0f}"
+                f" | {med['redis-py']:,.0f} | {med[m] / med['floor']:.2f}x"
+                f" | {med[m] / med['redis-py']:.1f}x | {peak[m]:.0f} MiB |"
+            )
+    for rows, _, _, loads in summary:
+        print(f"load average (1/5 min) during {rows:,} rows: {loads}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from migrator.planner import Batch, Row, Stats
 from migrator.sink import resp
 
 if TYPE_CHECKING:
+    from migrator.model import Template
     from migrator.planner import TablePlan
 
 Command = tuple[bytes, ...]
@@ -55,11 +56,125 @@ def _row_function(
     return fn
 
 
-def _coalesced(name: bytes, items: dict[bytes, list[bytes]], out: list[bytes]) -> None:
+class _Code:
+    """Source text of a generated function, with its constants kept in a namespace."""
+
+    def __init__(self) -> None:
+        self.namespace: dict[str, Any] = {}
+
+    def const(self, value: object) -> str:
+        name = f"C{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def expr(self, parts: Sequence[bytes | int]) -> tuple[str, list[int]]:
+        """(expression concatenating constants and row values ``_i``, positions it uses)."""
+        terms = [self.const(p) if isinstance(p, bytes) else f"_{p}" for p in parts]
+        used = [p for p in parts if isinstance(p, int)]
+        if len(terms) == 1 and used:
+            return terms[0], used
+        return " + ".join(terms) or "b''", used
+
+
+def _none_check(used: Sequence[int]) -> str:
+    return " or ".join(f"_{i} is None" for i in sorted(set(used))) or "False"
+
+
+def _template_parts(template: Template, pos: dict[str, int]) -> list[bytes | int]:
+    return [p.encode() if isinstance(p, str) else pos[template.columns[p]] for p in template.parts]
+
+
+def _joined_parts(positions: Sequence[int], sep: bytes) -> list[bytes | int]:
+    out: list[bytes | int] = []
+    for n, i in enumerate(positions):
+        out += [sep, i] if n else [i]
+    return out
+
+
+def _batch_function(packer: Packer) -> Callable[..., tuple[int, int, int, int, int]]:
+    """Generated code for a whole batch of a table whose structures are only a row hash,
+    unique hashes and index sets: every key and value expression inlined, no call per row
+    but the rare row with a NULL in a hashed column (``SLOW``). Same bytes as ``pack``'s loop
+    (tests/test_workers.py compares both with ``resp(plan(rows))``)."""
+    plan, code = packer.plan, _Code()
+    width = len(plan.select)
+    lines = [
+        "def pack_rows(rows, hsets, sadds, out):",
+        "    append = out.append",
+        "    hashed = rejected = entries = null_unique = null_index = 0",
+        "    for row in rows:",
+        f"        {', '.join(f'_{i}' for i in range(width))}, = row",
+    ]
+    if packer.hashing:
+        key_expr, key_used = code.expr(_template_parts(plan.resolved.key, plan.pos))
+        fmt = b"*%d\r\n$4\r\nHSET\r\n$%%d\r\n%%b\r\n" % (2 + 2 * len(packer.fields))
+        fmt += b"".join(h.replace(b"%", b"%%") + b"$%d\r\n%b\r\n" for h, _ in packer.fields)
+        args = "".join(f", len(_{i}), _{i}" for _, i in packer.fields)
+        check = _none_check([i for _, i in packer.fields] + key_used)
+        fast = "True" if packer.fields else "False"
+        lines += [
+            f"        if {fast} and not ({check}):",
+            f"            key = {key_expr}",
+            f"            append({code.const(fmt)} % (len(key), key{args}))",
+            "            hashed += 1",
+            "        elif SLOW(row, out):",
+            "            hashed += 1",
+            "        else:",
+            "            rejected += 1",
+        ]
+        code.namespace["SLOW"] = packer.slow_hash
+    pk = range(len(plan.resolved.primary_key))
+    pk_expr, _ = code.expr(_joined_parts(pk, plan.sep))
+    if packer.uniques or packer.indexes:
+        lines.append(f"        pk = {pk_expr}")
+        lines.append("        pk = BULK % (len(pk), pk)")
+        code.namespace["BULK"] = b"$%d\r\n%b\r\n"
+    for u in plan.table.unique:
+        if u.key is not None:
+            continue
+        value, used = code.expr(_joined_parts([plan.pos[c] for c in u.columns], plan.sep))
+        ukey = code.const(plan.unique_hash_key(u.columns))
+        lines += [
+            f"        if {_none_check(used)}:",
+            "            null_unique += 1",
+            "        else:",
+            f"            v = {value}",
+            "            v = BULK % (len(v), v)",
+            f"            got = hsets.get({ukey})",
+            "            if got is None:",
+            f"                hsets[{ukey}] = [v, pk]",
+            "            else:",
+            "                got += (v, pk)",
+            "            entries += 1",
+        ]
+    for template in packer.index_templates:
+        ikey, used = code.expr(_template_parts(template, plan.pos))
+        lines += [
+            f"        if {_none_check(used)}:",
+            "            null_index += 1",
+            "        else:",
+            f"            ikey = {ikey}",
+            "            members = sadds.get(ikey)",
+            "            if members is None:",
+            "                sadds[ikey] = [pk]",
+            "            else:",
+            "                members.append(pk)",
+            "            entries += 1",
+        ]
+    lines.append("    return hashed, rejected, entries, null_unique, null_index")
+    exec(compile("\n".join(lines) + "\n", f"<pack_rows {plan.table.name}>", "exec"), code.namespace)
+    fn: Callable[..., tuple[int, int, int, int, int]] = code.namespace["pack_rows"]
+    return fn
+
+
+def _coalesced(
+    name: bytes, items: dict[bytes, list[bytes]], out: list[bytes], packed: bool = False
+) -> None:
+    """One command per key; ``packed``: the arguments are RESP bulk strings already."""
     head = b"$%d\r\n%b\r\n" % (len(name), name)
     for key, args in items.items():
         out.append(b"*%d\r\n%b$%d\r\n%b\r\n" % (len(args) + 2, head, len(key), key))
-        out.extend([b"$%d\r\n%b\r\n" % (len(a), a) for a in args])
+        out.extend(args if packed else [b"$%d\r\n%b\r\n" % (len(a), a) for a in args])
 
 
 class Packer:
@@ -89,6 +204,32 @@ class Packer:
                 self.indexes = list(s.items)  # type: ignore[attr-defined]
             elif s.name != "hash":
                 self.others.append(s.add)
+        self.index_templates = [
+            t
+            for s in plan.structures
+            if s.name == "index"
+            for t in s.templates  # type: ignore[attr-defined]
+        ]
+        self.batch = None if self.general or self.others else _batch_function(self)
+
+    def slow_hash(self, row: Row, out: list[bytes]) -> bool:
+        """A row's HSET when a hashed column is NULL (those fields are left out): appended
+        to ``out``; False when the row key itself has a NULL (the row is rejected)."""
+        key = self.plan.row_key(row)
+        if key is None:
+            return False
+        args = [
+            b"%b$%d\r\n%b\r\n" % (h, len(v), v) for h, i in self.fields if (v := row[i]) is not None
+        ]
+        if not args:  # every field NULL: keep the row, keyed by its primary key
+            args = [
+                b"%b$%d\r\n%b\r\n" % (h, len(v), v)
+                for h, i in self.pk_fields
+                for v in [row[i] or b""]
+            ]
+        out.append(b"*%d\r\n$4\r\nHSET\r\n$%d\r\n%b\r\n" % (2 + 2 * len(args), len(key), key))
+        out.extend(args)
+        return True
 
     def pack(self, rows: Sequence[Row]) -> tuple[bytes, int, Stats]:
         """(RESP bytes, number of commands, stats) for a batch of rows."""
@@ -99,6 +240,11 @@ class Packer:
         batch = Batch()
         hsets, sadds = batch.hsets, batch.sadds
         out: list[bytes] = []
+        if self.batch is not None:
+            hashed, rejected, entries, null_unique, null_index = self.batch(rows, hsets, sadds, out)
+            return self._finish(
+                rows, batch, out, hashed, rejected, entries, null_unique, null_index, True
+            )
         append = out.append
         row_key, pk_text = plan.row_key, plan.pk_text
         fields, pk_fields = self.fields, self.pk_fields
@@ -156,6 +302,21 @@ class Packer:
                         entries += 1
             for add in others:
                 add(row, batch)
+        return self._finish(rows, batch, out, hashed, rejected, entries, null_unique, null_index)
+
+    def _finish(
+        self,
+        rows: Sequence[Row],
+        batch: Batch,
+        out: list[bytes],
+        hashed: int,
+        rejected: int,
+        entries: int,
+        null_unique: int,
+        null_index: int,
+        packed: bool = False,
+    ) -> tuple[bytes, int, Stats]:
+        hsets, sadds = batch.hsets, batch.sadds
         stats = batch.stats
         stats.rows = len(rows)
         stats.keys += hashed
@@ -166,8 +327,8 @@ class Packer:
             stats.skipped[NULL_UNIQUE] += null_unique
         if null_index:
             stats.skipped[NULL_INDEX] += null_index
-        _coalesced(b"HSET", hsets, out)
-        _coalesced(b"SADD", sadds, out)
+        _coalesced(b"HSET", hsets, out, packed)
+        _coalesced(b"SADD", sadds, out, packed)
         _coalesced(b"ZADD", batch.zadds, out)
         count = hashed + len(hsets) + len(sadds) + len(batch.zadds)
         return b"".join(out), count, stats

@@ -270,14 +270,27 @@ def run_all(
 
 #: below this many rows (estimated) in all, starting worker processes costs more than it saves
 PARALLEL_FROM_ROWS = 200_000
+#: at most this many CPUs, MySQL and Redis need them all: one process loads fastest
+#: (benchmarks/RESULTS.md: on 2 CPUs --workers 2 is slower than 1 and takes twice the memory)
+SERIAL_UP_TO_CPUS = 2
 
 
-def default_workers(rows: int | None = None) -> int:
-    """min(4, CPUs) for a large load (the work is split with MySQL and Redis, which need cores
-    of their own); 1 when the tables hold fewer than PARALLEL_FROM_ROWS rows in all."""
-    if rows is not None and rows < PARALLEL_FROM_ROWS:
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, which containers narrow)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_workers(rows: int | None = None, cpus: int | None = None) -> int:
+    """1 on machines of up to SERIAL_UP_TO_CPUS CPUs, or when the tables hold fewer than
+    PARALLEL_FROM_ROWS rows in all; else min(4, CPUs) (the work is split with MySQL and
+    Redis, which need cores of their own)."""
+    cpus = cpus or usable_cpus()
+    if cpus <= SERIAL_UP_TO_CPUS or (rows is not None and rows < PARALLEL_FROM_ROWS):
         return 1
-    return max(1, min(4, os.cpu_count() or 1))
+    return min(4, cpus)
 
 
 def load_tables(

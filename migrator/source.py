@@ -16,7 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import URL, Engine, make_url
 
-from migrator.errors import ConnectError, SourceError
+from migrator.drivers import raw_connect, unbuffered_cursor
+from migrator.errors import ConnectError, MigratorError, SourceError
 from migrator.schema import Column, Schema, read_schema
 from migrator.values import Converter, Kind, converter
 
@@ -38,12 +39,12 @@ def parse_url(url: str) -> URL:
     try:
         parsed = make_url(url)
     except Exception:
-        raise ConnectError(
+        raise MigratorError(
             f"not a database URL: {mask(url)}",
             "write it as mysql+pymysql://user:password@host:3306/database",
         ) from None
     if parsed.get_backend_name() not in ("mysql", "mariadb"):
-        raise ConnectError(
+        raise MigratorError(
             f"the source must be MySQL or MariaDB, not '{parsed.get_backend_name()}'",
             "write it as mysql+pymysql://user:password@host:3306/database",
         )
@@ -156,7 +157,7 @@ class Source:
     def raw_connection(self) -> Any:
         """A DBAPI connection with type conversion off: every value is bytes or None."""
         if self._raw is None:
-            self._raw = _raw_connect(self.url, self.connect_timeout)
+            self._raw = raw_connect(self.url, self.connect_timeout)
         return self._raw
 
     def _execute(self, stmt: sa.sql.Executable, params: dict[str, Any] | None = None) -> Any:
@@ -272,7 +273,7 @@ class Source:
             bound["_limit"] = page_size
             if last is not None:
                 bound.update({f"_k{i}": v for i, v in enumerate(last)})
-            cursor = self.raw_connection().cursor(_unbuffered_cursor(self.raw_connection()))
+            cursor = self.raw_connection().cursor(unbuffered_cursor(self.raw_connection()))
             try:
                 cursor.execute(str(stmt), _params(stmt, bound))
                 got = 0
@@ -340,46 +341,3 @@ def _setup_session(dbapi_conn: Any, _record: Any) -> None:
             cursor.execute(statement)
     finally:
         cursor.close()
-
-
-def _raw_connect(url: URL, timeout: int) -> Any:
-    dialect = sa.create_engine(url).dialect
-    cargs, kwargs = dialect.create_connect_args(url)
-    driver = url.get_driver_name()
-    kwargs.update(connect_timeout=timeout, charset="utf8mb4")
-    try:
-        if driver == "pymysql":
-            import pymysql
-            from pymysql.converters import conversions
-
-            kwargs.pop("client_flag", None)
-            encoders = {k: v for k, v in conversions.items() if not isinstance(k, int)}
-            conn = pymysql.connect(*cargs, **kwargs, conv=encoders, use_unicode=False)
-        elif driver == "mysqldb":
-            import MySQLdb
-            from MySQLdb.converters import conversions as mconv
-
-            encoders = {k: v for k, v in mconv.items() if not isinstance(k, int)}
-            conn = MySQLdb.connect(*cargs, **kwargs, conv=encoders, use_unicode=False)
-        else:
-            raise ConnectError(
-                f"the MySQL driver '{driver}' is not supported for reading rows",
-                "use mysql+pymysql:// (default) or mysql+mysqldb:// (mysqlclient)",
-            )
-    except ConnectError:
-        raise
-    except Exception as e:
-        raise connect_error(url, e) from None
-    _setup_session(conn, None)
-    return conn
-
-
-def _unbuffered_cursor(conn: Any) -> Any:
-    module = type(conn).__module__
-    if module.startswith("pymysql"):
-        import pymysql.cursors
-
-        return pymysql.cursors.SSCursor
-    import MySQLdb.cursors
-
-    return MySQLdb.cursors.SSCursor

@@ -174,7 +174,12 @@ def test_connection_errors_are_one_line_exit_3_without_password(
     ],
 )
 def test_a_url_of_the_wrong_kind_is_a_usage_error(
-    mysql_db, redis_url: str, tmp_path: Path, flag: str, url: str, words: list[str]  # type: ignore[no-untyped-def]
+    mysql_db,
+    redis_url: str,
+    tmp_path: Path,
+    flag: str,
+    url: str,
+    words: list[str],  # type: ignore[no-untyped-def]
 ) -> None:
     mysql_db.run("CREATE TABLE emp (id INT PRIMARY KEY);")
     f = tmp_path / "m.yaml"

@@ -12,6 +12,7 @@ import redis
 from migrator import commands
 from migrator.checkpoint import Checkpoint
 from migrator.errors import TargetError
+from migrator.parallel import default_workers
 from migrator.planner import TablePlan
 from migrator.sink import resp
 
@@ -158,3 +159,49 @@ def test_packed_batches_equal_the_planned_commands(item_mapping: Path, mysql_db:
         assert payload == resp(planned)
         assert count == len(planned)
         assert packed_stats == stats
+
+
+@pytest.mark.parametrize(
+    ("rows", "cpus", "want"),
+    [
+        (None, 1, 1),
+        (10_000_000, 2, 1),  # 2 CPUs: MySQL and Redis need them, one process is fastest
+        (10_000_000, 3, 3),
+        (10_000_000, 16, 4),
+        (None, 8, 4),
+        (199_999, 8, 1),  # small loads: starting processes costs more than it saves
+        (200_000, 8, 4),
+    ],
+)
+def test_default_workers(rows: int | None, cpus: int, want: int) -> None:
+    assert default_workers(rows, cpus) == want
+    assert 1 <= default_workers(rows) <= 4
+
+
+PACK_CASES = {
+    # the generated whole-batch code (row hash, unique hashes, index sets only)
+    "generated": ("unique: [code, [name, grp]]\n    indexes: [grp, [grp, code]]", True),
+    "generated, own key": ('key: "it:{code}:{id}"\n    unique: [name]\n    indexes: [score]', True),
+    "generated, no hash": ("as: none\n    unique: [code]\n    indexes: [grp]", True),
+    "generated, few columns": ("columns: [grp]\n    indexes: [created]", True),
+    # the general loop (sorted sets beside the rest)
+    "loop": ('indexes: [grp]\n    sorted:\n      - key: "s"\n        score: score', False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PACK_CASES))
+def test_packed_equal_planned_for_each_path(case: str, mysql_db: Any, tmp_path: Path) -> None:
+    body, generated = PACK_CASES[case]
+    mysql_db.run(TABLE)
+    path = tmp_path / "m.yaml"
+    path.write_text(f"version: 1\ntables:\n  item:\n    counter: false\n    {body}\n")
+    mapping = commands.load(path)
+    with commands.opened(mapping, mysql_db.url) as (src, resolved):
+        plan = TablePlan(resolved[0])
+        selector = src.selector("item", plan.select)
+        batches = list(src.batches("item", selector, resolved[0].primary_key, 300))
+    for rows in batches:
+        planned, stats = plan.plan(rows)
+        payload, count, packed_stats = plan.pack(rows)
+        assert (payload, count, packed_stats) == (resp(planned), len(planned), stats), case
+    assert (plan._packer.batch is not None) is generated
