@@ -17,9 +17,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import (
     FIRST_COMPLETED,
     Future,
@@ -27,6 +28,7 @@ from concurrent.futures import (
     ThreadPoolExecutor,
     wait,
 )
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +87,8 @@ def run_task(task: Task, src: Source, client: redis.Redis, report: Callable[[int
             total.add(stats)
             report(len(rows))
     except BaseException:
+        with suppress(Exception):  # end the read while its connection is still open
+            batches.close()
         try:
             writer.close()
         except Exception:  # the first error is the one to report
@@ -158,6 +162,21 @@ _OPEN: dict[str, Any] = {}
 def _init_worker(progress: Any) -> None:
     global _QUEUE
     _QUEUE = progress
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore Ctrl-C while worker processes are started (they inherit the disposition, so
+    they never print their own KeyboardInterrupt tracebacks; the parent stops them)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _in_worker(task: Task) -> Stats:
@@ -199,7 +218,8 @@ class Pool:
             fut.add_done_callback(self._freed)
             return fut, False
         if self.remote is not None and remote_running < self.slots:
-            return self.remote.submit(_in_worker, task), True
+            with _sigint_ignored():  # a worker started now inherits it: Ctrl-C is the parent's
+                return self.remote.submit(_in_worker, task), True
         return None
 
     def _freed(self, _fut: Future[Stats]) -> None:
@@ -243,9 +263,10 @@ def run_all(
     tasks: list[Task],
     advance: Callable[[str, int], None],
     on_done: Callable[[Task, Stats], None],
+    on_start: Callable[[Task], object] = lambda task: None,
 ) -> None:
-    """Run every task on the pool, reporting progress and each finished task. On an error
-    the other running tasks are stopped (local) or left to finish their range (remote)."""
+    """Run every task on the pool, reporting each start, progress and each finished task. On
+    an error the other running tasks are stopped (local) or left to finish their range."""
     waiting = list(tasks)
     running: dict[Future[Stats], tuple[Task, bool]] = {}
     try:
@@ -255,6 +276,7 @@ def run_all(
                 started = pool.submit(waiting[0], remote)
                 if started is None:
                     break
+                on_start(waiting[0])
                 running[started[0]] = (waiting.pop(0), started[1])
             finished, _ = wait(list(running), timeout=0.05, return_when=FIRST_COMPLETED)
             pool.drain(advance, 0.0 if finished else 0.05)
@@ -321,7 +343,7 @@ def load_tables(
         report.keys = total.keys + (1 if r.counter else 0) + len(r.table.latest)
         report.rows, report.entries = total.rows, total.entries
         report.skipped, report.rejected = dict(total.skipped), dict(total.rejected)
-        report.seconds = time.perf_counter() - started[name]
+        report.seconds = time.perf_counter() - started.get(name, time.perf_counter())
         progress.finish(name)
 
     for r in resolved:
@@ -330,7 +352,6 @@ def load_tables(
         if state is not None and state.done:
             report.status, report.resumed_from = "done earlier", state.rows
             continue
-        started[name] = time.perf_counter()
         own = {f: s for f, s in states.items() if f == name or f.startswith(name + RANGE)}
         table_tasks, report.resumed_from = tasks_for(src, r, own, workers, common)
         if not own and any(t.split for t in table_tasks):  # register the ranges first
@@ -352,5 +373,8 @@ def load_tables(
 
     if tasks:
         pool = Pool(min(workers, len(tasks)), common["source"], client)
-        run_all(pool, tasks, progress.advance, on_done)
+        run_all(
+            pool, tasks, progress.advance, on_done,
+            on_start=lambda task: started.setdefault(task.resolved.name, time.perf_counter()),
+        )  # fmt: skip
     return [reports[r.name] for r in resolved]

@@ -8,7 +8,7 @@ SQLAlchemy Core, which quotes every identifier; nothing is pasted into SQL.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -244,7 +244,7 @@ class Source:
         after: Sequence[Any] | None = None,
         page_size: int | None = None,
         until: Any = None,
-    ) -> Iterator[list[RawRow]]:
+    ) -> Generator[list[RawRow], None, None]:
         """Rows in primary-key order, ``batch_size`` at a time, by keyset pagination:
         ``WHERE pk > :last ORDER BY pk LIMIT n`` (expanded for composite keys).
         ``until`` (single-column keys) stops at ``pk <= until``, for key ranges of workers."""
