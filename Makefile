@@ -31,6 +31,9 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[dev]'
+	@# the optional C driver (reads rows ~6x faster) where its build dependencies are present
+	if pkg-config --exists mariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null; then \
+	    $(BIN)/python -m pip install --disable-pip-version-check -q -e '.[dev,fast]'; fi
 	touch $@
 
 services:

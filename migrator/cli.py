@@ -213,9 +213,8 @@ def migrate(
             metavar="N",
             min=1,
             help="Processes loading in parallel: each single-integer primary key's range is "
-            "split across them and tables run side by side (default: min(4, CPUs) for loads of "
-            "200,000 rows or more, else 1), "
-            "e.g. --workers 2.",
+            "split across them and tables run side by side (default: 1 on machines of up to 2 "
+            "CPUs or for loads under 200,000 rows, else min(4, CPUs)), e.g. --workers 2.",
         ),
     ] = None,
     as_json: JsonOpt = False,

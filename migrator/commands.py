@@ -177,8 +177,9 @@ def migrate(
 ) -> MigrateReport:
     """Load every mapped table into Redis. Returns a report; raises MigratorError.
 
-    ``workers`` (default min(4, CPUs)) splits each single-integer primary key's range across
-    processes and loads tables side by side (migrator/parallel.py)."""
+    ``workers`` splits each single-integer primary key's range across processes and loads
+    tables side by side (migrator/parallel.py); default: 1 on machines of up to 2 CPUs or for
+    loads under 200,000 rows, else min(4, CPUs)."""
     from migrator.parallel import default_workers, load_tables
 
     m = load(mapping)
