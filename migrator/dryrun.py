@@ -283,15 +283,6 @@ def plan_table(
     return total
 
 
-def human_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
 def sample_commands(src: Source, plan: TablePlan, resolved: Resolved, n: int) -> list[Command]:
     """The commands of the first ``n`` rows by primary key, then the end-of-table ones."""
     if n == 0:

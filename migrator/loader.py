@@ -6,9 +6,10 @@ import difflib
 import json
 import os
 import re
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -26,6 +27,8 @@ from migrator.model import (
     Template,
     Unique,
 )
+
+T = TypeVar("T")
 
 TOP_KEYS = ("version", "source", "target", "options", "tables")
 OPTION_KEYS = ("separator", "nulls", "batch_size")
@@ -185,6 +188,13 @@ class _Builder:
             raise self.error(path, f"expected a list, got {_describe(value)}")
         return value
 
+    def each(
+        self, d: dict[str, Any], key: str, path: str, parse: Callable[[Any, str], T]
+    ) -> tuple[T, ...]:
+        """``d[key]``, a list (or absent), each item parsed at ``{path}.{key}[i]``."""
+        items = self.list_of(d.get(key), f"{path}.{key}")
+        return tuple(parse(x, f"{path}.{key}[{i}]") for i, x in enumerate(items))
+
     def required(self, d: dict[str, Any], key: str, path: str) -> Any:
         if d.get(key) is None:
             raise self.error(path, f"'{key}' is required here")
@@ -267,30 +277,12 @@ class _Builder:
             kind=kind,
             columns=self._columns(d, path),
             counter=counter,  # type: ignore[arg-type]
-            unique=tuple(
-                self.unique(u, f"{path}.unique[{i}]")
-                for i, u in enumerate(self.list_of(d.get("unique"), f"{path}.unique"))
-            ),
-            indexes=tuple(
-                self.index(x, f"{path}.indexes[{i}]")
-                for i, x in enumerate(self.list_of(d.get("indexes"), f"{path}.indexes"))
-            ),
-            references=tuple(
-                self.reference(r, f"{path}.references[{i}]")
-                for i, r in enumerate(self.list_of(d.get("references"), f"{path}.references"))
-            ),
-            sorted=tuple(
-                self.sorted(s, f"{path}.sorted[{i}]")
-                for i, s in enumerate(self.list_of(d.get("sorted"), f"{path}.sorted"))
-            ),
-            latest=tuple(
-                self.latest(s, f"{path}.latest[{i}]")
-                for i, s in enumerate(self.list_of(d.get("latest"), f"{path}.latest"))
-            ),
-            sets=tuple(
-                self.set_spec(s, f"{path}.sets[{i}]")
-                for i, s in enumerate(self.list_of(d.get("sets"), f"{path}.sets"))
-            ),
+            unique=self.each(d, "unique", path, self.unique),
+            indexes=self.each(d, "indexes", path, self.index),
+            references=self.each(d, "references", path, self.reference),
+            sorted=self.each(d, "sorted", path, self.sorted),
+            latest=self.each(d, "latest", path, self.latest),
+            sets=self.each(d, "sets", path, self.set_spec),
         )
 
     def _columns(self, d: dict[str, Any], path: str) -> tuple[str, ...] | None:

@@ -11,17 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from migrator.planner import Batch, Row, Stats
+from migrator.batch import NULL_INDEX, NULL_KEY, NULL_UNIQUE, Batch, Row, Stats, template_parts
 from migrator.sink import resp
 
 if TYPE_CHECKING:
-    from migrator.model import Template
     from migrator.planner import TablePlan
-
-Command = tuple[bytes, ...]
-NULL_KEY = "NULL in a row-key column"
-NULL_UNIQUE = "NULL unique value (not indexed)"
-NULL_INDEX = "NULL index value (not indexed)"
 
 
 def _row_function(
@@ -80,10 +74,6 @@ def _none_check(used: Sequence[int]) -> str:
     return " or ".join(f"_{i} is None" for i in sorted(set(used))) or "False"
 
 
-def _template_parts(template: Template, pos: dict[str, int]) -> list[bytes | int]:
-    return [p.encode() if isinstance(p, str) else pos[template.columns[p]] for p in template.parts]
-
-
 def _joined_parts(positions: Sequence[int], sep: bytes) -> list[bytes | int]:
     out: list[bytes | int] = []
     for n, i in enumerate(positions):
@@ -106,7 +96,7 @@ def _batch_function(packer: Packer) -> Callable[..., tuple[int, int, int, int, i
         f"        {', '.join(f'_{i}' for i in range(width))}, = row",
     ]
     if packer.hashing:
-        key_expr, key_used = code.expr(_template_parts(plan.resolved.key, plan.pos))
+        key_expr, key_used = code.expr(template_parts(plan.resolved.key, plan.pos))
         fmt = b"*%d\r\n$4\r\nHSET\r\n$%%d\r\n%%b\r\n" % (2 + 2 * len(packer.fields))
         fmt += b"".join(h.replace(b"%", b"%%") + b"$%d\r\n%b\r\n" for h, _ in packer.fields)
         args = "".join(f", len(_{i}), _{i}" for _, i in packer.fields)
@@ -148,7 +138,7 @@ def _batch_function(packer: Packer) -> Callable[..., tuple[int, int, int, int, i
             "            entries += 1",
         ]
     for template in packer.index_templates:
-        ikey, used = code.expr(_template_parts(template, plan.pos))
+        ikey, used = code.expr(template_parts(template, plan.pos))
         lines += [
             f"        if {_none_check(used)}:",
             "            null_index += 1",
@@ -246,8 +236,7 @@ class Packer:
                 rows, batch, out, hashed, rejected, entries, null_unique, null_index, True
             )
         append = out.append
-        row_key, pk_text = plan.row_key, plan.pk_text
-        fields, pk_fields = self.fields, self.pk_fields
+        pk_text, slow_hash = plan.pk_text, self.slow_hash
         uniques, indexes, others = self.uniques, self.indexes, self.others
         hashing, pack_row = self.hashing, self.row
         hashed = rejected = entries = null_unique = null_index = 0
@@ -257,25 +246,10 @@ class Packer:
                 if packed is not None:
                     append(packed)
                     hashed += 1
-                elif (key := row_key(row)) is None:
-                    rejected += 1
-                else:
-                    args = [
-                        b"%b$%d\r\n%b\r\n" % (h, len(value), value)
-                        for h, i in fields
-                        if (value := row[i]) is not None
-                    ]
-                    if not args:  # every field NULL: keep the row, keyed by its primary key
-                        args = [
-                            b"%b$%d\r\n%b\r\n" % (h, len(v), v)
-                            for h, i in pk_fields
-                            for v in [row[i] or b""]
-                        ]
-                    append(
-                        b"*%d\r\n$4\r\nHSET\r\n$%d\r\n%b\r\n" % (2 + 2 * len(args), len(key), key)
-                    )
-                    out.extend(args)
+                elif slow_hash(row, out):
                     hashed += 1
+                else:
+                    rejected += 1
             if uniques or indexes:
                 pk: Any = pk_text(row)
                 for ukey, value_of in uniques:

@@ -307,11 +307,6 @@ def keyset_value(raw: bytes | None, kind: Kind) -> Any:
     return raw.decode("utf-8", "surrogateescape")
 
 
-def keyset_text(values: Sequence[Any]) -> list[str]:
-    """Keyset values as JSON-safe text (for checkpoints): hex for bytes."""
-    return [v.hex() if isinstance(v, bytes) else str(v) for v in values]
-
-
 def _params(compiled: Any, bound: dict[str, Any]) -> Any:
     """Parameters as the driver's paramstyle wants them: a tuple for positional styles
     (mysqldb's ``%s``), else the dict (pymysql's ``%(name)s``)."""

@@ -16,8 +16,9 @@ import pytest
 import redis
 import typer
 from rich.console import Console
+from rich.text import Text
 
-from migrator import cli
+from migrator import cli, render
 from migrator.dryrun import dry_run
 from migrator.planner import TablePlan
 from migrator.sink import resp
@@ -136,8 +137,8 @@ def test_report_tables_fit_80_columns_and_never_cut_a_number(
 
 
 def test_table_cells_are_never_read_as_markup() -> None:
-    table = cli.report_table("t [bold]x", ("table", "rows"), left=("table",))
-    table.add_row(cli.Text("[red]emp"), "1,234,567")
+    table = render.report_table("t [bold]x", ("table", "rows"), left=("table",))
+    table.add_row(Text("[red]emp"), "1,234,567")
     console = Console(width=30, record=True)
     console.print(table)
     text = console.export_text()
@@ -146,7 +147,7 @@ def test_table_cells_are_never_read_as_markup() -> None:
 
 def test_progress_shows_rows_rate_and_eta_within_80_columns() -> None:
     console = Console(width=80, record=True, force_terminal=False)
-    with cli.RichProgress(console) as progress:
+    with render.RichProgress(console) as progress:
         progress.start("a_rather_long_table_name", 299_537)
         progress.advance("a_rather_long_table_name", 35_000)
     line = next(x for x in console.export_text().splitlines() if "rows/s" in x)

@@ -1,0 +1,123 @@
+"""The building blocks of a plan: row and command types, key templates compiled to functions
+of a row, and ``Batch``, which collects one batch's commands and coalesces writes to a key.
+
+The structures (``migrator.structures``) write into a ``Batch``; the packer
+(``migrator.packer``) produces the same bytes without one. Both share the reasons below, so a
+row skipped or rejected is counted under one name whichever path planned it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from migrator.model import Template
+
+Row = Sequence[bytes | None]
+Command = tuple[bytes, ...]
+KeyFn = Callable[[Row], bytes | None]
+
+NULL_KEY = "NULL in a row-key column"
+NULL_UNIQUE = "NULL unique value (not indexed)"
+NULL_INDEX = "NULL index value (not indexed)"
+
+
+@dataclass
+class Stats:
+    rows: int = 0
+    keys: int = 0  # row keys (hashes, column strings) and unique strings written
+    entries: int = 0  # members and fields added to index, unique, sorted and tag structures
+    skipped: Counter[str] = field(default_factory=Counter)  # not indexed, and why
+    rejected: Counter[str] = field(default_factory=Counter)  # rows not written at all, and why
+
+    def add(self, other: Stats) -> None:
+        self.rows += other.rows
+        self.keys += other.keys
+        self.entries += other.entries
+        self.skipped.update(other.skipped)
+        self.rejected.update(other.rejected)
+
+
+class Batch:
+    """Commands for one batch; writes to one key are coalesced into one command."""
+
+    def __init__(self) -> None:
+        self.commands: list[Command] = []
+        self.hsets: dict[bytes, list[bytes]] = {}
+        self.sadds: dict[bytes, list[bytes]] = {}
+        self.zadds: dict[bytes, list[bytes]] = {}
+        self.stats = Stats()
+
+    def hset(self, key: bytes, fieldname: bytes, value: bytes) -> None:
+        _append(self.hsets, key, fieldname, value)
+        self.stats.entries += 1
+
+    def sadd(self, key: bytes, member: bytes) -> None:
+        _append(self.sadds, key, member)
+        self.stats.entries += 1
+
+    def zadd(self, key: bytes, score: bytes, member: bytes) -> None:
+        _append(self.zadds, key, score, member)
+        self.stats.entries += 1
+
+    def finish(self) -> list[Command]:
+        out = self.commands
+        out.extend((b"HSET", k, *v) for k, v in self.hsets.items())
+        out.extend((b"SADD", k, *v) for k, v in self.sadds.items())
+        out.extend((b"ZADD", k, *v) for k, v in self.zadds.items())
+        return out
+
+
+def _append(coalesced: dict[bytes, list[bytes]], key: bytes, *args: bytes) -> None:
+    """Add ``args`` to the one command that writes ``key``."""
+    got = coalesced.get(key)
+    if got is None:
+        coalesced[key] = list(args)
+    else:
+        got += args
+
+
+def template_parts(template: Template, pos: dict[str, int]) -> list[bytes | int]:
+    """A key template as constant bytes and row positions, in order."""
+    return [p.encode() if isinstance(p, str) else pos[template.columns[p]] for p in template.parts]
+
+
+def compile_template(template: Template, pos: dict[str, int]) -> KeyFn:
+    """A function row -> rendered key bytes, or None when a value it needs is NULL."""
+    parts = template_parts(template, pos)
+    if len(parts) == 2 and isinstance(parts[0], bytes) and isinstance(parts[1], int):
+        prefix, i = parts[0], parts[1]
+
+        def prefixed(row: Row) -> bytes | None:
+            v = row[i]
+            return None if v is None else prefix + v
+
+        return prefixed
+
+    def render(row: Row) -> bytes | None:
+        out = []
+        for p in parts:
+            if isinstance(p, bytes):
+                out.append(p)
+            else:
+                v = row[p]
+                if v is None:
+                    return None
+                out.append(v)
+        return b"".join(out)
+
+    return render
+
+
+def joiner(positions: Sequence[int], sep: bytes) -> KeyFn:
+    """Values at ``positions`` joined by the separator; None if any is NULL."""
+    if len(positions) == 1:
+        i = positions[0]
+        return lambda row: row[i]
+
+    def join(row: Row) -> bytes | None:
+        values = [row[i] for i in positions]
+        return None if None in values else sep.join(values)  # type: ignore[arg-type]
+
+    return join

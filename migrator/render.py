@@ -1,0 +1,285 @@
+"""What the CLI prints: messages, progress bars and report tables, all rich.
+
+The only module with rich in it (STYLE habit 7): commands return reports, ``cli`` passes
+them here. Reports go to stdout (or JSON with ``--json``); messages, progress bars and
+"exit code 1" notes go to stderr, so stdout stays a clean report for pipes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Protocol, TypeVar
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Column
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from migrator import progress as stages
+from migrator.commands import MigrateReport
+from migrator.dryrun import DryRunReport
+from migrator.scaffold import Draft
+from migrator.validate import ValidateReport
+from migrator.verify_report import VerifyReport
+
+err = Console(stderr=True)
+out = Console()
+
+
+class Report(Protocol):
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=Report)
+
+
+def say(level: str, message: str, hint: str | None = None) -> None:
+    """``error: <cause>`` (or ``warning:``) on stderr, then ``  hint: <fix>`` when known."""
+    color = "red" if level == "error" else "yellow"
+    err.print(f"[bold {color}]{level}:[/] ", end="", highlight=False)
+    err.print(message, markup=False, highlight=False, soft_wrap=True)
+    if hint:
+        err.print("  [yellow]hint:[/] ", end="", highlight=False)
+        err.print(hint, markup=False, highlight=False, soft_wrap=True)
+
+
+def plain(message: str, to_stderr: bool = False) -> None:
+    """A line printed as it is: no markup, no highlighting, no wrapping."""
+    (err if to_stderr else out).print(message, markup=False, highlight=False, soft_wrap=True)
+
+
+def emit(report: R, as_json: bool, human: Callable[[R], None]) -> None:
+    """The report as JSON on stdout, or rendered for people by ``human``."""
+    if as_json:
+        out.print_json(json.dumps(report.as_dict()))
+    else:
+        human(report)
+
+
+class RichProgress:
+    """One bar per table: rows, rows/s, ETA from the row estimate."""
+
+    def __init__(self, console: Console) -> None:
+        # fits 80 columns: name, bar, rows done/total, rows/s, ETA (elapsed when wider)
+        columns = [
+            TextColumn("{task.description}", style="bold", table_column=Column(max_width=16)),
+            BarColumn(bar_width=None if console.width >= 100 else 12),
+            TextColumn("{task.fields[done]}", justify="right"),
+            TextColumn("{task.fields[rate]:>7} rows/s"),
+            *([TimeElapsedColumn()] if console.width >= 100 else []),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+        ]
+        self.bars = Progress(*columns, console=console, transient=False)
+        self.tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> RichProgress:
+        self.bars.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bars.stop()
+
+    def start(self, table: str, total: int | None) -> None:
+        self.tasks[table] = self.bars.add_task(
+            escape(table), total=total, rate="", done=_done(0, total)
+        )
+
+    def advance(self, table: str, rows: int) -> None:
+        task_id = self.tasks[table]
+        self.bars.advance(task_id, rows)
+        task = self.bars.tasks[task_id]
+        if task.total is not None and task.completed > task.total:
+            self.bars.update(task_id, total=task.completed)
+        speed = task.speed
+        done = _done(task.completed, task.total)
+        self.bars.update(task_id, rate=f"{speed:,.0f}" if speed else "", done=done)
+
+    def finish(self, table: str) -> None:
+        task_id = self.tasks[table]
+        task = self.bars.tasks[task_id]
+        elapsed = task.elapsed or 0
+        rate = f"{task.completed / elapsed:,.0f}" if elapsed else ""
+        done = _done(task.completed, task.completed)
+        self.bars.update(task_id, total=task.completed, rate=rate, done=done)
+
+
+def _done(completed: float, total: float | None) -> str:
+    """``35,000/299,535`` rows, in full."""
+    return f"{completed:,.0f}/{total:,.0f}" if total else f"{completed:,.0f}"
+
+
+@contextmanager
+def progress_bars(wanted: bool = True) -> Iterator[stages.Progress]:
+    """Bars on stderr when it is a terminal (and ``wanted``), else the silent default."""
+    if wanted and err.is_terminal:
+        with RichProgress(err) as bars:
+            yield bars
+    else:
+        yield stages.NULL_PROGRESS
+
+
+def report_table(title: str, heads: Sequence[str], left: Sequence[str]) -> RichTable:
+    """A report table readable at 80 columns: light borders, no header word cut, long
+    names fold (never an ellipsis). Print it with ``show``, which keeps numbers whole."""
+    table = RichTable(
+        title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True
+    )
+    for h in heads:
+        table.add_column(
+            h,
+            justify="left" if h in left else "right",
+            min_width=max(len(w) for w in h.split()),
+            overflow="fold",
+        )
+    return table
+
+
+def show(table: RichTable) -> None:
+    """Print a ``report_table``; a right-aligned (number) column is never narrower than
+    its widest cell, so only names and notes wrap."""
+    for col in table.columns:
+        if col.justify == "right":
+            widths = [len(c) for c in col.cells if isinstance(c, (str, Text))]
+            col.min_width = max([col.min_width or 0, *widths])
+    out.print(table)
+
+
+def render_migrate(report: MigrateReport) -> None:
+    table = report_table(
+        f"migrate {report.mapping}: {report.source} -> {report.target}",
+        ("table", "rows read", "keys written", "index entries", "skipped / rejected",
+         "seconds", "rows/s"),
+        left=("table", "skipped / rejected"),
+    )  # fmt: skip
+    for t in report.tables:
+        notes = Text("\n").join(
+            [Text(f"{n} {why}") for why, n in t.skipped.items()]
+            + [Text(f"{n} rejected: {why}", "red") for why, n in t.rejected.items()]
+            + [Text(t.status)] * (t.status != "done")
+            + [Text(f"resumed after {t.resumed_from:,} rows")]
+            * bool(t.resumed_from and t.status == "done")
+        )
+        table.add_row(
+            Text(t.table), f"{t.rows:,}", f"{t.keys:,}", f"{t.entries:,}", notes or "-",
+            f"{t.seconds:.2f}", f"{t.rows_per_second:,.0f}",
+        )  # fmt: skip
+    table.add_section()
+    rate = report.rows / report.seconds if report.seconds else 0
+    table.add_row("total", f"{report.rows:,}", "", "", "", f"{report.seconds:.2f}", f"{rate:,.0f}")
+    show(table)
+    if report.rejected:
+        err.print(f"[red]{report.rejected} row(s) were rejected[/] (see the table); exit code 1")
+
+
+def render_init(draft: Draft, text: str, output: str | None) -> None:
+    """The drafted YAML ``text`` on stdout, or a one-line note of the file it went to."""
+    if not output:
+        sys.stdout.write(text)
+        return
+    left_out = [t.name for t in draft.tables if t.body is None]
+    note = f", left out: {', '.join(left_out)} (see the comments)" if left_out else ""
+    plain(
+        f"wrote {output}: {len(draft.mapped)} tables{note}; "
+        f"check it with: migrator validate {output}",
+        to_stderr=True,
+    )
+
+
+def render_validate(report: ValidateReport) -> None:
+    """Each problem as ``error:``/``warning:`` with its hint, then the summary."""
+    for p in report.problems:
+        say(p.level, str(dataclasses.replace(p, hint=None)), p.hint)
+    if report.errors:
+        err.print(report.summary(), style="red", markup=False, highlight=False, soft_wrap=True)
+    else:
+        plain(report.summary())
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def render_dry_run(report: DryRunReport) -> None:
+    for t in report.tables:
+        grid = report_table(
+            f"{t.table}: {t.rows:,} rows",
+            ("structure", "key pattern", "keys", "memory (est.)"),
+            left=("structure", "key pattern"),
+        )
+        for name, patterns in t.patterns.items():
+            keys, mem = t.keys.get(name, 0), t.memory.get(name, 0)
+            grid.add_row(name, Text("\n".join(patterns)), f"{keys:,}", human_bytes(mem))
+        show(grid)
+        notes = [f"{n} {why}" for why, n in t.skipped.items()]
+        notes += [f"{n} rejected: {why}" for why, n in t.rejected.items()]
+        for note in notes:
+            out.print(f"  note: {note}", markup=False, highlight=False)
+        for line in t.sample:
+            plain(f"  {line}")
+        out.print()
+    plain(
+        f"total: {sum(t.rows for t in report.tables):,} rows -> {report.keys:,} keys, "
+        f"about {human_bytes(report.memory)} of Redis memory (estimate; see README). "
+        f"Target {report.target} was not contacted."
+    )
+    if report.resp_file:
+        plain(
+            f"wrote {report.resp_file}: {report.commands:,} commands, "
+            f"{human_bytes(report.resp_bytes)}; load it with: "
+            f"redis-cli -u <target URL> --pipe < {report.resp_file}"
+        )
+
+
+def render_verify(report: VerifyReport) -> None:
+    """The verify table, then the first examples of each kind of difference."""
+    table = report_table(
+        f"verify {report.mapping} ({report.mode}): {report.source} vs {report.target}",
+        ("table", "MySQL rows", "Redis rows", "missing", "different", "stale",
+         "structure problems", "status"),
+        left=("table", "status"),
+    )  # fmt: skip
+    for t in report.tables:
+        status = Text("ok", "green") if t.ok else Text("DIFFERENT", "bold red")
+        redis_rows = "-" if t.redis_rows is None else f"{t.redis_rows:,}"
+        table.add_row(
+            Text(t.table), f"{t.mysql_rows:,}", redis_rows, f"{t.missing:,}", f"{t.different:,}",
+            f"{t.stale:,}", f"{t.structure:,}", status,
+        )  # fmt: skip
+    show(table)
+    for t in report.tables:
+        for kind, examples in t.examples.items():
+            shown = report_table(
+                f"{t.table}: {t.counts[kind]:,} × {kind}",
+                ("key", "field", "MySQL", "Redis"),
+                left=("key", "field", "MySQL", "Redis"),
+            )
+            for d in examples:
+                cells = (d.key, d.field, d.mysql, d.redis)
+                shown.add_row(*(Text(x) if x is not None else Text("-", "dim") for x in cells))
+            show(shown)
+        for note in t.notes:
+            out.print(Text(f"{t.table}: {note}", "dim"))
+    if report.ok:
+        out.print(f"[green]Redis matches MySQL[/] ({report.seconds:.2f} s)")
+    else:
+        err.print("[red]Redis differs from MySQL[/] (see above); exit code 1")

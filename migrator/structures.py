@@ -1,0 +1,273 @@
+"""The registry of Redis structures a table maps to, one small class each (STYLE habit 4).
+
+A structure is built once per ``TablePlan``; ``add`` puts one row's writes into a ``Batch``
+and ``patterns`` names the keys it writes, for people (dry-run) and SCAN (verify).
+``wanted`` says, from the table's mapping alone, whether the table gets that structure.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from migrator.batch import NULL_INDEX, NULL_KEY, NULL_UNIQUE, Batch, Row, compile_template, joiner
+from migrator.model import Table
+from migrator.values import score as to_score
+
+if TYPE_CHECKING:
+    from migrator.planner import TablePlan
+
+
+class Structure:
+    """One Redis structure a table maps to; ``add`` puts one row's writes into a batch."""
+
+    name = ""
+
+    def __init__(self, plan: TablePlan) -> None:
+        self.plan = plan
+
+    @staticmethod
+    def wanted(table: Table) -> bool:
+        """Whether a table mapped like this one writes this structure."""
+        raise NotImplementedError
+
+    def add(self, row: Row, batch: Batch) -> None:
+        raise NotImplementedError
+
+    def patterns(self) -> list[str]:
+        """The key patterns this structure writes, for people (dry-run) and SCAN (verify)."""
+        return []
+
+
+class RowHash(Structure):
+    name = "hash"
+
+    def __init__(self, plan: TablePlan) -> None:
+        super().__init__(plan)
+        self.fields = [(c.encode(), plan.pos[c]) for c in plan.resolved.columns]
+        self.pk_fields = [(c.encode(), plan.pos[c]) for c in plan.resolved.primary_key]
+
+    @staticmethod
+    def wanted(table: Table) -> bool:
+        return table.kind == "hash"
+
+    def add(self, row: Row, batch: Batch) -> None:
+        key = self.plan.row_key(row)
+        if key is None:
+            batch.stats.rejected[NULL_KEY] += 1
+            return
+        args: list[bytes] = [b"HSET", key]
+        for name, i in self.fields:
+            v = row[i]
+            if v is not None:
+                args += (name, v)
+        if len(args) == 2:  # every field NULL: keep the row, keyed by its primary key
+            for name, i in self.pk_fields:
+                args += (name, row[i] or b"")
+        batch.commands.append(tuple(args))
+        batch.stats.keys += 1
+
+    def patterns(self) -> list[str]:
+        return [self.plan.resolved.key.text]
+
+
+class RowColumns(Structure):
+    """``as: columns``: one STRING per column, ``{row key}{sep}{column}`` -> value."""
+
+    name = "columns"
+
+    def __init__(self, plan: TablePlan) -> None:
+        super().__init__(plan)
+        sep = plan.sep
+        self.fields = [(sep + c.encode(), plan.pos[c]) for c in plan.resolved.columns]
+        self.pk_fields = [(sep + c.encode(), plan.pos[c]) for c in plan.resolved.primary_key]
+
+    @staticmethod
+    def wanted(table: Table) -> bool:
+        return table.kind == "columns"
+
+    def add(self, row: Row, batch: Batch) -> None:
+        key = self.plan.row_key(row)
+        if key is None:
+            batch.stats.rejected[NULL_KEY] += 1
+            return
+        written = 0
+        for suffix, i in self.fields:
+            v = row[i]
+            if v is not None:
+                batch.commands.append((b"SET", key + suffix, v))
+                written += 1
+        if not written:
+            for suffix, i in self.pk_fields:
+                batch.commands.append((b"SET", key + suffix, row[i]))  # type: ignore[arg-type]
+                written += 1
+        batch.stats.keys += written
+
+    def patterns(self) -> list[str]:
+        sep = self.plan.table_sep
+        return [f"{self.plan.resolved.key.text}{sep}{c}" for c in self.plan.resolved.columns]
+
+
+class UniqueHashes(Structure):
+    """``Tab:uniques:c1[:c2]`` HASH {"v1[:v2]" -> pk} for each HASH-style unique index."""
+
+    name = "unique"
+
+    def __init__(self, plan: TablePlan) -> None:
+        super().__init__(plan)
+        self.items = [
+            (plan.unique_hash_key(u.columns), joiner([plan.pos[c] for c in u.columns], plan.sep))
+            for u in plan.table.unique
+            if u.key is None
+        ]
+
+    @staticmethod
+    def wanted(table: Table) -> bool:
+        return any(u.key is None for u in table.unique)
+
+    def add(self, row: Row, batch: Batch) -> None:
+        pk = self.plan.pk_text(row)
+        for key, value_of in self.items:
+            v = value_of(row)
+            if v is None:
+                batch.stats.skipped[NULL_UNIQUE] += 1
+            else:
+                batch.hset(key, v, pk)  # type: ignore[arg-type]
+
+    def patterns(self) -> list[str]:
+        return [k.decode("utf-8", "replace") for k, _ in self.items]
+
+
+class UniqueStrings(Structure):
+    """A STRING per unique value, named by the template (``login:{name}:id`` -> pk)."""
+
+    name = "unique-string"
+
+    def __init__(self, plan: TablePlan) -> None:
+        super().__init__(plan)
+        self.items = [
+            (u.key.text, compile_template(u.key, plan.pos))
+            for u in plan.table.unique
+            if u.key is not None
+        ]
+
+    @staticmethod
+    def wanted(table: Table) -> bool:
+        return any(u.key is not None for u in table.unique)
+
+    def add(self, row: Row, batch: Batch) -> None:
+        pk = self.plan.pk_text(row)
+        for _, key_of in self.items:
+            key = key_of(row)
+            if key is None:
+                batch.stats.skipped[NULL_UNIQUE] += 1
+            else:
+                batch.commands.append((b"SET", key, pk))  # type: ignore[arg-type]
+                batch.stats.entries += 1
+
+    def patterns(self) -> list[str]:
+        return [text for text, _ in self.items]
+
+
+class IndexSets(Structure):
+    """``Tab:indices:c1:v1[:c2:v2]`` SET {pk...} per non-unique index and foreign key."""
+
+    name = "index"
+
+    def __init__(self, plan: TablePlan) -> None:
+        super().__init__(plan)
+        self.templates = [plan.index_template(ix.columns) for ix in plan.resolved.index_sets()]
+        self.items = [compile_template(t, plan.pos) for t in self.templates]
+
+    @staticmethod
+    def wanted(table: Table) -> bool:
+        return bool(table.indexes or table.references)
+
+    def add(self, row: Row, batch: Batch) -> None:
+        pk = self.plan.pk_text(row)
+        for key_of in self.items:
+            key = key_of(row)
+            if key is None:
+                batch.stats.skipped[NULL_INDEX] += 1
+            else:
+                batch.sadd(key, pk)  # type: ignore[arg-type]
+
+    def patterns(self) -> list[str]:
+        return [t.text for t in self.templates]
+
+
+class SortedSets(Structure):
+    """ZADD key score pk; scores per SPEC 3 (numbers; dates as Unix seconds)."""
+
+    name = "sorted"
+
+    def __init__(self, plan: TablePlan) -> None:
+        super().__init__(plan)
+        self.items = [
+            (
+                s.key.text,
+                compile_template(s.key, plan.pos),
+                plan.pos[s.score],
+                plan.resolved.schema.column(s.score).kind,
+            )
+            for s in plan.table.sorted
+        ]
+
+    @staticmethod
+    def wanted(table: Table) -> bool:
+        return bool(table.sorted)
+
+    def add(self, row: Row, batch: Batch) -> None:
+        for _, key_of, i, kind in self.items:
+            raw = row[i]
+            key = key_of(row)
+            if raw is None or key is None:
+                batch.stats.skipped["NULL score (not in sorted set)"] += 1
+                continue
+            score = to_score(raw, kind)
+            if score is None:
+                batch.stats.skipped["score not a number or date (not in sorted set)"] += 1
+                continue
+            batch.zadd(key, score, self.plan.pk_text(row))  # type: ignore[arg-type]
+
+    def patterns(self) -> list[str]:
+        return [text for text, *_ in self.items]
+
+
+class TagSets(Structure):
+    """``sets``: SADD rendered-key rendered-member (``tag:{tagname}`` {book ids})."""
+
+    name = "set"
+
+    def __init__(self, plan: TablePlan) -> None:
+        super().__init__(plan)
+        self.items = [
+            (s.key.text, compile_template(s.key, plan.pos), compile_template(s.member, plan.pos))
+            for s in plan.table.sets
+        ]
+
+    @staticmethod
+    def wanted(table: Table) -> bool:
+        return bool(table.sets)
+
+    def add(self, row: Row, batch: Batch) -> None:
+        for _, key_of, member_of in self.items:
+            key, member = key_of(row), member_of(row)
+            if key is None or member is None:
+                batch.stats.skipped["NULL in a set key or member (not in set)"] += 1
+            else:
+                batch.sadd(key, member)
+
+    def patterns(self) -> list[str]:
+        return [text for text, *_ in self.items]
+
+
+#: the registry: the structure classes a table may get, in the order their commands go out
+STRUCTURES: dict[str, type[Structure]] = {
+    "hash": RowHash,
+    "columns": RowColumns,
+    "unique": UniqueHashes,
+    "unique-string": UniqueStrings,
+    "index": IndexSets,
+    "sorted": SortedSets,
+    "set": TagSets,
+}
