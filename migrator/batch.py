@@ -49,12 +49,21 @@ class Batch:
         self.zadds: dict[bytes, list[bytes]] = {}
         self.stats = Stats()
 
+    # hset and sadd run once per row and index (verify, dry-run): kept inline for speed
     def hset(self, key: bytes, fieldname: bytes, value: bytes) -> None:
-        _append(self.hsets, key, fieldname, value)
+        got = self.hsets.get(key)
+        if got is None:
+            self.hsets[key] = [fieldname, value]
+        else:
+            got += (fieldname, value)
         self.stats.entries += 1
 
     def sadd(self, key: bytes, member: bytes) -> None:
-        _append(self.sadds, key, member)
+        got = self.sadds.get(key)
+        if got is None:
+            self.sadds[key] = [member]
+        else:
+            got.append(member)
         self.stats.entries += 1
 
     def zadd(self, key: bytes, score: bytes, member: bytes) -> None:

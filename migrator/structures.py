@@ -7,9 +7,19 @@ and ``patterns`` names the keys it writes, for people (dry-run) and SCAN (verify
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from migrator.batch import NULL_INDEX, NULL_KEY, NULL_UNIQUE, Batch, Row, compile_template, joiner
+from migrator.batch import (
+    NULL_INDEX,
+    NULL_KEY,
+    NULL_UNIQUE,
+    Batch,
+    Command,
+    Row,
+    compile_template,
+    joiner,
+)
 from migrator.model import Table
 from migrator.values import score as to_score
 
@@ -45,12 +55,18 @@ class RowHash(Structure):
         super().__init__(plan)
         self.fields = [(c.encode(), plan.pos[c]) for c in plan.resolved.columns]
         self.pk_fields = [(c.encode(), plan.pos[c]) for c in plan.resolved.primary_key]
+        self.full = _full_row_command(plan, self.fields)
 
     @staticmethod
     def wanted(table: Table) -> bool:
         return table.kind == "hash"
 
     def add(self, row: Row, batch: Batch) -> None:
+        command = self.full(row)
+        if command is not None:  # the common case: no NULL anywhere
+            batch.commands.append(command)
+            batch.stats.keys += 1
+            return
         key = self.plan.row_key(row)
         if key is None:
             batch.stats.rejected[NULL_KEY] += 1
@@ -68,6 +84,33 @@ class RowHash(Structure):
 
     def patterns(self) -> list[str]:
         return [self.plan.resolved.key.text]
+
+
+def _full_row_command(
+    plan: TablePlan, fields: list[tuple[bytes, int]]
+) -> Callable[[Row], Command | None]:
+    """Generated code for a row whose key and fields are all non-NULL: its HSET as one tuple
+    (None otherwise, for ``RowHash.add``'s general path). Only positions go into the code;
+    field names and the key function stay in its namespace."""
+    if not fields:
+        return lambda row: None
+    names = ", ".join(f"_{i}" for i in range(len(plan.select)))
+    checks = " and ".join(f"_{i} is not None" for _, i in fields)
+    args = ", ".join(f"F{k}, _{i}" for k, (_, i) in enumerate(fields))
+    code = (
+        "def full(row):\n"
+        f"    {names}, = row\n"
+        f"    if {checks}:\n"
+        "        key = ROW_KEY(row)\n"
+        "        if key is not None:\n"
+        f"            return (HSET, key, {args})\n"
+        "    return None\n"
+    )
+    namespace: dict[str, Any] = {"HSET": b"HSET", "ROW_KEY": plan.row_key}
+    namespace.update({f"F{k}": name for k, (name, _) in enumerate(fields)})
+    exec(compile(code, f"<full_row {plan.table.name}>", "exec"), namespace)
+    full: Callable[[Row], Command | None] = namespace["full"]
+    return full
 
 
 class RowColumns(Structure):
