@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis
+from migrator.sink import Client
 
 Command = tuple[bytes, ...]
 
@@ -25,7 +25,7 @@ def checkpoint_key(mapping_name: str) -> str:
 
 
 class Checkpoint:
-    def __init__(self, client: redis.Redis, mapping_name: str) -> None:
+    def __init__(self, client: Client, mapping_name: str) -> None:
         self.client = client
         self.key = checkpoint_key(mapping_name)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from migrator.checkpoint import Checkpoint
+from migrator.cluster import connect_any
 from migrator.errors import (
     EXIT_DIFFERENCE,
     EXIT_OK,
@@ -25,7 +26,6 @@ from migrator.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.resolve import Resolved, resolve
 from migrator.schema import Schema
-from migrator.sink import connect
 from migrator.source import Source
 
 DEFAULT_SOURCE = "mysql+pymysql://root@127.0.0.1:3306"
@@ -190,7 +190,7 @@ def migrate(
     size = batch_size or m.options.batch_size
     started = time.perf_counter()
     with opened(m, source, tables) as (src, resolved):
-        client = connect(target_url(m, target))
+        client = connect_any(target_url(m, target))
         checkpoint = Checkpoint(client, m.name)
         state = checkpoint.load() if resume else {}
         if not resume:

@@ -32,15 +32,16 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 import sqlalchemy as sa
 
 from migrator.checkpoint import Checkpoint, TableState
+from migrator.cluster import connect_any
+from migrator.cluster_sink import sink_for, writer_for
 from migrator.commands import TableReport, finish_commands
 from migrator.planner import Stats, TablePlan
 from migrator.progress import Progress
 from migrator.resolve import Resolved
-from migrator.sink import PackedWriter, RedisSink, connect
+from migrator.sink import Client
 from migrator.source import Selector, Source, keyset_value
 from migrator.values import Kind, converter
 
@@ -64,7 +65,7 @@ class Task:
         return self.field != self.resolved.name
 
 
-def run_task(task: Task, src: Source, client: redis.Redis, report: Callable[[int], None]) -> Stats:
+def run_task(task: Task, src: Source, client: Client, report: Callable[[int], None]) -> Stats:
     """Load one task's rows; returns what they amounted to."""
     resolved = task.resolved
     plan = TablePlan(resolved)
@@ -74,14 +75,14 @@ def run_task(task: Task, src: Source, client: redis.Redis, report: Callable[[int
     kinds = [resolved.schema.column(c).kind for c in pk]
     after = None if task.after is None else [keyset_value(v, k) for v, k in zip(task.after, kinds)]
     checkpoint = Checkpoint(client, task.mapping)
-    writer = PackedWriter(client)
+    writer = writer_for(client)
     done, total = task.rows, Stats()
     batches = src.batches(
         resolved.name, selector, pk, task.batch_size, after=after, until=task.until
     )
     try:
         for rows in batches:
-            payload, count, stats = plan.pack(rows)
+            payload, count, stats = writer.pack(plan, rows)
             done += len(rows)
             writer.put(payload, count, checkpoint.command(task.field, rows[-1][: len(pk)], done))
             total.add(stats)
@@ -98,7 +99,7 @@ def run_task(task: Task, src: Source, client: redis.Redis, report: Callable[[int
     if task.split:
         last.append(checkpoint.command(task.field, None, done, done=True))
     if last:
-        RedisSink(client).write(last)
+        sink_for(client).write(last)
     return total
 
 
@@ -185,7 +186,7 @@ def _in_worker(task: Task) -> Stats:
         src = _OPEN[task.source] = Source(task.source)
     client = _OPEN.get(task.target)
     if client is None:
-        client = _OPEN[task.target] = connect(task.target)
+        client = _OPEN[task.target] = connect_any(task.target)
     name = task.resolved.name
     return run_task(task, src, client, lambda n: _QUEUE.put((name, n)))
 
@@ -193,7 +194,7 @@ def _in_worker(task: Task) -> Stats:
 class Pool:
     """``workers`` slots: one thread of this process and ``workers - 1`` spawned processes."""
 
-    def __init__(self, workers: int, source: str, client: redis.Redis) -> None:
+    def __init__(self, workers: int, source: str, client: Client) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.progress: Any = ctx.Queue() if workers > 1 else queue.SimpleQueue()
         self.local = ThreadPoolExecutor(1, thread_name_prefix="migrate-task")
@@ -317,7 +318,7 @@ def default_workers(rows: int | None = None, cpus: int | None = None) -> int:
 
 def load_tables(
     src: Source,
-    client: redis.Redis,
+    client: Client,
     checkpoint: Checkpoint,
     resolved: list[Resolved],
     states: dict[str, TableState],
@@ -339,7 +340,7 @@ def load_tables(
         rows = report.resumed_from + total.rows
         commands = finish_commands(src, TablePlan(r), r)
         commands.append(checkpoint.command(name, None, rows, done=True))
-        RedisSink(client).write(commands)
+        sink_for(client).write(commands)
         report.keys = total.keys + (1 if r.counter else 0) + len(r.table.latest)
         report.rows, report.entries = total.rows, total.entries
         report.skipped, report.rejected = dict(total.skipped), dict(total.rejected)
@@ -355,7 +356,7 @@ def load_tables(
         own = {f: s for f, s in states.items() if f == name or f.startswith(name + RANGE)}
         table_tasks, report.resumed_from = tasks_for(src, r, own, workers, common)
         if not own and any(t.split for t in table_tasks):  # register the ranges first
-            RedisSink(client).write([checkpoint.command(t.field, t.after, 0) for t in table_tasks])
+            sink_for(client).write([checkpoint.command(t.field, t.after, 0) for t in table_tasks])
         progress.start(name, r.schema.row_estimate or None)
         if report.resumed_from:
             progress.advance(name, report.resumed_from)

@@ -18,6 +18,8 @@ from migrator.errors import ConnectError, MigratorError, TargetError
 
 Command = tuple[bytes, ...]
 T = TypeVar("T")
+#: a target's client: one server, or a Redis Cluster (migrator/cluster.py routes per slot)
+Client = redis.Redis | redis.RedisCluster
 
 
 class Sink(Protocol):
@@ -47,8 +49,11 @@ def mask(url: str) -> str:
     if parts.password is None:
         return url
     host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
+    try:
+        if parts.port:
+            host += f":{parts.port}"
+    except ValueError:  # several host:port pairs (redis+cluster://): keep them as written
+        host = parts.netloc.rsplit("@", 1)[1]
     user = parts.username or ""
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
@@ -170,6 +175,11 @@ class PackedWriter:
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="redis-writer", daemon=True)
         self.thread.start()
+
+    @staticmethod
+    def pack(plan: Any, rows: Sequence[Any]) -> tuple[bytes, int, Any]:
+        """A batch for ``put``: ``plan.pack(rows)`` (a ``TablePlan``), the hot path's bytes."""
+        return plan.pack(rows)
 
     def put(self, payload: bytes, count: int, checkpoint: Command | None = None) -> None:
         """Queue a packed batch (blocks while ``depth`` batches wait); raises a writer error."""

@@ -19,12 +19,13 @@ from typing import Any
 
 from migrator import verify_report as vr
 from migrator.checkpoint import checkpoint_key
+from migrator.cluster import connect_any
+from migrator.cluster_reader import reader_for
 from migrator.commands import finish_commands, load, opened, target_url
 from migrator.errors import MigratorError
 from migrator.planner import KeyFn, TablePlan, compile_template
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.resolve import Resolved, resolve
-from migrator.sink import connect
 from migrator.sink import mask as mask_target
 from migrator.source import Source, keyset_value
 from migrator.values import Kind
@@ -64,9 +65,9 @@ def verify(
             except MigratorError:
                 everything = resolved
         plans = {r.name: TablePlan(r) for r in everything}
-        client = connect(target_url(m, target))
+        client = connect_any(target_url(m, target))
         try:
-            checker = Checker(src, Reader(client), plans, Patterns(list(plans.values())))
+            checker = Checker(src, reader_for(client), plans, Patterns(list(plans.values())))
             verifiers = [
                 checker.table(r, mode, batch_size or m.options.batch_size, sample, progress)
                 for r in resolved

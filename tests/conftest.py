@@ -241,3 +241,28 @@ def employees_url(mysql_server_url: str, testdata_dir: Path) -> str:
         return ensure_employees(mysql_server_url, testdata_dir)
     except Unavailable as e:
         _unavailable(str(e))
+
+
+# -- a Redis Cluster (tests/cluster.py) --------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A 3-primary Redis Cluster of this session's own on free local ports
+    (:class:`tests.cluster.ClusterServers`: ``.url``, ``.seeds_url``, ``.ports``,
+    ``.flush()``); shut down after the session. Skipped when redis-server/redis-cli are
+    missing; when they exist but the cluster does not form, skipped, or failed under
+    ``MIGRATOR_REQUIRE_SERVICES=1``."""
+    from tests.cluster import ClusterUnavailable, cluster_problem, start_cluster
+
+    problem = cluster_problem()
+    if problem:
+        pytest.skip(problem)
+    try:
+        servers = start_cluster(tmp_path_factory.mktemp("redis-cluster"))
+    except ClusterUnavailable as e:
+        _unavailable(f"no Redis Cluster for the tests: {e}")
+    try:
+        yield servers
+    finally:
+        servers.stop()
