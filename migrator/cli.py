@@ -151,6 +151,8 @@ def migrate(
             help="Processes loading in parallel: each single-integer primary key's range is "
             "split across them and tables run side by side (default: 1 on machines of up to 2 "
             "CPUs or for loads under 200,000 rows, else min(4, CPUs)), e.g. --workers 2.",
+            envvar="MIGRATOR_WORKERS",
+            show_envvar=True,
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -260,8 +262,8 @@ def dry_run(
         typer.Option(
             "--resp",
             metavar="FILE",
-            help="Write the whole load as Redis protocol to FILE, for redis-cli --pipe < FILE, "
-            "e.g. --resp load.resp.",
+            help="Write the whole load as Redis protocol to FILE, for redis-cli --pipe < FILE "
+            "(a single server; for a Redis Cluster use migrate), e.g. --resp load.resp.",
         ),
     ] = None,
     batch_size: Annotated[

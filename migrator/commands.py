@@ -1,4 +1,4 @@
-"""The commands as library functions returning reports; they never print (cli.py renders)."""
+"""The commands as library functions returning reports; they never print (render.py does)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ from migrator.resolve import Resolved, resolve
 from migrator.schema import Schema
 from migrator.source import Source
 
-DEFAULT_SOURCE = "mysql+pymysql://root@127.0.0.1:3306"
 DEFAULT_TARGET = "redis://127.0.0.1:6379/0"
 
 
@@ -177,14 +176,19 @@ def migrate(
 ) -> MigrateReport:
     """Load every mapped table into Redis. Returns a report; raises MigratorError.
 
-    ``workers`` splits each single-integer primary key's range across processes and loads
-    tables side by side (migrator/parallel.py); default: 1 on machines of up to 2 CPUs or for
-    loads under 200,000 rows, else min(4, CPUs)."""
+    ``workers`` (else $MIGRATOR_WORKERS) splits each single-integer primary key's range
+    across processes and loads tables side by side (migrator/parallel.py); default: 1 on
+    machines of up to 2 CPUs or for loads under 200,000 rows, else min(4, CPUs)."""
     from migrator.parallel import default_workers, load_tables
 
     m = load(mapping)
     if batch_size is not None and batch_size < 1:
         raise MigratorError("--batch-size must be a positive number of rows")
+    if workers is None and os.environ.get("MIGRATOR_WORKERS"):
+        raw = os.environ["MIGRATOR_WORKERS"]
+        if not raw.isdigit():
+            raise MigratorError(f"MIGRATOR_WORKERS={raw!r} is not a number", "e.g. 2")
+        workers = int(raw)
     if workers is not None and workers < 1:
         raise MigratorError("--workers must be at least 1", "e.g. --workers 2")
     size = batch_size or m.options.batch_size
