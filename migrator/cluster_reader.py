@@ -56,7 +56,7 @@ class ClusterReader(Reader):
 
     def send(self, commands: Sequence[Command]) -> Pending:
         """Read when the replies are wanted (a Pending without a connection reads them)."""
-        return Pending(self, commands, None)
+        return Pending(self, len(commands), None, commands=commands)
 
     def scan(self, glob: str, count: int = 2000) -> Iterator[list[bytes]]:
         """Keys matching ``glob`` on every primary, a SCAN page at a time."""

@@ -30,6 +30,15 @@ from migrator.model import Template
 from migrator.planner import TablePlan
 from migrator.sink import resp, retry
 
+try:  # redis-py's hiredis reader, read directly (``_hiredis_replies``) where it is there
+    from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
+except ImportError:  # pragma: no cover - other redis-py versions: one read_response a reply
+    NOT_ENOUGH_DATA = object()
+
+    class _HiredisParser:  # type: ignore[no-redef]  # (no parser is one of these)
+        _reader: Any = None
+
+
 Command = tuple[bytes, ...]
 Family = Literal["row", "keyed"]
 CHECKPOINT_PREFIX = b"migrator:"
@@ -52,20 +61,31 @@ class Reader:
     def send(self, commands: Sequence[Command]) -> Pending:
         """Send now, read the replies later (``Pending.wait``), so that Redis works while the
         caller reads the next batch from MySQL. A dropped connection is retried in ``wait``."""
+        if not commands:
+            return Pending(self, 0, None)
+        pending = self.send_packed(resp(commands), len(commands))
+        pending.commands = commands
+        return pending
+
+    def send_packed(self, payload: bytes, n: int) -> Pending:
+        """``send`` for commands already packed as RESP: ``n`` of them in ``payload``."""
         pool = self.client.connection_pool
         conn = None
-        if commands:
+        if n:
             try:
                 conn = pool.get_connection()
-                conn.send_packed_command([resp(commands)], check_health=False)
+                conn.send_packed_command([payload], check_health=False)
             except (RedisConnectionError, RedisTimeoutError, OSError):
                 if conn is not None:
                     conn.disconnect()
                     pool.release(conn)
                 conn = None
-        return Pending(self, commands, conn)
+        return Pending(self, n, conn, payload)
 
     def _receive(self, conn: Any, n: int) -> list[Any]:
+        parser = getattr(conn, "_parser", None)
+        if isinstance(parser, _HiredisParser) and parser._reader is not None:
+            return _hiredis_replies(parser, n)
         replies: list[Any] = []
         for _ in range(n):
             try:
@@ -99,24 +119,58 @@ class Reader:
                 return
 
 
-class Pending:
-    """Replies still to be read for commands already sent."""
+def _hiredis_replies(parser: Any, n: int) -> list[Any]:
+    """``n`` replies straight from redis-py's hiredis reader, without its per-reply calls
+    (an error reply is its ResponseError, as in ``Reader._receive``)."""
+    gets, more = parser._reader.gets, parser.read_from_socket
+    replies: list[Any] = []
+    append = replies.append
+    while True:  # only these replies can come on this connection: no need to count each
+        reply = gets()
+        while reply is not NOT_ENOUGH_DATA:
+            append(reply)
+            reply = gets()
+        if len(replies) >= n:
+            break
+        more()
+    if any(issubclass(t, RedisConnectionError) for t in set(map(type, replies))):
+        raise next(r for r in replies if isinstance(r, RedisConnectionError))  # LOADING...
+    return replies
 
-    def __init__(self, reader: Reader, commands: Sequence[Command], conn: Any) -> None:
-        self.reader, self.commands, self.conn = reader, commands, conn
+
+class Pending:
+    """Replies still to be read for ``n`` commands already sent as ``payload`` (over ``conn``;
+    without one, they are sent again when wanted: ``commands`` by ``Reader.read`` if given)."""
+
+    def __init__(
+        self,
+        reader: Reader,
+        n: int,
+        conn: Any,
+        payload: bytes = b"",
+        commands: Sequence[Command] | None = None,
+    ) -> None:
+        self.reader, self.n, self.conn, self.payload = reader, n, conn, payload
+        self.commands = commands
+
+    def _again(self) -> list[Any]:
+        if self.commands is not None:
+            return self.reader.read(self.commands)
+        reader, payload, n = self.reader, self.payload, self.n
+        return retry(lambda: reader._send(payload, n))
 
     def wait(self) -> list[Any]:
-        if not self.commands:
+        if not self.n:
             return []
         conn, self.conn = self.conn, None
         if conn is None:  # the send failed: send again, with retries
-            return self.reader.read(self.commands)
+            return self._again()
         pool = self.reader.client.connection_pool
         try:
-            return self.reader._receive(conn, len(self.commands))
+            return self.reader._receive(conn, self.n)
         except (RedisConnectionError, RedisTimeoutError, OSError):
             conn.disconnect()
-            return self.reader.read(self.commands)
+            return self._again()
         except BaseException:
             conn.disconnect()
             raise
