@@ -4,15 +4,13 @@ batches), both routing every command to its slot's primary through ``cluster.Rou
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from redis.cluster import RedisCluster
 
 from migrator.cluster import Router, first_error
-from migrator.sink import Client, PackedWriter, RedisSink, retry
+from migrator.sink import BackgroundWriter, Client, PackedWriter, RedisSink, retry
 
 if TYPE_CHECKING:
     from migrator.planner import Row, Stats, TablePlan
@@ -48,66 +46,24 @@ class Writer(Protocol):
     def close(self) -> Command | None: ...
 
 
-class ClusterWriter:
+class ClusterWriter(BackgroundWriter):
     """PackedWriter for a cluster: a batch is planned as commands (``TablePlan.plan``, the
-    same commands ``pack`` encodes) and routed per slot from a background thread; a batch's
-    checkpoint goes out with the next batch, once this one was acknowledged."""
+    same commands ``pack`` encodes) and routed per slot from the background thread."""
+
+    thread_name = "cluster-writer"
 
     def __init__(self, client: RedisCluster, depth: int = 2) -> None:
         self.router = Router(client)
-        self.queue: queue.Queue[tuple[list[Command], Command | None] | None] = queue.Queue(depth)
-        self.pending: Command | None = None
-        self.commands_sent = 0
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="cluster-writer", daemon=True)
-        self.thread.start()
+        super().__init__(depth)
 
     def pack(self, plan: TablePlan, rows: Sequence[Row]) -> tuple[list[Command], int, Stats]:
         commands, stats = plan.plan(rows)
         return commands, len(commands), stats
 
-    def put(self, payload: list[Command], count: int, checkpoint: Command | None = None) -> None:
-        while True:
-            self._check()
-            try:
-                self.queue.put((payload, checkpoint), timeout=0.5)
-                return
-            except queue.Full:
-                continue
-
-    def close(self) -> Command | None:
-        while self.thread.is_alive():
-            try:
-                self.queue.put(None, timeout=0.5)
-                break
-            except queue.Full:
-                continue
-        self.thread.join()
-        self._check()
-        return self.pending
-
-    def _check(self) -> None:
-        if self.error is not None:
-            error, self.error = self.error, None
-            raise error
-
-    def _run(self) -> None:
-        try:
-            while (item := self.queue.get()) is not None:
-                commands, checkpoint = item
-                if self.pending is not None:
-                    commands = [self.pending, *commands]
-                replies = retry(lambda c=commands: self.router.send(c), what="the Redis Cluster")  # type: ignore[misc]
-                first_error(commands, replies)
-                self.commands_sent += len(commands)
-                self.pending = checkpoint
-        except BaseException as e:  # handed to the producer at its next put/close
-            self.error = e
-            while True:
-                try:
-                    self.queue.get_nowait()
-                except queue.Empty:
-                    break
+    def _deliver(self, payload: list[Command], count: int, pending: Command | None) -> None:
+        commands = payload if pending is None else [pending, *payload]
+        replies = retry(lambda: self.router.send(commands), what="the Redis Cluster")
+        first_error(commands, replies)
 
 
 def writer_for(client: Client) -> Writer:

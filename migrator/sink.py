@@ -158,31 +158,24 @@ class RecordingSink:
         self.commands_sent += len(commands)
 
 
-class PackedWriter:
-    """The hot path's sink: batches already packed as RESP (``TablePlan.pack``) are sent from
-    a background thread, so reading MySQL and packing overlap with Redis' work.
+class BackgroundWriter:
+    """Batches sent from a background thread, so reading MySQL and planning overlap with
+    Redis' work. A batch's checkpoint command goes out with the next batch, once this batch
+    was acknowledged without error; ``close`` returns the one not yet sent. Subclasses say
+    how one batch (with the previous checkpoint, if any) is delivered."""
 
-    Every command on this path (HSET, SADD, ZADD, SET) has a one-line reply, so replies are
-    counted by line and only an error line (``-...``) is looked at. A batch's checkpoint
-    command goes out with the next batch, once this batch was acknowledged without error.
-    """
+    thread_name = "redis-writer"
 
-    def __init__(self, client: redis.Redis, depth: int = 2) -> None:
-        self.client = client
-        self.queue: queue.Queue[tuple[bytes, int, Command | None] | None] = queue.Queue(depth)
+    def __init__(self, depth: int = 2) -> None:
+        self.queue: queue.Queue[tuple[Any, int, Command | None] | None] = queue.Queue(depth)
         self.pending: Command | None = None  # checkpoint of the last acknowledged batch
         self.commands_sent = 0
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="redis-writer", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self.thread.start()
 
-    @staticmethod
-    def pack(plan: Any, rows: Sequence[Any]) -> tuple[bytes, int, Any]:
-        """A batch for ``put``: ``plan.pack(rows)`` (a ``TablePlan``), the hot path's bytes."""
-        return plan.pack(rows)
-
-    def put(self, payload: bytes, count: int, checkpoint: Command | None = None) -> None:
-        """Queue a packed batch (blocks while ``depth`` batches wait); raises a writer error."""
+    def put(self, payload: Any, count: int, checkpoint: Command | None = None) -> None:
+        """Queue a batch (blocks while ``depth`` batches wait); raises a writer error."""
         while True:
             self._check()
             try:
@@ -193,14 +186,13 @@ class PackedWriter:
 
     def close(self) -> Command | None:
         """Wait for every batch; returns the checkpoint command not yet sent (or None)."""
-        if self.thread.is_alive():
-            while self.thread.is_alive():
-                try:
-                    self.queue.put(None, timeout=0.5)
-                    break
-                except queue.Full:
-                    continue
-            self.thread.join()
+        while self.thread.is_alive():
+            try:
+                self.queue.put(None, timeout=0.5)
+                break
+            except queue.Full:
+                continue
+        self.thread.join()
         self._check()
         return self.pending
 
@@ -213,11 +205,8 @@ class PackedWriter:
         try:
             while (item := self.queue.get()) is not None:
                 payload, count, checkpoint = item
-                if self.pending is not None:
-                    payload = resp([self.pending]) + payload
-                    count += 1
-                retry(lambda p=payload, n=count: self._send(p, n))  # type: ignore[misc]
-                self.commands_sent += count
+                self._deliver(payload, count, self.pending)
+                self.commands_sent += count + (self.pending is not None)
                 self.pending = checkpoint
         except BaseException as e:  # handed to the producer at its next put/close
             self.error = e
@@ -226,6 +215,29 @@ class PackedWriter:
                     self.queue.get_nowait()
                 except queue.Empty:
                     break
+
+    def _deliver(self, payload: Any, count: int, pending: Command | None) -> None:
+        raise NotImplementedError
+
+
+class PackedWriter(BackgroundWriter):
+    """The hot path's sink for one server: batches already packed as RESP
+    (``TablePlan.pack``). Every command on this path (HSET, SADD, ZADD, SET) has a one-line
+    reply, so replies are counted by line and only an error line (``-...``) is looked at."""
+
+    def __init__(self, client: redis.Redis, depth: int = 2) -> None:
+        self.client = client
+        super().__init__(depth)
+
+    @staticmethod
+    def pack(plan: Any, rows: Sequence[Any]) -> tuple[bytes, int, Any]:
+        """A batch for ``put``: ``plan.pack(rows)`` (a ``TablePlan``), the hot path's bytes."""
+        return plan.pack(rows)
+
+    def _deliver(self, payload: bytes, count: int, pending: Command | None) -> None:
+        if pending is not None:
+            payload, count = resp([pending]) + payload, count + 1
+        retry(lambda: self._send(payload, count))
 
     def _send(self, payload: bytes, count: int) -> None:
         pool = self.client.connection_pool
