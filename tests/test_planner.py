@@ -184,3 +184,21 @@ def test_packed_hot_path_is_byte_identical_to_the_plan(tables: str) -> None:
     assert packed == resp(commands)
     assert count == len(commands)
     assert packed_stats == stats
+
+
+def test_coalescing_cuts_the_command_count_about_threefold() -> None:
+    """5,000 rows with a unique and a non-unique index: one HSET per row, one HSET for the
+    unique hash, one SADD per distinct indexed value, instead of three commands per row."""
+    plan = _plan("  emp:\n    columns: [ename]\n    unique: [email]\n    indexes: [mgr_id]\n")
+    many = [
+        tuple(
+            {"emp_id": b"%d" % n, "ename": b"e%d" % n, "email": b"u%d@x" % n,
+             "mgr_id": b"%d" % (n % 50)}.get(c) for c in plan.select
+        )
+        for n in range(1, 5001)
+    ]  # fmt: skip
+    commands, stats = plan.plan(many)
+    assert len(commands) == 5000 + 1 + 50
+    uncoalesced = 5000 * 3
+    assert uncoalesced / len(commands) > 2.9
+    assert stats.entries == 10000
