@@ -230,13 +230,13 @@ def init(
 
 
 @app.command()
-def validate(mapping: MappingArg, source: SourceOpt = None) -> None:
+def validate(mapping: MappingArg, source: SourceOpt = None, as_json: JsonOpt = False) -> None:
     """Check a mapping (and, given a source, against the live schema).
     Example: migrator validate mappings/emp.yaml"""
 
     def go() -> int:
         report = check(mapping, source=source)
-        render_validate(report)
+        emit(report, as_json, render_validate)
         return report.exit_code
 
     run(go)

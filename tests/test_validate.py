@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -176,3 +177,14 @@ def test_cli_validate_loader_error_exits_2(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert f"{f}:4: tables.emp.as: unknown 'as: hashes'" in result.output
     assert "did you mean 'hash'?" in result.output
+
+
+def test_validate_json_lists_every_problem_with_its_line(tmp_path: Path) -> None:
+    f = tmp_path / "m.yaml"
+    f.write_text("version: 1\ntables:\n  emp:\n    indexs: [a]\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["validate", str(f), "--json"])
+    assert result.exit_code == 2
+    data = json.loads(result.stdout)
+    assert data["ok"] is False
+    (problem,) = data["problems"]
+    assert problem["line"] == 4 and "indexs" in problem["message"]
