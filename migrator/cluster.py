@@ -34,7 +34,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from migrator.errors import ConnectError, MigratorError, TargetError
-from migrator.sink import Client, connect, mask, resp
+from migrator.sink import Client, connect, mask, refused, resp
 
 Command = tuple[bytes, ...]
 SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -323,10 +323,4 @@ def first_error(commands: Sequence[Command], replies: Sequence[Any]) -> None:
         errors = reply if isinstance(reply, list) else [reply]
         for e in errors:
             if isinstance(e, ResponseError):
-                key = cmd[1].decode("utf-8", "replace") if len(cmd) > 1 else ""
-                raise TargetError(
-                    f"Redis refused {cmd[0].decode()} {key}: {e}",
-                    "a key of another type may be in the way: clear it, or use an empty database"
-                    if "WRONGTYPE" in str(e)
-                    else None,
-                )
+                raise refused(cmd, e)

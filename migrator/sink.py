@@ -133,14 +133,7 @@ class RedisSink:
         finally:
             pool.release(conn)
         if error is not None:
-            cmd, exc = error
-            key = cmd[1].decode("utf-8", "replace") if len(cmd) > 1 else ""
-            raise TargetError(
-                f"Redis refused {cmd[0].decode()} {key}: {exc}",
-                "a key of another type may be in the way: clear it, or use an empty database"
-                if "WRONGTYPE" in str(exc)
-                else None,
-            )
+            raise refused(*error)
 
     def execute(self, *args: Any) -> Any:
         return retry(lambda: self.client.execute_command(*args))
@@ -268,19 +261,24 @@ class PackedWriter(BackgroundWriter):
             _refused(payload, replies)
 
 
-def _refused(payload: bytes, replies: bytes | bytearray) -> None:
-    """Raise TargetError naming the first command Redis refused."""
-    lines = bytes(replies).split(b"\r\n")
-    n = next(i for i, line in enumerate(lines) if line[:1] == b"-")
-    message = lines[n][1:].decode("utf-8", "replace")
-    cmd = _nth_command(payload, n)
+def refused(cmd: Command, error: object) -> TargetError:
+    """The error for a command Redis refused: the command, its key, Redis' message, and a
+    hint where a key of another type is in the way."""
+    message = str(error)
     key = cmd[1].decode("utf-8", "replace") if len(cmd) > 1 else ""
-    raise TargetError(
+    return TargetError(
         f"Redis refused {cmd[0].decode()} {key}: {message}",
         "a key of another type may be in the way: clear it, or use an empty database"
         if "WRONGTYPE" in message
         else None,
     )
+
+
+def _refused(payload: bytes, replies: bytes | bytearray) -> None:
+    """Raise TargetError naming the first command Redis refused."""
+    lines = bytes(replies).split(b"\r\n")
+    n = next(i for i, line in enumerate(lines) if line[:1] == b"-")
+    raise refused(_nth_command(payload, n), lines[n][1:].decode("utf-8", "replace"))
 
 
 def _nth_command(payload: bytes, n: int) -> Command:
