@@ -12,9 +12,12 @@ from typing import Annotated
 
 import typer
 
-from migrator import __version__, commands, scaffold
-from migrator.dryrun import dry_run as plan_only
+from migrator import __version__
+from migrator.commands import migrate as commands
+from migrator.commands.dryrun import dry_run as plan_only
 from migrator.errors import EXIT_CONNECT, EXIT_USAGE, MappingErrors, MigratorError
+from migrator.mapping import scaffold
+from migrator.mapping.validate import validate as check
 from migrator.render import (
     emit,
     err,
@@ -27,8 +30,7 @@ from migrator.render import (
     render_verify,
     say,
 )
-from migrator.validate import validate as check
-from migrator.verifier import verify as run_verify
+from migrator.verify.tables import verify as run_verify
 
 app = typer.Typer(
     name="migrator",

@@ -30,11 +30,11 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from migrator import progress as stages
-from migrator.commands import MigrateReport
-from migrator.dryrun import DryRunReport
-from migrator.scaffold import Draft
-from migrator.validate import ValidateReport
-from migrator.verify_report import VerifyReport
+from migrator.commands.dryrun import DryRunReport
+from migrator.commands.migrate import MigrateReport
+from migrator.mapping.scaffold import Draft
+from migrator.mapping.validate import ValidateReport
+from migrator.verify.report import VerifyReport
 
 err = Console(stderr=True)
 out = Console()

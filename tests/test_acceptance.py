@@ -16,10 +16,10 @@ import sqlalchemy as sa
 import yaml
 from typer.testing import CliRunner
 
-from migrator import commands
 from migrator.cli import app
-from migrator.loader import load_mapping
-from migrator.model import Mapping, Table, Template
+from migrator.commands import migrate as commands
+from migrator.mapping.loader import load_mapping
+from migrator.mapping.model import Mapping, Table, Template
 from tests.test_json_schema import schema_errors
 
 pytestmark = pytest.mark.acceptance

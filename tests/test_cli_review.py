@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.text import Text
 
 from migrator import cli, render
-from migrator.dryrun import dry_run
-from migrator.planner import TablePlan
-from migrator.sink import resp
+from migrator.commands.dryrun import dry_run
+from migrator.plan.planner import TablePlan
+from migrator.target.sink import resp
 from tests.services import MySQLDatabase
 
 SQL = """

@@ -16,14 +16,14 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from typer.testing import CliRunner
 
-from migrator import commands
-from migrator import verify_report as vr
-from migrator.checkpoint import Checkpoint
 from migrator.cli import app
-from migrator.cluster import connect_any, parse_seeds, units
-from migrator.cluster_sink import ClusterSink
+from migrator.commands import migrate as commands
 from migrator.errors import ConnectError, MigratorError, TargetError
-from migrator.verifier import verify
+from migrator.target.checkpoint import Checkpoint
+from migrator.target.cluster import connect_any, parse_seeds, units
+from migrator.target.cluster_sink import ClusterSink
+from migrator.verify import report as vr
+from migrator.verify.tables import verify
 from tests.cluster import ClusterServers
 from tests.test_workers import MAPPING, ROWS, TABLE, snapshot
 
@@ -224,7 +224,7 @@ def test_moved_replies_refresh_the_slot_map(cluster: ClusterServers, rc: RedisCl
 
 
 def test_seed_passwords_are_masked() -> None:
-    from migrator.sink import mask
+    from migrator.target.sink import mask
 
     assert mask("redis+cluster://u:secret@h1:1,h2:2/0") == "redis+cluster://u:***@h1:1,h2:2/0"
 

@@ -15,11 +15,11 @@ import pytest
 import redis
 from sqlalchemy.engine import make_url
 
-from migrator import commands
-from migrator.drivers import RAW_DRIVER_ENV, mysqldb_available, raw_driver
+from migrator.commands import migrate as commands
 from migrator.errors import ConnectError
-from migrator.loader import parse_mapping
-from migrator.source import RawRow, Source
+from migrator.mapping.loader import parse_mapping
+from migrator.source.drivers import RAW_DRIVER_ENV, mysqldb_available, raw_driver
+from migrator.source.mysql import RawRow, Source
 from tests.test_values_mysql import EXPECTED, TYPES
 
 NO_MYSQLDB = "mysqlclient (MySQLdb) is not importable: pip install -e '.[fast]'"

@@ -21,11 +21,11 @@ import pytest
 import redis
 from typer.testing import CliRunner
 
-from migrator import scaffold
 from migrator.cli import app
-from migrator.commands import migrate
-from migrator.dryrun import command_line, dry_run, quote
-from migrator.estimate import Aggregate, Limits, MemoryModel, jemalloc, lp_entry, string_value
+from migrator.commands.dryrun import command_line, dry_run, quote
+from migrator.commands.migrate import migrate
+from migrator.mapping import scaffold
+from migrator.plan.estimate import Aggregate, Limits, MemoryModel, jemalloc, lp_entry, string_value
 from tests.services import MySQLDatabase
 
 WRITES = ("set", "hset", "sadd", "zadd", "rpush", "del", "multi", "exec", "flushdb", "flushall")

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from migrator import loader
 from migrator.errors import MappingError
-from migrator.loader import json_schema
+from migrator.mapping import loader
+from migrator.mapping.loader import json_schema
 
 REPO = Path(__file__).resolve().parent.parent
 USED = {
@@ -102,7 +102,7 @@ def schema_errors(document: Any) -> list[str]:
 def test_schema_is_draft_2020_12_and_ships_in_the_package() -> None:
     schema = json_schema()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert (REPO / "migrator" / "mapping.schema.json").is_file()
+    assert (REPO / "migrator" / "mapping" / "mapping.schema.json").is_file()
     assert "mapping.schema.json" in (REPO / "pyproject.toml").read_text()
 
 
@@ -253,7 +253,7 @@ def test_shipped_mappings_match_the_schema() -> None:
 
 
 def test_init_output_matches_the_schema() -> None:
-    from migrator import scaffold
+    from migrator.mapping import scaffold
     from tests.test_scaffold import odd_schema, sample_schema
 
     for schema in (sample_schema(), odd_schema()):

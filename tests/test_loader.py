@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from migrator.errors import MappingError
-from migrator.loader import expand_env, load_mapping, parse_mapping
-from migrator.model import Template
+from migrator.mapping.loader import expand_env, load_mapping, parse_mapping
+from migrator.mapping.model import Template
 
 FULL = """\
 version: 1

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from migrator import commands
-from migrator.checkpoint import Checkpoint
+from migrator.commands import migrate as commands
 from migrator.errors import MigratorError
-from migrator.loader import parse_mapping
-from migrator.source import Source
+from migrator.mapping.loader import parse_mapping
+from migrator.source.mysql import Source
+from migrator.target.checkpoint import Checkpoint
 
 ODD = """
 CREATE TABLE `order` (`order id` INT PRIMARY KEY, `the total` DECIMAL(8,2), `select` VARCHAR(10));

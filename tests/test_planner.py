@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from migrator.loader import parse_mapping
-from migrator.planner import TablePlan
-from migrator.resolve import resolve
-from migrator.schema import Column, IndexInfo, Schema, TableSchema
-from migrator.sink import resp
-from migrator.values import Kind
+from migrator.mapping.loader import parse_mapping
+from migrator.mapping.resolve import resolve
+from migrator.mapping.schema import Column, IndexInfo, Schema, TableSchema
+from migrator.plan.planner import TablePlan
+from migrator.plan.values import Kind
+from migrator.target.sink import resp
 
 
 def _schema() -> Schema:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from migrator import commands
+from migrator.commands import migrate as commands
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,14 +9,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from migrator import scaffold
 from migrator.cli import app
 from migrator.errors import SourceError
-from migrator.loader import parse_mapping
-from migrator.planner import TablePlan
-from migrator.resolve import resolve
-from migrator.schema import Column, ForeignKey, IndexInfo, Schema, TableSchema
-from migrator.values import Kind
+from migrator.mapping import scaffold
+from migrator.mapping.loader import parse_mapping
+from migrator.mapping.resolve import resolve
+from migrator.mapping.schema import Column, ForeignKey, IndexInfo, Schema, TableSchema
+from migrator.plan.planner import TablePlan
+from migrator.plan.values import Kind
 
 REPO = Path(__file__).resolve().parent.parent
 URL = "mysql+pymysql://app:s3cret@db.example:3306/shop"
@@ -270,7 +270,7 @@ def test_cli_init_writes_refuses_and_forces(mysql_db, tmp_path: Path) -> None:  
 
 
 def test_cli_init_then_migrate_odd_names(mysql_db, redis_url, redis_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from migrator import commands
+    from migrator.commands import migrate as commands
 
     mysql_db.run(ODD_SQL)
     out = tmp_path / "m.yaml"
@@ -309,7 +309,7 @@ def test_cli_init_errors(mysql_db) -> None:  # type: ignore[no-untyped-def]
 def test_init_on_the_samples_gives_the_documents_structures(  # type: ignore[no-untyped-def]
     mysql_db, redis_url, redis_client, tmp_path: Path
 ) -> None:
-    from migrator import commands
+    from migrator.commands import migrate as commands
 
     files = sorted((REPO / "samples").glob("*.sql"))
     assert {f.name for f in files} >= {"emp.sql", "book_tag.sql", "login.sql"}

@@ -8,8 +8,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from migrator.cli import app
-from migrator.loader import parse_mapping
-from migrator.validate import Problem, check_schema, validate
+from migrator.mapping.loader import parse_mapping
+from migrator.mapping.validate import Problem, check_schema, validate
 from tests.test_scaffold import sample_schema
 
 MAPPING = """\

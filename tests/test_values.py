@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from migrator.values import Kind, float32_text, kind_of, score, unix_seconds
+from migrator.plan.values import Kind, float32_text, kind_of, score, unix_seconds
 
 
 @pytest.mark.parametrize(

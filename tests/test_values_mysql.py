@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from migrator import commands
-from migrator.loader import parse_mapping
+from migrator.commands import migrate as commands
+from migrator.mapping.loader import parse_mapping
 
 TYPES = """
 CREATE TABLE v (

@@ -11,15 +11,15 @@ import pytest
 import redis
 from typer.testing import CliRunner
 
-from migrator import scaffold
-from migrator import verify_report as vr
 from migrator.cli import app
-from migrator.commands import migrate
-from migrator.loader import parse_mapping
-from migrator.model import Template
-from migrator.verifier import verify
-from migrator.verify_keys import KeyPattern, _glob_regex
-from migrator.verify_report import TableCheck, VerifyReport
+from migrator.commands.migrate import migrate
+from migrator.mapping import scaffold
+from migrator.mapping.loader import parse_mapping
+from migrator.mapping.model import Template
+from migrator.verify import report as vr
+from migrator.verify.keys import KeyPattern, _glob_regex
+from migrator.verify.report import TableCheck, VerifyReport
+from migrator.verify.tables import verify
 from tests.services import MySQLDatabase
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""verify's fast path (migrator/verify_fast.py) against real MariaDB and Redis: a clean table
+"""verify's fast path (migrator/verify/fast.py) against real MariaDB and Redis: a clean table
 passes without the general path, and every kind of tampering gives exactly the report the
 general path gives (the fast path only decides which batches the general path re-reads)."""
 
@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import redis
 
-from migrator import verifier
-from migrator import verify_report as vr
-from migrator.commands import migrate
-from migrator.verifier import verify
-from migrator.verify_fast import MISSES, FastBatch, FastChecks
+from migrator.commands.migrate import migrate
+from migrator.verify import report as vr
+from migrator.verify import tables as verifier
+from migrator.verify.fast import MISSES, FastBatch, FastChecks
+from migrator.verify.tables import verify
 from tests.services import MySQLDatabase
 
 LONG = "x" * 200  # a value this long makes Redis keep the hash unordered (hashtable)

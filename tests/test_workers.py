@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import redis
 
-from migrator import commands
-from migrator.checkpoint import Checkpoint
+from migrator.commands import migrate as commands
+from migrator.commands.parallel import default_workers
 from migrator.errors import TargetError
-from migrator.parallel import default_workers
-from migrator.planner import TablePlan
-from migrator.sink import resp
+from migrator.plan.planner import TablePlan
+from migrator.target.checkpoint import Checkpoint
+from migrator.target.sink import resp
 
 ROWS = 3000
 TABLE = f"""

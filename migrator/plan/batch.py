@@ -1,8 +1,8 @@
 """The building blocks of a plan: row and command types, key templates compiled to functions
 of a row, and ``Batch``, which collects one batch's commands and coalesces writes to a key.
 
-The structures (``migrator.structures``) write into a ``Batch``; the packer
-(``migrator.packer``) produces the same bytes without one. Both share the reasons below, so a
+The structures (``migrator.plan.structures``) write into a ``Batch``; the packer
+(``migrator.plan.packer``) produces the same bytes without one. Both share the reasons below, so a
 row skipped or rejected is counted under one name whichever path planned it.
 """
 
@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from migrator.model import Template
+from migrator.mapping.model import Template
 
 Row = Sequence[bytes | None]
 Command = tuple[bytes, ...]

@@ -34,16 +34,16 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from migrator.checkpoint import Checkpoint, TableState
-from migrator.cluster import connect_any
-from migrator.cluster_sink import sink_for, writer_for
-from migrator.commands import TableReport, finish_commands
-from migrator.planner import Stats, TablePlan
+from migrator.commands.migrate import TableReport, finish_commands
+from migrator.mapping.resolve import Resolved
+from migrator.plan.planner import Stats, TablePlan
+from migrator.plan.values import Kind, converter
 from migrator.progress import Progress
-from migrator.resolve import Resolved
-from migrator.sink import Client
-from migrator.source import Selector, Source, keyset_value
-from migrator.values import Kind, converter
+from migrator.source.mysql import Selector, Source, keyset_value
+from migrator.target.checkpoint import Checkpoint, TableState
+from migrator.target.cluster import connect_any
+from migrator.target.cluster_sink import sink_for, writer_for
+from migrator.target.sink import Client
 
 RANGE = "#range:"
 

@@ -52,7 +52,7 @@ def raw_driver(url: URL) -> str:
 
 
 def raw_connect(url: URL, timeout: int) -> Any:
-    from migrator.source import _setup_session, connect_error
+    from migrator.source.mysql import _setup_session, connect_error
 
     driver = raw_driver(url)
     if driver != url.get_driver_name():

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from migrator.errors import EXIT_OK, EXIT_USAGE, MappingError, MappingErrors
-from migrator.loader import load_mapping, suggest
-from migrator.model import Mapping, Table
-from migrator.resolve import column_uses, resolve
-from migrator.scaffold import live_schema
-from migrator.schema import Schema, TableSchema
-from migrator.source import Source, mask
+from migrator.mapping.loader import load_mapping, suggest
+from migrator.mapping.model import Mapping, Table
+from migrator.mapping.resolve import column_uses, resolve
+from migrator.mapping.scaffold import live_schema
+from migrator.mapping.schema import Schema, TableSchema
+from migrator.source.mysql import Source, mask
 
 Level = Literal["error", "warning"]
 

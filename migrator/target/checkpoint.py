@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from migrator.sink import Client
+from migrator.target.sink import Client
 
 Command = tuple[bytes, ...]
 

@@ -6,9 +6,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from migrator.errors import MappingError, MappingErrors
-from migrator.loader import suggest
-from migrator.model import Index, Mapping, Table, Template
-from migrator.schema import Schema, TableSchema
+from migrator.mapping.loader import suggest
+from migrator.mapping.model import Index, Mapping, Table, Template
+from migrator.mapping.schema import Schema, TableSchema
 
 
 @dataclass(frozen=True)

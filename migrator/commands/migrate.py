@@ -9,8 +9,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from migrator.checkpoint import Checkpoint
-from migrator.cluster import connect_any
 from migrator.errors import (
     EXIT_DIFFERENCE,
     EXIT_OK,
@@ -20,13 +18,15 @@ from migrator.errors import (
     MigratorError,
     TargetError,
 )
-from migrator.loader import load_mapping, suggest
-from migrator.model import Mapping
-from migrator.planner import TablePlan
+from migrator.mapping.loader import load_mapping, suggest
+from migrator.mapping.model import Mapping
+from migrator.mapping.resolve import Resolved, resolve
+from migrator.mapping.schema import Schema
+from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
-from migrator.resolve import Resolved, resolve
-from migrator.schema import Schema
-from migrator.source import Source
+from migrator.source.mysql import Source
+from migrator.target.checkpoint import Checkpoint
+from migrator.target.cluster import connect_any
 
 DEFAULT_TARGET = "redis://127.0.0.1:6379/0"
 
@@ -85,7 +85,7 @@ def opened(
 def refuse_invalid(mapping: Mapping, schema: Schema, only: list[str] | None) -> None:
     """Stop on any error ``migrator validate`` reports for these tables (e.g. a row key
     without the primary key), so no command runs a mapping that validate rejects."""
-    from migrator.validate import check_schema
+    from migrator.mapping.validate import check_schema
 
     def wanted(path: str) -> bool:
         return only is None or any(path == f"tables.{t}" or path.startswith(f"tables.{t}.")
@@ -179,7 +179,7 @@ def migrate(
     ``workers`` (else $MIGRATOR_WORKERS) splits each single-integer primary key's range
     across processes and loads tables side by side (migrator/parallel.py); default: 1 on
     machines of up to 2 CPUs or for loads under 200,000 rows, else min(4, CPUs)."""
-    from migrator.parallel import default_workers, load_tables
+    from migrator.commands.parallel import default_workers, load_tables
 
     m = load(mapping)
     if batch_size is not None and batch_size < 1:
@@ -213,8 +213,8 @@ def migrate(
         except (TargetError, ConnectError) as e:
             raise partial(e, m) from None
         client.close()
-        from migrator.sink import mask as mask_target
-        from migrator.source import mask as mask_source
+        from migrator.source.mysql import mask as mask_source
+        from migrator.target.sink import mask as mask_target
 
         return MigrateReport(
             mapping=m.file or m.name,

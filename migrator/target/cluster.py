@@ -34,7 +34,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from migrator.errors import ConnectError, MigratorError, TargetError
-from migrator.sink import Client, connect, mask, refused, resp
+from migrator.target.sink import Client, connect, mask, refused, resp
 
 Command = tuple[bytes, ...]
 SCHEMES = ("redis+cluster", "rediss+cluster")

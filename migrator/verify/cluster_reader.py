@@ -15,9 +15,9 @@ from typing import Any
 from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from migrator.cluster import Router
-from migrator.sink import Client, retry
-from migrator.verify_keys import Pending, Reader
+from migrator.target.cluster import Router
+from migrator.target.sink import Client, retry
+from migrator.verify.keys import Pending, Reader
 
 Command = tuple[bytes, ...]
 

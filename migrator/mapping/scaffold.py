@@ -27,9 +27,9 @@ import yaml
 from sqlalchemy.exc import SAWarning
 
 from migrator.errors import SourceError
-from migrator.loader import suggest
-from migrator.schema import Schema, TableSchema
-from migrator.source import Source, mask
+from migrator.mapping.loader import suggest
+from migrator.mapping.schema import Schema, TableSchema
+from migrator.source.mysql import Source, mask
 
 BatchSize = 5000
 

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from migrator.errors import SourceError
-from migrator.values import Kind, kind_of
+from migrator.plan.values import Kind, kind_of
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from migrator.batch import NULL_INDEX, NULL_KEY, NULL_UNIQUE, Batch, Row, Stats, template_parts
-from migrator.sink import resp
+from migrator.plan.batch import NULL_INDEX, NULL_KEY, NULL_UNIQUE, Batch, Row, Stats, template_parts
+from migrator.target.sink import resp
 
 if TYPE_CHECKING:
-    from migrator.planner import TablePlan
+    from migrator.plan.planner import TablePlan
 
 
 def _row_function(

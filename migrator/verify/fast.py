@@ -23,13 +23,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from migrator.batch import Batch, Row, template_parts
-from migrator.packer import _Code, _joined_parts, _none_check
-from migrator.sink import resp
+from migrator.plan.batch import Batch, Row, template_parts
+from migrator.plan.packer import _Code, _joined_parts, _none_check
+from migrator.target.sink import resp
 
 if TYPE_CHECKING:
-    from migrator.verify_keys import Pending
-    from migrator.verify_rows import RowChecks
+    from migrator.verify.keys import Pending
+    from migrator.verify.rows import RowChecks
 
 FIELDS = b"""local at = #KEYS
 for i, k in ipairs(KEYS) do

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import yaml
 
 from migrator.errors import MappingError
-from migrator.model import (
+from migrator.mapping.model import (
     KINDS,
     Index,
     Latest,
@@ -47,7 +47,7 @@ def suggest(name: str, choices: Any) -> str | None:
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of the mapping format, as shipped inside the package."""
-    text = resources.files("migrator").joinpath("mapping.schema.json").read_text("utf-8")
+    text = resources.files("migrator.mapping").joinpath("mapping.schema.json").read_text("utf-8")
     return dict(json.loads(text))
 
 

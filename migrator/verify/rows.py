@@ -9,10 +9,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from migrator import verify_report as vr
-from migrator.planner import Batch, KeyFn, Row, Structure, TablePlan
-from migrator.verify_keys import Reader
-from migrator.verify_report import TableCheck
+from migrator.plan.planner import Batch, KeyFn, Row, Structure, TablePlan
+from migrator.verify import report as vr
+from migrator.verify.keys import Reader
+from migrator.verify.report import TableCheck
 
 Command = tuple[bytes, ...]
 #: HGETALL of every key, as one array reply (a WRONGTYPE key gives an error in its place)

@@ -25,16 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from migrator.commands import finish_commands, load, opened, target_url
+from migrator.commands.migrate import finish_commands, load, opened, target_url
 from migrator.errors import MigratorError
-from migrator.estimate import Limits, MemoryModel, keyspace
-from migrator.model import Template
-from migrator.planner import Command, Stats, TablePlan
+from migrator.mapping.model import Template
+from migrator.mapping.resolve import Resolved
+from migrator.plan.estimate import Limits, MemoryModel, keyspace
+from migrator.plan.planner import Command, Stats, TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
-from migrator.resolve import Resolved
-from migrator.sink import mask as mask_target
-from migrator.sink import resp
-from migrator.source import Source, mask
+from migrator.source.mysql import Source, mask
+from migrator.target.sink import mask as mask_target
+from migrator.target.sink import resp
 
 _SAFE = re.compile(rb"[\x21\x23-\x26\x28-\x7e]+")  # printable ASCII but " and '
 _ESCAPES = {b"\\": "\\\\", b'"': '\\"', b"\n": "\\n", b"\r": "\\r", b"\t": "\\t",

@@ -20,22 +20,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from migrator import verify_report as vr
-from migrator.checkpoint import checkpoint_key
-from migrator.cluster import connect_any
-from migrator.cluster_reader import reader_for
-from migrator.commands import finish_commands, load, opened, target_url
+from migrator.commands.migrate import finish_commands, load, opened, target_url
 from migrator.errors import MigratorError
-from migrator.planner import KeyFn, TablePlan, compile_template
+from migrator.mapping.resolve import Resolved, resolve
+from migrator.plan.planner import KeyFn, TablePlan, compile_template
+from migrator.plan.values import Kind
 from migrator.progress import NULL_PROGRESS, Progress
-from migrator.resolve import Resolved, resolve
-from migrator.sink import mask as mask_target
-from migrator.source import Source, keyset_value
-from migrator.values import Kind
-from migrator.verify_fast import FastBatch, FastChecks, usable
-from migrator.verify_keys import KeyPattern, Patterns, Reader
-from migrator.verify_report import TableCheck, VerifyReport
-from migrator.verify_rows import CARDINALITY, Command, RowChecks, run_structure
+from migrator.source.mysql import Source, keyset_value
+from migrator.target.checkpoint import checkpoint_key
+from migrator.target.cluster import connect_any
+from migrator.target.sink import mask as mask_target
+from migrator.verify import report as vr
+from migrator.verify.cluster_reader import reader_for
+from migrator.verify.fast import FastBatch, FastChecks, usable
+from migrator.verify.keys import KeyPattern, Patterns, Reader
+from migrator.verify.report import TableCheck, VerifyReport
+from migrator.verify.rows import CARDINALITY, Command, RowChecks, run_structure
 
 LOOKUP_CHUNK = 500
 

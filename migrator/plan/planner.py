@@ -3,20 +3,20 @@
 A row is a tuple of ``bytes | None`` in the order of ``TablePlan.select`` (primary-key
 columns first), each value already the Redis text of SPEC section 3. Each structure a table
 maps to is one small class in ``migrator.structures.STRUCTURES``; ``TablePlan.plan`` runs
-them over a batch, whose ``Batch`` (``migrator.batch``) coalesces writes to the same key
+them over a batch, whose ``Batch`` (``migrator.plan.batch``) coalesces writes to the same key
 (one SADD with many members, one HSET with many fields). ``TablePlan.pack`` is the same
-plan packed straight to Redis protocol bytes (``migrator.packer``).
+plan packed straight to Redis protocol bytes (``migrator.plan.packer``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from migrator.batch import Batch, Command, KeyFn, Row, Stats, compile_template, joiner
-from migrator.model import Template
-from migrator.packer import Packer
-from migrator.resolve import Resolved, column_uses
-from migrator.structures import STRUCTURES, Structure
+from migrator.mapping.model import Template
+from migrator.mapping.resolve import Resolved, column_uses
+from migrator.plan.batch import Batch, Command, KeyFn, Row, Stats, compile_template, joiner
+from migrator.plan.packer import Packer
+from migrator.plan.structures import STRUCTURES, Structure
 
 __all__ = [
     "STRUCTURES",

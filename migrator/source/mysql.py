@@ -16,10 +16,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import URL, Engine, make_url
 
-from migrator.drivers import raw_connect, unbuffered_cursor
 from migrator.errors import ConnectError, MigratorError, SourceError
-from migrator.schema import Column, Schema, read_schema
-from migrator.values import Converter, Kind, converter
+from migrator.mapping.schema import Column, Schema, read_schema
+from migrator.plan.values import Converter, Kind, converter
+from migrator.source.drivers import raw_connect, unbuffered_cursor
 
 log = logging.getLogger(__name__)
 

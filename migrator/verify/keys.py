@@ -26,9 +26,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from migrator.model import Template
-from migrator.planner import TablePlan
-from migrator.sink import resp, retry
+from migrator.mapping.model import Template
+from migrator.plan.planner import TablePlan
+from migrator.target.sink import resp, retry
 
 try:  # redis-py's hiredis reader, read directly (``_hiredis_replies``) where it is there
     from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from migrator.batch import (
+from migrator.mapping.model import Table
+from migrator.plan.batch import (
     NULL_INDEX,
     NULL_KEY,
     NULL_UNIQUE,
@@ -20,11 +21,10 @@ from migrator.batch import (
     compile_template,
     joiner,
 )
-from migrator.model import Table
-from migrator.values import score as to_score
+from migrator.plan.values import score as to_score
 
 if TYPE_CHECKING:
-    from migrator.planner import TablePlan
+    from migrator.plan.planner import TablePlan
 
 
 class Structure:

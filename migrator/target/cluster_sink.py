@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from redis.cluster import RedisCluster
 
-from migrator.cluster import Router, first_error
-from migrator.sink import BackgroundWriter, Client, PackedWriter, RedisSink, retry
+from migrator.target.cluster import Router, first_error
+from migrator.target.sink import BackgroundWriter, Client, PackedWriter, RedisSink, retry
 
 if TYPE_CHECKING:
-    from migrator.planner import Row, Stats, TablePlan
+    from migrator.plan.planner import Row, Stats, TablePlan
 
 Command = tuple[bytes, ...]
 
