@@ -1,0 +1,140 @@
+"""A consistent snapshot of the source, and where it stands in the binary log.
+
+``start_snapshot(conn)`` opens ``START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY`` at
+REPEATABLE READ on a DBAPI connection: every read on that connection until its next COMMIT
+sees the source as of one moment. It returns that moment (the server's UTC time) and, when
+the server's binary log is on, the log file, position and GTID of the snapshot, from which
+``sync`` can follow the log without a gap (notes/binlog.md):
+
+* MariaDB: ``SHOW STATUS LIKE 'binlog_snapshot_%'`` is the position of this very snapshot
+  (it stays fixed while others commit); ``BINLOG_GTID_POS(file, pos)`` is its GTID.
+* MySQL: there is no such status; the position is read under a short global read lock taken
+  around the start of the snapshot (``FLUSH TABLES WITH READ LOCK`` ... ``UNLOCK TABLES``),
+  which needs the RELOAD privilege; without it the snapshot is taken without a position and
+  ``Snapshot.note`` says why.
+
+Works on a connection with or without the drivers' type conversion (values may be bytes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SET_ISOLATION = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+START = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The moment a snapshot shows, and its binary-log coordinates (None: log off)."""
+
+    moment: str  # server time, UTC, 'YYYY-MM-DD HH:MM:SS.ffffff'
+    binlog_file: str | None = None
+    binlog_position: int | None = None
+    gtid: str | None = None  # MariaDB 'domain-server-seq[,...]' or MySQL's GTID set
+    note: str | None = None  # why the coordinates are missing, when the log is on
+
+    @property
+    def has_position(self) -> bool:
+        return self.binlog_file is not None and self.binlog_position is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "moment": self.moment,
+            "binlog_file": self.binlog_file,
+            "binlog_position": self.binlog_position,
+            "gtid": self.gtid,
+            "note": self.note,
+        }
+
+    def describe(self) -> str:
+        """One line for people: the moment, and the log position when there is one."""
+        text = f"MySQL as of {self.moment} UTC"
+        if self.has_position:
+            text += f", binlog {self.binlog_file}:{self.binlog_position}"
+            if self.gtid:
+                text += f", GTID {self.gtid}"
+        elif self.note:
+            text += f" ({self.note})"
+        return text
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _rows(conn: Any, sql: str, args: tuple[Any, ...] | None = None) -> list[tuple[Any, ...]]:
+    cursor = conn.cursor()
+    try:
+        cursor.execute(sql, args)
+        return [tuple(r) for r in cursor.fetchall()]
+    finally:
+        cursor.close()
+
+
+def is_mariadb(conn: Any) -> bool:
+    return "mariadb" in _text(_rows(conn, "SELECT VERSION()")[0][0]).lower()
+
+
+def binlog_on(conn: Any) -> bool:
+    return _text(_rows(conn, "SELECT @@GLOBAL.log_bin")[0][0]) in ("1", "ON")
+
+
+def start_snapshot(conn: Any) -> Snapshot:
+    """Begin a consistent read-only snapshot on ``conn``; returns where it stands. Ends any
+    transaction open on ``conn`` first (a snapshot replaces the previous one)."""
+    conn.rollback()
+    _rows(conn, SET_ISOLATION)
+    logging = binlog_on(conn)
+    if not logging:
+        _rows(conn, START)
+        return Snapshot(_moment(conn))
+    if is_mariadb(conn):
+        _rows(conn, START)
+        status = {
+            _text(k).lower(): _text(v)
+            for k, v in _rows(conn, "SHOW STATUS LIKE 'binlog_snapshot_%'")
+        }
+        file = status.get("binlog_snapshot_file") or None
+        pos = int(status.get("binlog_snapshot_position") or 0)
+        gtid = None
+        if file is not None:
+            gtid = _text(_rows(conn, "SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))[0][0]) or None
+        return Snapshot(_moment(conn), file, pos if file else None, gtid)
+    return _mysql_snapshot(conn)
+
+
+def _mysql_snapshot(conn: Any) -> Snapshot:
+    """MySQL: the log position under a short global read lock around the snapshot's start."""
+    try:
+        _rows(conn, "FLUSH TABLES WITH READ LOCK")
+    except Exception as e:  # no RELOAD privilege: a snapshot without a position
+        _rows(conn, START)
+        note = f"binlog position unknown: FLUSH TABLES WITH READ LOCK refused ({_first(e)})"
+        return Snapshot(_moment(conn), note=note)
+    try:
+        _rows(conn, START)
+        try:
+            status = _rows(conn, "SHOW BINARY LOG STATUS")  # MySQL 8.4 and later
+        except Exception:
+            status = _rows(conn, "SHOW MASTER STATUS")
+    finally:
+        _rows(conn, "UNLOCK TABLES")
+    if not status:
+        return Snapshot(_moment(conn), note="binlog position unknown: no binary log status")
+    row = status[0]
+    gtid = _text(row[4]).replace("\n", "") if len(row) > 4 else ""
+    return Snapshot(_moment(conn), _text(row[0]), int(_text(row[1])), gtid or None)
+
+
+def _moment(conn: Any) -> str:
+    return _text(_rows(conn, "SELECT UTC_TIMESTAMP(6)")[0][0])
+
+
+def _first(e: BaseException) -> str:
+    args: tuple[Any, ...] = tuple(getattr(e, "args", ()))
+    text = str(args[1]) if len(args) > 1 else str(e)
+    return text.splitlines()[0] if text else type(e).__name__

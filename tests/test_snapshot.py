@@ -1,0 +1,142 @@
+"""Consistent snapshots (issue 11 item 1): what a snapshot sees, and the moment and binary-log
+position it reports, on the shared server (log off) and on a private MariaDB with the log on."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pymysql
+import pytest
+
+from migrator.source.drivers import raw_connect
+from migrator.source.mysql import parse_url
+from migrator.source.snapshot import start_snapshot
+from tests.services import MySQLDatabase
+
+MARIADBD = "/usr/sbin/mariadbd"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def binlog_server() -> Iterator[str]:
+    """A private mariadbd with the row binary log on (notes/binlog.md), on a free port; its
+    URL. Stopped and removed at the end of the module."""
+    if not Path(MARIADBD).exists() or shutil.which("mariadb-install-db") is None:
+        pytest.skip(f"no private MariaDB with a binary log: {MARIADBD} or mariadb-install-db "
+                    "missing (Debian package mariadb-server)")  # fmt: skip
+    home = Path(tempfile.mkdtemp(prefix="migrator-snapshot-"))
+    port = _free_port()
+    subprocess.run(
+        ["mariadb-install-db", "--no-defaults", f"--datadir={home / 'data'}", "--user=root",
+         "--auth-root-authentication-method=normal", "--skip-test-db"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    proc = subprocess.Popen(
+        [MARIADBD, "--no-defaults", "--user=root", f"--datadir={home / 'data'}", f"--port={port}",
+         "--bind-address=127.0.0.1", f"--socket={home / 'sock'}", f"--pid-file={home / 'pid'}",
+         "--log-bin=mysql-bin", "--binlog-format=ROW", "--server-id=1", "--skip-name-resolve",
+         "--innodb-buffer-pool-size=64M", f"--log-error={home / 'err.log'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                pymysql.connect(host="127.0.0.1", port=port, user="root").close()
+                break
+            except pymysql.err.OperationalError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail((home / "err.log").read_text(errors="replace")[-2000:])
+                time.sleep(0.1)
+        yield f"mysql+pymysql://root@127.0.0.1:{port}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _writer(url: str, database: str | None = None) -> pymysql.Connection:  # type: ignore[type-arg]
+    u = parse_url(url)
+    return pymysql.connect(
+        host=u.host, port=u.port or 3306, user=u.username or "root",
+        password=u.password or "", database=database, autocommit=True,
+    )  # fmt: skip
+
+
+def _count(conn: object, table: str) -> int:
+    cursor = conn.cursor()  # type: ignore[attr-defined]
+    cursor.execute(f"SELECT COUNT(*) FROM {table}")
+    n = int(cursor.fetchone()[0])
+    cursor.close()
+    return n
+
+
+@pytest.mark.parametrize("driver", ["pymysql", "mysqldb"])
+def test_a_snapshot_does_not_see_later_writes(
+    mysql_db: MySQLDatabase, driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if driver == "mysqldb":
+        pytest.importorskip("MySQLdb")
+    monkeypatch.setenv("MIGRATOR_RAW_DRIVER", driver)
+    mysql_db.run("CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t VALUES (1), (2);")
+    conn = raw_connect(parse_url(mysql_db.url), 10)
+    try:
+        snap = start_snapshot(conn)
+        assert snap.binlog_file is None and snap.gtid is None  # the shared server logs nothing
+        assert snap.moment[:2] == "20" and len(snap.moment) == 26, snap.moment
+        mysql_db.run("INSERT INTO t VALUES (3); DELETE FROM t WHERE id = 1;")
+        assert _count(conn, "t") == 2  # still as of the snapshot
+        again = start_snapshot(conn)  # a new snapshot sees the writes
+        assert again.moment >= snap.moment
+        assert _count(conn, "t") == 2
+        cursor = conn.cursor()
+        cursor.execute("SELECT MIN(id) FROM t")
+        assert cursor.fetchone()[0] == b"2"
+        cursor.close()
+        with pytest.raises(Exception, match=r"(?i)read.only"):
+            cursor = conn.cursor()
+            cursor.execute("INSERT INTO t VALUES (9)")
+    finally:
+        conn.close()
+
+
+def test_snapshot_reports_the_binlog_position_and_gtid(binlog_server: str) -> None:
+    admin = _writer(binlog_server)
+    cur = admin.cursor()
+    cur.execute("CREATE DATABASE snap")
+    cur.execute("CREATE TABLE snap.t (id INT PRIMARY KEY) ENGINE=InnoDB")
+    cur.execute("INSERT INTO snap.t VALUES (1), (2)")
+    cur.execute("SHOW MASTER STATUS")
+    file, pos = cur.fetchone()[:2]
+    cur.execute("SELECT @@gtid_binlog_pos")
+    gtid = cur.fetchone()[0]
+    conn = raw_connect(parse_url(binlog_server + "/snap"), 10)
+    try:
+        snap = start_snapshot(conn)
+        assert (snap.binlog_file, snap.binlog_position, snap.gtid) == (file, pos, gtid)
+        cur.execute("INSERT INTO snap.t VALUES (3)")  # the log moves on; the snapshot does not
+        cur.execute("SHOW MASTER STATUS")
+        assert cur.fetchone()[1] > pos
+        assert _count(conn, "t") == 2
+        assert "binlog " + f"{file}:{pos}" in snap.describe() and gtid in snap.describe()
+        assert snap.as_dict()["binlog_position"] == pos
+    finally:
+        conn.close()
+        cur.execute("DROP DATABASE snap")
+        admin.close()
