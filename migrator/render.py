@@ -36,8 +36,8 @@ from migrator.mapping.scaffold import Draft
 from migrator.mapping.validate import ValidateReport
 from migrator.verify.report import VerifyReport
 
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, emoji=False)  # keys such as a:email:b stay as written
+out = Console(emoji=False)
 
 
 class Report(Protocol):
@@ -239,7 +239,7 @@ def render_dry_run(report: DryRunReport) -> None:
         out.print()
     plain(
         f"total: {sum(t.rows for t in report.tables):,} rows -> {report.keys:,} keys, "
-        f"about {human_bytes(report.memory)} of Redis memory (estimate; see README). "
+        f"about {human_bytes(report.memory)} of Redis memory (estimate; see docs/commands.md). "
         f"Target {report.target} was not contacted."
     )
     if report.resp_file:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start the MariaDB (MySQL) and Redis servers the tests and `make demo` use, if they are down.
 #
-#   scripts/services.sh              start whichever of the two does not answer (SPEC.md 6)
+#   scripts/services.sh              start whichever of the two does not answer (README.md)
 #   scripts/services.sh check NAME   exit 0 if NAME (mysql | redis) answers, else 1; starts nothing
 #
 # Servers: MariaDB on 127.0.0.1:3306 (user root, empty password), Redis on 127.0.0.1:6379.

@@ -1,4 +1,4 @@
-"""Fixtures for real MySQL/MariaDB and Redis servers (SPEC.md section 6).
+"""Fixtures for real MySQL/MariaDB and Redis servers (README.md, "Tests").
 
 Servers are found in this order, once per session:
 

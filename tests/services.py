@@ -1,6 +1,6 @@
 """Helpers behind the service fixtures in conftest.py: real MySQL/MariaDB and Redis servers.
 
-Nothing here is a mock. The fixtures find servers (SPEC.md section 6) in this order:
+Nothing here is a mock. The fixtures find servers (README.md, "Tests") in this order:
 ``MIGRATOR_TEST_MYSQL_URL`` / ``MIGRATOR_TEST_REDIS_URL``; else Docker through testcontainers
 (``mysql:8``, ``redis:7``); else the test is skipped with the reason, or fails when
 ``MIGRATOR_REQUIRE_SERVICES=1``.

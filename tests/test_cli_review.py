@@ -145,6 +145,15 @@ def test_table_cells_are_never_read_as_markup() -> None:
     assert "[red]emp" in text and "[bold]x" in text
 
 
+def test_keys_are_printed_as_written_never_as_emoji(emp_db: MySQLDatabase, tmp_path: Path) -> None:
+    # rich turns ':email:' or ':a:' into emoji unless told not to; keys must read as written
+    body = "  emp:\n    unique:\n      - columns: [ename]\n        key: 'emp:email:{ename}'\n"
+    done = cli_run("dry-run", str(mapping(tmp_path, emp_db, body)), "--sample", "1")
+    assert done.returncode == 0, done.stderr
+    assert "SET emp:email:SMITH 1" in done.stdout
+    assert "\N{ENVELOPE}" not in done.stdout
+
+
 def test_progress_shows_rows_rate_and_eta_within_80_columns() -> None:
     console = Console(width=80, record=True, force_terminal=False)
     with render.RichProgress(console) as progress:

@@ -1,4 +1,4 @@
-"""Redis Cluster targets (SPEC section 5): migrate and verify route every key to its slot's
+"""Redis Cluster targets (docs/connections.md): migrate and verify route every key to its slot's
 primary, and a cluster ends up holding exactly what a single server holds for the same data.
 
 The cluster is a real one of three primaries (``redis_cluster`` in conftest.py, started by

@@ -20,6 +20,7 @@ USED = {
     "$schema", "$id", "$defs", "$ref", "title", "description", "type", "const", "enum",
     "anyOf", "required", "properties", "additionalProperties", "minProperties", "items",
     "minItems", "maxItems", "uniqueItems", "pattern", "minLength", "minimum",
+    "default",  # an annotation for editors: nothing to check
 }  # fmt: skip
 
 
@@ -127,6 +128,36 @@ def test_schema_allows_exactly_the_loaders_keys() -> None:
     assert keys(defs["sorted"]) == {"key", "score"}
     assert keys(defs["latest"]) == {"key", "order_by", "limit"}
     assert keys(defs["set"]) == {"key", "member"}
+
+
+def _properties(node: Any, where: str = "$") -> list[tuple[str, dict[str, Any]]]:
+    """Every (path, schema) under a ``properties`` anywhere in ``node``."""
+    out = []
+    if isinstance(node, dict):
+        for name, sub in node.get("properties", {}).items():
+            out.append((f"{where}.{name}", sub))
+        for key, sub in node.items():
+            out += _properties(sub, f"{where}.{key}")
+    elif isinstance(node, list):
+        for i, sub in enumerate(node):
+            out += _properties(sub, f"{where}[{i}]")
+    return out
+
+
+def test_every_key_has_a_description_for_editors() -> None:
+    missing = [path for path, sub in _properties(json_schema()) if not sub.get("description")]
+    assert not missing
+
+
+def test_the_mapping_reference_documents_every_key() -> None:
+    text = (REPO / "docs" / "mapping.md").read_text(encoding="utf-8")
+    headings = {line.removeprefix("### ").strip("` ") for line in text.splitlines()
+                if line.startswith("### ")}  # fmt: skip
+    assert set(loader.TABLE_KEYS) <= headings, set(loader.TABLE_KEYS) - headings
+    for key in (*loader.TOP_KEYS, *loader.OPTION_KEYS):
+        assert f"`{key}`" in text or f"options.{key}" in text, key
+    for key in ("parent_columns", "order_by", "limit", "member", "score"):
+        assert f"`{key}`" in text, key
 
 
 BASE = {"version": 1, "tables": {"emp": {}}}

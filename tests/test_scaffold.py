@@ -1,4 +1,4 @@
-"""``migrator init``: SPEC 4 defaults from a schema, commented YAML, and the round trip."""
+"""``migrator init``: the defaults (docs/mapping.md), commented YAML, and the round trip."""
 
 from __future__ import annotations
 
@@ -160,6 +160,10 @@ def test_rendered_file_comments() -> None:
     assert "FULLTEXT index ft_note on (note) left out" in text
     assert "SPATIAL index sp on (spot) left out" in text
     assert "index on (mgr_id): the same SETs as the foreign keys under references" in text
+    # the draft cites the project's own docs, never a document outside the repository
+    assert "(see docs/mapping.md)" in text
+    assert "SPEC" not in text and "shared/" not in text
+    assert (Path(__file__).parent.parent / "docs" / "mapping.md").is_file()
 
 
 def test_round_trip_gives_the_same_model_and_the_spec_defaults() -> None:

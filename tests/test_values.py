@@ -1,4 +1,4 @@
-"""Value encoding (SPEC 3) pure parts: FLOAT text, scores, type classification."""
+"""Value encoding (docs/values.md) pure parts: FLOAT text, scores, type classification."""
 
 from __future__ import annotations
 

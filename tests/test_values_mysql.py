@@ -1,4 +1,4 @@
-"""SPEC 3 against the real server: each row of a table of every type lands as MySQL prints it."""
+"""docs/values.md on a real server: each value of every type lands as MySQL prints it."""
 
 from __future__ import annotations
 

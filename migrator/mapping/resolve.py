@@ -1,4 +1,4 @@
-"""Mapping + live schema -> tables with every default filled in (SPEC 4 defaults)."""
+"""Mapping + live schema -> tables with every default filled in (see docs/mapping.md)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class Resolved:
         return self.table.counter or None
 
     def index_sets(self) -> tuple[Index, ...]:
-        """Non-unique indexes plus references, each column list once (SPEC 4: never twice)."""
+        """Non-unique indexes plus references, each column list once (never twice)."""
         seen: list[tuple[str, ...]] = []
         for cols in [i.columns for i in self.table.indexes] + [
             r.columns for r in self.table.references

@@ -1,15 +1,16 @@
-"""Live schema -> mapping -> commented YAML: what ``migrator init`` writes (SPEC 4 defaults).
+"""Live schema -> mapping -> commented YAML: what ``migrator init`` writes (the defaults of
+docs/mapping.md, "What `migrator init` drafts").
 
 The draft is data first (:class:`Draft`, one :class:`TableDraft` per table, each a plain
 dict in the mapping's own shape plus the comments a person needs), rendered to YAML last.
 Every scalar is written by ``yaml.safe_dump``, so names with spaces, colons or braces stay
 intact; braces in names are doubled inside key templates.
 
-Choices beyond the SPEC's words, all of them written into the file as comments:
+Choices beyond those defaults, all of them written into the file as comments:
 
 * a foreign key is written as ``references`` (it names its parent, which ``verify`` checks);
   a non-unique index on exactly the same columns is then left out, since it would be the
-  very same SET (SPEC 4: "written once, never twice");
+  very same SET (docs/mapping.md: "written once, never twice");
 * a UNIQUE index on the same columns as the row key is left out (it would map each key to
   itself);
 * a column whose name contains a brace cannot be named by a ``{column}`` placeholder; a
@@ -89,7 +90,7 @@ def is_join_table(ts: TableSchema) -> bool:
 
 
 def draft_table(ts: TableSchema, schema: Schema, sep: str) -> TableDraft:
-    """One table's SPEC 4 defaults, written out in full so a person can edit them."""
+    """One table's defaults (docs/mapping.md), written out in full so a person can edit them."""
     d = TableDraft(ts.name, None, rows=ts.row_estimate)
     pk = ts.row_identity()
     if not pk:
@@ -201,7 +202,7 @@ def draft(
     separator: str = ":",
     today: dt.date | None = None,
 ) -> Draft:
-    """The SPEC 4 defaults for every base table (or only ``tables``) of ``schema``."""
+    """The defaults (docs/mapping.md) for every base table (or only ``tables``) of ``schema``."""
     names = list(schema.tables)
     if tables:
         for t in tables:
@@ -254,7 +255,7 @@ def render(d: Draft) -> str:
     out = [
         f"# migrator mapping drafted by 'migrator init' on {d.date}",
         f"# source: {d.source} (database {d.database})",
-        "# SPEC 4 defaults, written out in full: edit freely, then check with",
+        "# the defaults, written out in full (see docs/mapping.md): edit freely, then check with",
         "#   migrator validate THIS_FILE --source URL",
     ]
     if "${MYSQL_PASSWORD" in d.source_setting:

@@ -239,7 +239,7 @@ class IndexSets(Structure):
 
 
 class SortedSets(Structure):
-    """ZADD key score pk; scores per SPEC 3 (numbers; dates as Unix seconds)."""
+    """ZADD key score pk; scores per docs/values.md (numbers; dates as Unix seconds)."""
 
     name = "sorted"
 

@@ -1,4 +1,4 @@
-"""MySQL value -> Redis bytes (SPEC section 3), and sorted-set scores.
+"""MySQL value -> Redis bytes (docs/values.md), and sorted-set scores.
 
 Rows are read over MySQL's text protocol with the driver's type conversion switched off, so
 each value arrives as the very bytes the server prints for it (what ``mysql -B`` shows):
