@@ -13,11 +13,12 @@ from typing import Annotated
 import typer
 
 from migrator import __version__
-from migrator.commands import migrate as commands
-from migrator.commands.dryrun import dry_run as plan_only
+from migrator.commands import dry_run as plan_only
+from migrator.commands import init as draft_mapping
+from migrator.commands import migrate as run_migrate
+from migrator.commands import validate as check
+from migrator.commands import verify as run_verify
 from migrator.errors import EXIT_CONNECT, EXIT_USAGE, MappingErrors, MigratorError
-from migrator.mapping import scaffold
-from migrator.mapping.validate import validate as check
 from migrator.render import (
     emit,
     err,
@@ -30,7 +31,6 @@ from migrator.render import (
     render_verify,
     say,
 )
-from migrator.verify.tables import verify as run_verify
 
 app = typer.Typer(
     name="migrator",
@@ -163,7 +163,7 @@ def migrate(
 
     def go() -> int:
         with progress_bars() as progress:
-            report = commands.migrate(
+            report = run_migrate(
                 mapping, source=source, target=target, tables=_tables(tables),
                 batch_size=batch_size, resume=resume, progress=progress, workers=workers,
             )  # fmt: skip
@@ -218,7 +218,7 @@ def init(
                 f"{output} already exists; not overwriting it",
                 "pass --force to overwrite, or choose another file with -o",
             )
-        draft = scaffold.init(source, _tables(tables))
+        draft = draft_mapping(source, _tables(tables))
         text = draft.render()
         if output:
             try:

@@ -31,7 +31,7 @@ from rich.text import Text
 
 from migrator import progress as stages
 from migrator.commands.dryrun import DryRunReport
-from migrator.commands.migrate import MigrateReport
+from migrator.commands.reports import MigrateReport
 from migrator.mapping.scaffold import Draft
 from migrator.mapping.validate import ValidateReport
 from migrator.verify.report import VerifyReport

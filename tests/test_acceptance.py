@@ -17,7 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from migrator.cli import app
-from migrator.commands import migrate as commands
+from migrator.commands import migrate
 from migrator.mapping.loader import load_mapping
 from migrator.mapping.model import Mapping, Table, Template
 from tests.test_json_schema import schema_errors
@@ -221,7 +221,7 @@ def run_init_and_migrate(url: str, redis_url: str, tmp_path: Path) -> Mapping:
     result = CliRunner().invoke(app, ["init", "--source", url, "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert schema_errors(yaml.safe_load(out.read_text(encoding="utf-8"))) == []
-    report = commands.migrate(out, source=url, target=redis_url)
+    report = migrate(out, source=url, target=redis_url)
     assert report.rejected == 0, report.as_dict()
     return load_mapping(out)
 

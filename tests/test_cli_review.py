@@ -21,7 +21,7 @@ from rich.text import Text
 from migrator import cli, render
 from migrator.commands.dryrun import dry_run
 from migrator.plan.planner import TablePlan
-from migrator.target.sink import resp
+from migrator.plan.resp import resp
 from tests.services import MySQLDatabase
 
 SQL = """

@@ -17,13 +17,12 @@ from redis.crc import key_slot
 from typer.testing import CliRunner
 
 from migrator.cli import app
-from migrator.commands import migrate as commands
+from migrator.commands import migrate, verify
 from migrator.errors import ConnectError, MigratorError, TargetError
 from migrator.target.checkpoint import Checkpoint
 from migrator.target.cluster import connect_any, parse_seeds, units
 from migrator.target.cluster_sink import ClusterSink
 from migrator.verify import report as vr
-from migrator.verify.tables import verify
 from tests.cluster import ClusterServers
 from tests.test_workers import MAPPING, ROWS, TABLE, snapshot
 
@@ -117,8 +116,8 @@ def test_samples_equal_a_single_server(
     for sql in sorted((REPO / "samples").glob("*.sql")):
         mysql_db.run(sql.read_text(encoding="utf-8"))
     demo = REPO / "mappings/demo.yaml"
-    one = commands.migrate(demo, source=mysql_db.url, target=redis_url)
-    many = commands.migrate(demo, source=mysql_db.url, target=cluster.seeds_url)
+    one = migrate(demo, source=mysql_db.url, target=redis_url)
+    many = migrate(demo, source=mysql_db.url, target=cluster.seeds_url)
     assert many.exit_code == 0 and many.rows == one.rows
     want = snapshot(redis_client)
     assert snapshot(rc) == want and len(want) > 20
@@ -133,8 +132,8 @@ def test_items_equal_a_single_server_and_verify(
     workers: int, cluster: ClusterServers, rc: RedisCluster, items: Path, mysql_db: Any,
     redis_url: str, redis_client: redis.Redis,
 ) -> None:  # fmt: skip
-    one = commands.migrate(items, source=mysql_db.url, target=redis_url, workers=1)
-    many = commands.migrate(items, source=mysql_db.url, target=cluster.url, workers=workers)
+    one = migrate(items, source=mysql_db.url, target=redis_url, workers=1)
+    many = migrate(items, source=mysql_db.url, target=cluster.url, workers=workers)
     assert many.tables[0].as_dict() | {"seconds": 0, "rows_per_second": 0} == one.tables[
         0
     ].as_dict() | {"seconds": 0, "rows_per_second": 0}
@@ -161,13 +160,13 @@ def _key_elsewhere(rc: RedisCluster, cluster: ClusterServers, prefix: str) -> st
 def test_tampering_is_found(
     cluster: ClusterServers, rc: RedisCluster, items: Path, mysql_db: Any
 ) -> None:
-    commands.migrate(items, source=mysql_db.url, target=cluster.url)
+    migrate(items, source=mysql_db.url, target=cluster.url)
     args = ("verify", str(items), "--source", mysql_db.url, "--target", cluster.url)
     assert cli(*args)[0] == 0
     rc.delete("item:17")
     code, out = cli(*args)
     assert code == 1 and "item:17" in out
-    commands.migrate(items, source=mysql_db.url, target=cluster.url)
+    migrate(items, source=mysql_db.url, target=cluster.url)
     assert cli(*args)[0] == 0
     stale_row = _key_elsewhere(rc, cluster, "item:")
     rc.hset(stale_row, "name", "nobody")
@@ -186,17 +185,17 @@ def test_resume_after_a_failure(
     cluster: ClusterServers, rc: RedisCluster, items: Path, mysql_db: Any, redis_url: str,
     redis_client: redis.Redis,
 ) -> None:  # fmt: skip
-    commands.migrate(items, source=mysql_db.url, target=redis_url, workers=1)
+    migrate(items, source=mysql_db.url, target=redis_url, workers=1)
     want = snapshot(redis_client)
     # a key of the wrong type where the index set of grp 70 (ids 2800-2839) must go
     rc.set("item:indices:grp:70", "in the way")
     with pytest.raises(TargetError, match="WRONGTYPE"):
-        commands.migrate(items, source=mysql_db.url, target=cluster.url, workers=2)
+        migrate(items, source=mysql_db.url, target=cluster.url, workers=2)
     state = Checkpoint(rc, "items").load()
     assert sum(s.rows for s in state.values()) > 0
     assert not all(s.done for s in state.values())
     rc.delete("item:indices:grp:70")
-    again = commands.migrate(items, source=mysql_db.url, target=cluster.url, workers=2, resume=True)
+    again = migrate(items, source=mysql_db.url, target=cluster.url, workers=2, resume=True)
     table = again.tables[0]
     assert table.resumed_from > 0 and table.resumed_from + table.rows == ROWS
     assert snapshot(rc) == want
@@ -224,7 +223,7 @@ def test_moved_replies_refresh_the_slot_map(cluster: ClusterServers, rc: RedisCl
 
 
 def test_seed_passwords_are_masked() -> None:
-    from migrator.target.sink import mask
+    from migrator.urls import mask_target as mask
 
     assert mask("redis+cluster://u:secret@h1:1,h2:2/0") == "redis+cluster://u:***@h1:1,h2:2/0"
 

@@ -15,7 +15,7 @@ import pytest
 import redis
 from sqlalchemy.engine import make_url
 
-from migrator.commands import migrate as commands
+from migrator.commands import migrate
 from migrator.errors import ConnectError
 from migrator.mapping.loader import parse_mapping
 from migrator.source.drivers import RAW_DRIVER_ENV, mysqldb_available, raw_driver
@@ -63,7 +63,7 @@ def test_values_as_mysql_prints_them(
     with Source(types_db.url) as src:  # the env var really picks the driver
         assert type(src.raw_connection()).__module__.startswith(MODULES[driver_env])
     mapping = parse_mapping("version: 1\ntables:\n  v:\n    counter: false\n")
-    report = commands.migrate(mapping, source=types_db.url, target=redis_url)
+    report = migrate(mapping, source=types_db.url, target=redis_url)
     assert report.rows == 3 and report.exit_code == 0
     for row, fields in EXPECTED.items():
         assert redis_client.hgetall(f"v:{row}") == fields, (driver_env, row)

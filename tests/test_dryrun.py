@@ -22,9 +22,8 @@ import redis
 from typer.testing import CliRunner
 
 from migrator.cli import app
+from migrator.commands import init, migrate
 from migrator.commands.dryrun import command_line, dry_run, quote
-from migrator.commands.migrate import migrate
-from migrator.mapping import scaffold
 from migrator.plan.estimate import Aggregate, Limits, MemoryModel, jemalloc, lp_entry, string_value
 from tests.services import MySQLDatabase
 
@@ -249,7 +248,7 @@ def redis_cli_pipe(client: redis.Redis, resp_file: Path) -> None:
 
 def scaffolded(url: str, folder: Path, name: str) -> Path:
     path = folder / f"{name}.yaml"
-    path.write_text(scaffold.init(url).render())
+    path.write_text(init(url).render())
     return path
 
 

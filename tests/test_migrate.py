@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from migrator.commands import migrate as commands
+from migrator.commands import migrate
 from migrator.errors import MigratorError
 from migrator.mapping.loader import parse_mapping
 from migrator.source.mysql import Source
@@ -45,7 +45,7 @@ def test_reserved_and_odd_identifiers_are_quoted(
         "version: 1\ntables:\n  order:\n    indexes: [select]\n  'user:group':\n"
         "    as: none\n    sets:\n      - {key: 'group:{group}', member: '{user}'}\n"
     )
-    report = commands.migrate(mapping, source=mysql_db.url, target=redis_url)
+    report = migrate(mapping, source=mysql_db.url, target=redis_url)
     assert report.rows == 5
     assert redis_client.hgetall("order:1") == {b"the total": b"9.90", b"select": b"x"}
     assert redis_client.hgetall("order:2") == {b"select": b"y"}
@@ -93,7 +93,7 @@ def test_resume_continues_after_the_checkpoint(
     Checkpoint(redis_client, "resumable").client.execute_command(
         *Checkpoint(redis_client, "resumable").command("e", [b"30"], 30)
     )
-    report = commands.migrate(mapping, source=mysql_db.url, target=redis_url, resume=True)
+    report = migrate(mapping, source=mysql_db.url, target=redis_url, resume=True)
     (t,) = report.tables
     assert t.rows == 20 and t.resumed_from == 30
     assert not redis_client.exists("e:30") and redis_client.exists("e:31", "e:50") == 2
@@ -101,9 +101,9 @@ def test_resume_continues_after_the_checkpoint(
     state = Checkpoint(redis_client, "resumable").load()["e"]
     assert state.done and state.rows == 50
     # a second --resume finds the table done; a fresh run starts over
-    again = commands.migrate(mapping, source=mysql_db.url, target=redis_url, resume=True)
+    again = migrate(mapping, source=mysql_db.url, target=redis_url, resume=True)
     assert again.tables[0].rows == 0 and again.tables[0].status == "done earlier"
-    fresh = commands.migrate(mapping, source=mysql_db.url, target=redis_url, batch_size=7)
+    fresh = migrate(mapping, source=mysql_db.url, target=redis_url, batch_size=7)
     assert fresh.tables[0].rows == 50 and redis_client.exists("e:30")
 
 
@@ -111,7 +111,7 @@ def test_unknown_table_in_tables_option(mysql_db, redis_url: str) -> None:  # ty
     mysql_db.run("CREATE TABLE emp (id INT PRIMARY KEY);")
     mapping = parse_mapping("version: 1\ntables:\n  emp:\n")
     with pytest.raises(MigratorError, match="did you mean 'emp'"):
-        commands.migrate(mapping, source=mysql_db.url, target=redis_url, tables=["emps"])
+        migrate(mapping, source=mysql_db.url, target=redis_url, tables=["emps"])
 
 
 def test_unknown_column_names_line_and_suggestion(

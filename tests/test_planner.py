@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from migrator.mapping.kinds import Kind
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.resolve import resolve
 from migrator.mapping.schema import Column, IndexInfo, Schema, TableSchema
 from migrator.plan.planner import TablePlan
-from migrator.plan.values import Kind
-from migrator.target.sink import resp
+from migrator.plan.resp import resp
 
 
 def _schema() -> Schema:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from migrator.commands import migrate as commands
+from migrator.commands import migrate
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 def demo(mysql_db, redis_url: str, redis_client: redis.Redis) -> redis.Redis:  # type: ignore[no-untyped-def]
     for sql in sorted((REPO / "samples").glob("*.sql")):
         mysql_db.run(sql.read_text(encoding="utf-8"))
-    report = commands.migrate(REPO / "mappings/demo.yaml", source=mysql_db.url, target=redis_url)
+    report = migrate(REPO / "mappings/demo.yaml", source=mysql_db.url, target=redis_url)
     assert report.exit_code == 0 and report.rejected == 0
     return redis_client
 

@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 from migrator.cli import app
 from migrator.errors import SourceError
 from migrator.mapping import scaffold
+from migrator.mapping.kinds import Kind
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.resolve import resolve
 from migrator.mapping.schema import Column, ForeignKey, IndexInfo, Schema, TableSchema
 from migrator.plan.planner import TablePlan
-from migrator.plan.values import Kind
 
 REPO = Path(__file__).resolve().parent.parent
 URL = "mysql+pymysql://app:s3cret@db.example:3306/shop"
@@ -274,14 +274,14 @@ def test_cli_init_writes_refuses_and_forces(mysql_db, tmp_path: Path) -> None:  
 
 
 def test_cli_init_then_migrate_odd_names(mysql_db, redis_url, redis_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from migrator.commands import migrate as commands
+    from migrator.commands import migrate
 
     mysql_db.run(ODD_SQL)
     out = tmp_path / "m.yaml"
     assert (
         CliRunner().invoke(app, ["init", "--source", mysql_db.url, "-o", str(out)]).exit_code == 0
     )
-    commands.migrate(out, source=mysql_db.url, target=redis_url)
+    migrate(out, source=mysql_db.url, target=redis_url)
     r = redis_client
     assert r.hgetall(b"user:group:1") == {
         b"first name": b"Ken T",
@@ -313,7 +313,7 @@ def test_cli_init_errors(mysql_db) -> None:  # type: ignore[no-untyped-def]
 def test_init_on_the_samples_gives_the_documents_structures(  # type: ignore[no-untyped-def]
     mysql_db, redis_url, redis_client, tmp_path: Path
 ) -> None:
-    from migrator.commands import migrate as commands
+    from migrator.commands import migrate
 
     files = sorted((REPO / "samples").glob("*.sql"))
     assert {f.name for f in files} >= {"emp.sql", "book_tag.sql", "login.sql"}
@@ -332,7 +332,7 @@ def test_init_on_the_samples_gives_the_documents_structures(  # type: ignore[no-
             {"key": "tag:book_id:{book_id}", "member": "{tagname}"},
         ],
     }
-    commands.migrate(out, source=mysql_db.url, target=redis_url)
+    migrate(out, source=mysql_db.url, target=redis_url)
     r = redis_client
     assert r.get(b"emp:id") == b"3"
     assert r.hgetall(b"emp:1") == {b"ename": b"SMITH", b"mgr_id": b"8", b"email": b"foo@gmail.com"}

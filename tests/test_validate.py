@@ -8,8 +8,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from migrator.cli import app
+from migrator.commands import validate
 from migrator.mapping.loader import parse_mapping
-from migrator.mapping.validate import Problem, check_schema, validate
+from migrator.mapping.validate import Problem, check_schema
 from tests.test_scaffold import sample_schema
 
 MAPPING = """\

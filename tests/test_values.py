@@ -6,7 +6,8 @@ import struct
 
 import pytest
 
-from migrator.plan.values import Kind, float32_text, kind_of, score, unix_seconds
+from migrator.mapping.kinds import Kind, kind_of
+from migrator.plan.values import float32_text, score, unix_seconds
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from migrator.commands import migrate as commands
+from migrator.commands import migrate
 from migrator.mapping.loader import parse_mapping
 
 TYPES = """
@@ -85,7 +85,7 @@ EXPECTED = {
 def loaded(mysql_db, redis_url: str, redis_client: redis.Redis) -> redis.Redis:  # type: ignore[no-untyped-def]
     mysql_db.run(TYPES)
     mapping = parse_mapping("version: 1\ntables:\n  v:\n    counter: false\n")
-    report = commands.migrate(mapping, source=mysql_db.url, target=redis_url)
+    report = migrate(mapping, source=mysql_db.url, target=redis_url)
     assert report.rows == 3 and report.exit_code == 0
     return redis_client
 

@@ -12,14 +12,13 @@ import redis
 from typer.testing import CliRunner
 
 from migrator.cli import app
-from migrator.commands.migrate import migrate
+from migrator.commands import init, migrate, verify
 from migrator.mapping import scaffold
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.model import Template
 from migrator.verify import report as vr
 from migrator.verify.keys import KeyPattern, _glob_regex
 from migrator.verify.report import TableCheck, VerifyReport
-from migrator.verify.tables import verify
 from tests.services import MySQLDatabase
 
 REPO = Path(__file__).resolve().parent.parent
@@ -245,7 +244,7 @@ def test_cli_exit_codes(env: Env, tmp_path: Path) -> None:
 
 # -- real databases: Sakila, employees, the samples ---------------------------------------------
 def _init_migrate_verify(url: str, redis_url: str, tmp_path: Path, name: str) -> VerifyReport:
-    text = scaffold.render(scaffold.init(url))
+    text = scaffold.render(init(url))
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)
     migrate(path, source=url, target=redis_url, workers=1)

@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 import redis
 
-from migrator.commands.migrate import migrate
+from migrator.commands import migrate, verify
 from migrator.verify import report as vr
 from migrator.verify import tables as verifier
 from migrator.verify.fast import MISSES, FastBatch, FastChecks
-from migrator.verify.tables import verify
 from tests.services import MySQLDatabase
 
 LONG = "x" * 200  # a value this long makes Redis keep the hash unordered (hashtable)

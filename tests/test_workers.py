@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import redis
 
-from migrator.commands import migrate as commands
+from migrator.commands import migrate, session
 from migrator.commands.parallel import default_workers
 from migrator.errors import TargetError
 from migrator.plan.planner import TablePlan
+from migrator.plan.resp import resp
 from migrator.target.checkpoint import Checkpoint
-from migrator.target.sink import resp
 
 ROWS = 3000
 TABLE = f"""
@@ -101,11 +101,11 @@ def checkpoint_fields(client: redis.Redis) -> list[str]:
 def test_one_and_four_workers_write_identical_contents(
     item_mapping: Path, mysql_db: Any, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    one = commands.migrate(item_mapping, source=mysql_db.url, target=redis_url, workers=1)
+    one = migrate(item_mapping, source=mysql_db.url, target=redis_url, workers=1)
     assert checkpoint_fields(redis_client) == ["item"]  # one worker: the table is one range
     first = snapshot(redis_client)
     redis_client.flushdb()
-    four = commands.migrate(item_mapping, source=mysql_db.url, target=redis_url, workers=4)
+    four = migrate(item_mapping, source=mysql_db.url, target=redis_url, workers=4)
     ranges = [f for f in checkpoint_fields(redis_client) if f.startswith("item#range:")]
     assert len(ranges) == 4  # the key range really was split
     assert snapshot(redis_client) == first
@@ -121,23 +121,21 @@ def test_one_and_four_workers_write_identical_contents(
 def test_resume_with_workers_after_a_failure(
     item_mapping: Path, mysql_db: Any, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    commands.migrate(item_mapping, source=mysql_db.url, target=redis_url, workers=1)
+    migrate(item_mapping, source=mysql_db.url, target=redis_url, workers=1)
     want = snapshot(redis_client)
     redis_client.flushdb()
     # a key of the wrong type where the index set of grp 70 (ids 2800-2839) must go: the last
     # range fails part-way, after some of its batches were acknowledged
     redis_client.set("item:indices:grp:70", "in the way")
     with pytest.raises(TargetError, match="WRONGTYPE"):
-        commands.migrate(item_mapping, source=mysql_db.url, target=redis_url, workers=4)
+        migrate(item_mapping, source=mysql_db.url, target=redis_url, workers=4)
     state = Checkpoint(redis_client, "items").load()
     ranges = {f: s for f, s in state.items() if f.startswith("item#range:")}
     assert len(ranges) == 4 and "item" not in state
     assert not all(s.done for s in ranges.values())
     assert sum(s.rows for s in ranges.values()) > 0
     redis_client.delete("item:indices:grp:70")
-    again = commands.migrate(
-        item_mapping, source=mysql_db.url, target=redis_url, workers=2, resume=True
-    )
+    again = migrate(item_mapping, source=mysql_db.url, target=redis_url, workers=2, resume=True)
     table = again.tables[0]
     assert table.resumed_from > 0
     assert table.resumed_from + table.rows == ROWS
@@ -146,8 +144,8 @@ def test_resume_with_workers_after_a_failure(
 
 
 def test_packed_batches_equal_the_planned_commands(item_mapping: Path, mysql_db: Any) -> None:
-    mapping = commands.load(item_mapping)
-    with commands.opened(mapping, mysql_db.url) as (src, resolved):
+    mapping = session.load(item_mapping)
+    with session.opened(mapping, mysql_db.url) as (src, resolved):
         plan = TablePlan(resolved[0])
         selector = src.selector("item", plan.select)
         pk = resolved[0].primary_key
@@ -195,8 +193,8 @@ def test_packed_equal_planned_for_each_path(case: str, mysql_db: Any, tmp_path: 
     mysql_db.run(TABLE)
     path = tmp_path / "m.yaml"
     path.write_text(f"version: 1\ntables:\n  item:\n    counter: false\n    {body}\n")
-    mapping = commands.load(path)
-    with commands.opened(mapping, mysql_db.url) as (src, resolved):
+    mapping = session.load(path)
+    with session.opened(mapping, mysql_db.url) as (src, resolved):
         plan = TablePlan(resolved[0])
         selector = src.selector("item", plan.select)
         batches = list(src.batches("item", selector, resolved[0].primary_key, 300))

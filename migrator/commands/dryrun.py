@@ -1,7 +1,7 @@
 """``migrator dry-run``: what ``migrate`` would write, without touching Redis.
 
 It reads and plans each table as migrate does (the same keyset batches, the same planner,
-the same end-of-table counter and latest-list commands, ``commands.finish_commands``) into a
+the same end-of-table counter and latest-list commands, ``plan.finish.finish_commands``) into a
 ``PlanSink`` that counts the keys each structure creates and sizes them (estimate.py). With
 ``--resp FILE`` each batch is packed by ``TablePlan.pack``, migrate's own hot path, so the file
 holds exactly the bytes migrate sends. No Redis connection is ever opened, so it works with
@@ -25,16 +25,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from migrator.commands.migrate import finish_commands, load, opened, target_url
+from migrator.commands.session import load, opened, target_url
 from migrator.errors import MigratorError
 from migrator.mapping.model import Template
 from migrator.mapping.resolve import Resolved
 from migrator.plan.estimate import Limits, MemoryModel, keyspace
+from migrator.plan.finish import finish_commands
 from migrator.plan.planner import Command, Stats, TablePlan
+from migrator.plan.resp import resp
 from migrator.progress import NULL_PROGRESS, Progress
-from migrator.source.mysql import Source, mask
-from migrator.target.sink import mask as mask_target
-from migrator.target.sink import resp
+from migrator.source.mysql import Source
+from migrator.urls import mask_source, mask_target
 
 _SAFE = re.compile(rb"[\x21\x23-\x26\x28-\x7e]+")  # printable ASCII but " and '
 _ESCAPES = {b"\\": "\\\\", b'"': '\\"', b"\n": "\\n", b"\r": "\\r", b"\t": "\\t",
@@ -252,7 +253,7 @@ def dry_run(
             resp_bytes += sink.bytes
         result = DryRunReport(
             mapping=m.file or m.name,
-            source=mask(src.url),
+            source=mask_source(src.url),
             target=mask_target(target_url(m, target)),
             tables=reports,
             resp_file=str(resp_file) if resp_file is not None else None,

@@ -34,10 +34,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from migrator.commands.migrate import TableReport, finish_commands
+from migrator.commands.reports import TableReport
+from migrator.mapping.kinds import Kind
 from migrator.mapping.resolve import Resolved
+from migrator.plan.finish import finish_commands
 from migrator.plan.planner import Stats, TablePlan
-from migrator.plan.values import Kind, converter
+from migrator.plan.values import converter
 from migrator.progress import Progress
 from migrator.source.mysql import Selector, Source, keyset_value
 from migrator.target.checkpoint import Checkpoint, TableState

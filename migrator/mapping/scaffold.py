@@ -20,17 +20,15 @@ Choices beyond those defaults, all of them written into the file as comments:
 from __future__ import annotations
 
 import datetime as dt
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from sqlalchemy.exc import SAWarning
 
 from migrator.errors import SourceError
 from migrator.mapping.loader import suggest
 from migrator.mapping.schema import Schema, TableSchema
-from migrator.source.mysql import Source, mask
+from migrator.urls import mask_source
 
 BatchSize = 5000
 
@@ -188,7 +186,7 @@ def _cols(columns: tuple[str, ...]) -> str:
 def source_setting(url: str) -> str:
     """The ``source:`` line for the file: the URL with any password replaced by
     ``${MYSQL_PASSWORD:-}``, so the secret stays in the environment."""
-    shown = mask(url)
+    shown = mask_source(url)
     if ":***@" in shown:
         return shown.replace(":***@", ":${MYSQL_PASSWORD:-}@", 1)
     return shown
@@ -214,7 +212,7 @@ def draft(
                 )
         names = [n for n in names if n in tables]
     return Draft(
-        source=mask(source),
+        source=mask_source(source),
         source_setting=source_setting(source),
         database=schema.database,
         date=(today or dt.date.today()).isoformat(),
@@ -222,20 +220,6 @@ def draft(
         tables=[draft_table(schema.tables[n], schema, separator) for n in names],
         views=tuple(sorted(schema.views)) if not tables else (),
     )
-
-
-def init(source: str, tables: list[str] | None = None) -> Draft:
-    """Read the live schema at ``source`` and draft its mapping (``migrator init``)."""
-    with Source(source) as src:
-        return draft(live_schema(src), source=source, tables=tables)
-
-
-def live_schema(src: Source) -> Schema:
-    """The source's schema, without SQLAlchemy's warnings about types it does not know
-    (GEOMETRY): values.py classifies those itself."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Did not recognize type", category=SAWarning)
-        return src.schema()
 
 
 # -- rendering ---------------------------------------------------------------------------------

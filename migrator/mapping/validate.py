@@ -4,17 +4,14 @@ YAML line; errors make the exit code 2, warnings do not."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from migrator.errors import EXIT_OK, EXIT_USAGE, MappingError, MappingErrors
-from migrator.mapping.loader import load_mapping, suggest
+from migrator.mapping.loader import suggest
 from migrator.mapping.model import Mapping, Table
 from migrator.mapping.resolve import column_uses, resolve
-from migrator.mapping.scaffold import live_schema
 from migrator.mapping.schema import Schema, TableSchema
-from migrator.source.mysql import Source, mask
 
 Level = Literal["error", "warning"]
 
@@ -96,35 +93,8 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _from_error(e: MappingError, level: Level = "error") -> Problem:
+def problem_from(e: MappingError, level: Level = "error") -> Problem:
     return Problem(level, e.detail, e.path, e.file, e.line, e.hint)
-
-
-def validate(
-    path: str | os.PathLike[str], source: str | None = None, environ: Any = None
-) -> ValidateReport:
-    """Check the mapping file, and against the live schema when a source is known:
-    ``source``, else ``$MIGRATOR_SOURCE_URL``, else the mapping's own ``source``.
-    Raises ConnectError (exit 3) when a source is given but cannot be reached."""
-    report = ValidateReport(str(path))
-    try:
-        mapping = load_mapping(path, environ=environ)
-    except MappingErrors as e:
-        report.problems += [_from_error(x) for x in e.errors]
-        return report
-    except MappingError as e:
-        report.problems.append(_from_error(e))
-        return report
-    report.tables = len(mapping.tables)
-    env = os.environ if environ is None else environ
-    url = source or env.get("MIGRATOR_SOURCE_URL") or mapping.source
-    if not url:
-        return report
-    with Source(url) as src:
-        schema = live_schema(src)
-    report.source = mask(url)
-    report.problems += check_schema(mapping, schema)
-    return report
 
 
 def check_schema(mapping: Mapping, schema: Schema) -> list[Problem]:
@@ -162,9 +132,9 @@ def _check_table(mapping: Mapping, table: Table, schema: Schema) -> list[Problem
     try:
         resolved = resolve(mapping, schema, [table.name])[0]
     except MappingErrors as e:
-        return out + [_from_error(x) for x in e.errors]
+        return out + [problem_from(x) for x in e.errors]
     except MappingError as e:
-        return [*out, _from_error(e)]
+        return [*out, problem_from(e)]
     pk = resolved.primary_key
     if table.kind != "none" and not any(
         set(k) <= set(resolved.key.columns) for k in _enforced_keys(ts)

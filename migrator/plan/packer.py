@@ -1,6 +1,6 @@
 """The hot path of migrate: a batch of rows -> Redis protocol bytes, directly.
 
-``Packer(plan).pack(rows)`` returns exactly the bytes of ``sink.resp(plan.plan(rows)[0])``
+``TablePlan.pack(rows)`` returns exactly the bytes of ``resp(plan.plan(rows)[0])``
 (a unit test proves it) without building a tuple per command: row hashes are packed as they
 are read, unique and index writes are coalesced per key as in ``Batch``. Tables with
 ``as: columns`` or STRING-style uniques take the general path (plan, then encode).
@@ -9,17 +9,25 @@ are read, unique and index writes are coalesced per key as in ``Batch``. Tables 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from migrator.plan.batch import NULL_INDEX, NULL_KEY, NULL_UNIQUE, Batch, Row, Stats, template_parts
-from migrator.target.sink import resp
-
-if TYPE_CHECKING:
-    from migrator.plan.planner import TablePlan
+from migrator.plan.batch import (
+    NULL_INDEX,
+    NULL_KEY,
+    NULL_UNIQUE,
+    Batch,
+    Command,
+    Row,
+    Stats,
+    template_parts,
+)
+from migrator.plan.layout import TableLayout
+from migrator.plan.resp import resp
+from migrator.plan.structures import Structure
 
 
 def _row_function(
-    plan: TablePlan, fields: list[tuple[bytes, int]]
+    plan: TableLayout, fields: list[tuple[bytes, int]]
 ) -> Callable[[Row], bytes | None]:
     """Generated code for the common case of one row hash: no NULL in any mapped column.
 
@@ -170,9 +178,14 @@ def _coalesced(
 class Packer:
     """Packs batches of one table's rows into RESP bytes."""
 
-    def __init__(self, plan: TablePlan) -> None:
-        self.plan = plan
-        names = [s.name for s in plan.structures]
+    def __init__(
+        self,
+        plan: TableLayout,
+        structures: Sequence[Structure],
+        general: Callable[[Sequence[Row]], tuple[list[Command], Stats]],
+    ) -> None:
+        self.plan, self.structures, self.general_plan = plan, structures, general
+        names = [s.name for s in structures]
         self.general = "columns" in names or "unique-string" in names
         self.hashing = "hash" in names
         mapped = plan.resolved.columns if self.hashing else ()
@@ -187,7 +200,7 @@ class Packer:
         self.uniques: list[tuple[bytes, object]] = []
         self.indexes: list[object] = []
         self.others = []
-        for s in plan.structures:
+        for s in structures:
             if s.name == "unique":
                 self.uniques = list(s.items)  # type: ignore[attr-defined]
             elif s.name == "index":
@@ -196,7 +209,7 @@ class Packer:
                 self.others.append(s.add)
         self.index_templates = [
             t
-            for s in plan.structures
+            for s in structures
             if s.name == "index"
             for t in s.templates  # type: ignore[attr-defined]
         ]
@@ -225,7 +238,7 @@ class Packer:
         """(RESP bytes, number of commands, stats) for a batch of rows."""
         plan = self.plan
         if self.general:
-            commands, stats = plan.plan(rows)
+            commands, stats = self.general_plan(rows)
             return resp(commands), len(commands), stats
         batch = Batch()
         hsets, sadds = batch.hsets, batch.sadds

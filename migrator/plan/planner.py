@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from migrator.mapping.model import Template
-from migrator.mapping.resolve import Resolved, column_uses
+from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Batch, Command, KeyFn, Row, Stats, compile_template, joiner
+from migrator.plan.layout import TableLayout
 from migrator.plan.packer import Packer
 from migrator.plan.structures import STRUCTURES, Structure
 
@@ -32,43 +33,13 @@ __all__ = [
 ]
 
 
-class TablePlan:
+class TablePlan(TableLayout):
     """Everything needed to turn rows of one table into Redis commands."""
 
     def __init__(self, resolved: Resolved) -> None:
-        self.resolved = resolved
-        self.table = resolved.table
-        self.table_sep = resolved.separator
-        self.sep = resolved.separator.encode()
-        self.select = self._select_columns()
-        self.pos = {name: i for i, name in enumerate(self.select)}
-        self.row_key = compile_template(self.resolved.key, self.pos)
-        key = self.resolved.key
-        self.row_key_positions = [self.pos[key.columns[p]] for p in key.parts if isinstance(p, int)]
-        self.pk_text = joiner(range(len(self.resolved.primary_key)), self.sep)
+        super().__init__(resolved)
         self.structures = [cls(self) for cls in STRUCTURES.values() if cls.wanted(self.table)]
         self._packer: Packer | None = None
-
-    def _select_columns(self) -> tuple[str, ...]:
-        names = list(self.resolved.primary_key)
-        own_columns = f"tables.{self.table.name}.columns"
-        wanted = [
-            c for p, c in column_uses(self.table) if self.table.kind != "none" or p != own_columns
-        ]
-        for c in self.resolved.schema.column_names:  # schema order, for readable SQL
-            if c in wanted and c not in names:
-                names.append(c)
-        return tuple(names)
-
-    # -- key names -------------------------------------------------------------------------
-    def unique_hash_key(self, columns: tuple[str, ...]) -> bytes:
-        return self.table_sep.join([self.table.name, "uniques", *columns]).encode()
-
-    def index_template(self, columns: tuple[str, ...]) -> Template:
-        parts = [_escape(self.table.name), "indices"]
-        for c in columns:
-            parts += [_escape(c), f"{{{c}}}"]
-        return Template.parse(self.table_sep.join(parts))
 
     # -- planning --------------------------------------------------------------------------
     def plan(self, rows: Iterable[Row]) -> tuple[list[Command], Stats]:
@@ -86,7 +57,7 @@ class TablePlan:
     def pack(self, rows: Sequence[Row]) -> tuple[bytes, int, Stats]:
         """The hot path: (RESP bytes of ``plan(rows)``'s commands, their number, stats)."""
         if self._packer is None:
-            self._packer = Packer(self)
+            self._packer = Packer(self, self.structures, self.plan)
         return self._packer.pack(rows)
 
     def counter_command(self, max_pk: bytes | None) -> Command | None:
@@ -113,7 +84,3 @@ class TablePlan:
         if self.table.latest:
             out["latest"] = [latest.key.text for latest in self.table.latest]
         return {k: v for k, v in out.items() if v}
-
-
-def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")

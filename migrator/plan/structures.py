@@ -1,6 +1,6 @@
 """The registry of Redis structures a table maps to, one small class each (STYLE habit 4).
 
-A structure is built once per ``TablePlan``; ``add`` puts one row's writes into a ``Batch``
+A structure is built once per ``TableLayout``; ``add`` puts one row's writes into a ``Batch``
 and ``patterns`` names the keys it writes, for people (dry-run) and SCAN (verify).
 ``wanted`` says, from the table's mapping alone, whether the table gets that structure.
 """
@@ -8,7 +8,7 @@ and ``patterns`` names the keys it writes, for people (dry-run) and SCAN (verify
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from migrator.mapping.model import Table
 from migrator.plan.batch import (
@@ -21,10 +21,8 @@ from migrator.plan.batch import (
     compile_template,
     joiner,
 )
+from migrator.plan.layout import TableLayout
 from migrator.plan.values import score as to_score
-
-if TYPE_CHECKING:
-    from migrator.plan.planner import TablePlan
 
 
 class Structure:
@@ -32,7 +30,7 @@ class Structure:
 
     name = ""
 
-    def __init__(self, plan: TablePlan) -> None:
+    def __init__(self, plan: TableLayout) -> None:
         self.plan = plan
 
     @staticmethod
@@ -51,7 +49,7 @@ class Structure:
 class RowHash(Structure):
     name = "hash"
 
-    def __init__(self, plan: TablePlan) -> None:
+    def __init__(self, plan: TableLayout) -> None:
         super().__init__(plan)
         self.fields = [(c.encode(), plan.pos[c]) for c in plan.resolved.columns]
         self.pk_fields = [(c.encode(), plan.pos[c]) for c in plan.resolved.primary_key]
@@ -87,7 +85,7 @@ class RowHash(Structure):
 
 
 def _full_row_command(
-    plan: TablePlan, fields: list[tuple[bytes, int]]
+    plan: TableLayout, fields: list[tuple[bytes, int]]
 ) -> Callable[[Row], Command | None]:
     """Generated code for a row whose key and fields are all non-NULL: its HSET as one tuple
     (None otherwise, for ``RowHash.add``'s general path). Only positions go into the code;
@@ -118,7 +116,7 @@ class RowColumns(Structure):
 
     name = "columns"
 
-    def __init__(self, plan: TablePlan) -> None:
+    def __init__(self, plan: TableLayout) -> None:
         super().__init__(plan)
         sep = plan.sep
         self.fields = [(sep + c.encode(), plan.pos[c]) for c in plan.resolved.columns]
@@ -155,7 +153,7 @@ class UniqueHashes(Structure):
 
     name = "unique"
 
-    def __init__(self, plan: TablePlan) -> None:
+    def __init__(self, plan: TableLayout) -> None:
         super().__init__(plan)
         self.items = [
             (plan.unique_hash_key(u.columns), joiner([plan.pos[c] for c in u.columns], plan.sep))
@@ -185,7 +183,7 @@ class UniqueStrings(Structure):
 
     name = "unique-string"
 
-    def __init__(self, plan: TablePlan) -> None:
+    def __init__(self, plan: TableLayout) -> None:
         super().__init__(plan)
         self.items = [
             (u.key.text, compile_template(u.key, plan.pos))
@@ -216,7 +214,7 @@ class IndexSets(Structure):
 
     name = "index"
 
-    def __init__(self, plan: TablePlan) -> None:
+    def __init__(self, plan: TableLayout) -> None:
         super().__init__(plan)
         self.templates = [plan.index_template(ix.columns) for ix in plan.resolved.index_sets()]
         self.items = [compile_template(t, plan.pos) for t in self.templates]
@@ -243,7 +241,7 @@ class SortedSets(Structure):
 
     name = "sorted"
 
-    def __init__(self, plan: TablePlan) -> None:
+    def __init__(self, plan: TableLayout) -> None:
         super().__init__(plan)
         self.items = [
             (
@@ -281,7 +279,7 @@ class TagSets(Structure):
 
     name = "set"
 
-    def __init__(self, plan: TablePlan) -> None:
+    def __init__(self, plan: TableLayout) -> None:
         super().__init__(plan)
         self.items = [
             (s.key.text, compile_template(s.key, plan.pos), compile_template(s.member, plan.pos))

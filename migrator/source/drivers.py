@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
 from migrator.errors import ConnectError
+from migrator.source.connection import connect_error, setup_session
 
 #: forces the driver that reads rows: "pymysql" or "mysqldb" (tests/test_drivers.py uses it)
 RAW_DRIVER_ENV = "MIGRATOR_RAW_DRIVER"
@@ -52,8 +53,6 @@ def raw_driver(url: URL) -> str:
 
 
 def raw_connect(url: URL, timeout: int) -> Any:
-    from migrator.source.mysql import _setup_session, connect_error
-
     driver = raw_driver(url)
     if driver != url.get_driver_name():
         url = url.set(drivername=f"{url.get_backend_name()}+{driver}")
@@ -89,7 +88,7 @@ def raw_connect(url: URL, timeout: int) -> Any:
         raise
     except Exception as e:
         raise connect_error(url, e) from None
-    _setup_session(conn, None)
+    setup_session(conn, None)
     return conn
 
 

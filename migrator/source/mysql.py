@@ -14,74 +14,20 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine import Engine
 
-from migrator.errors import ConnectError, MigratorError, SourceError
-from migrator.mapping.schema import Column, Schema, read_schema
-from migrator.plan.values import Converter, Kind, converter
+from migrator.errors import ConnectError, SourceError
+from migrator.mapping.kinds import Kind
+from migrator.mapping.schema import Column, Schema
+from migrator.plan.values import Converter, converter
+from migrator.source.connection import connect_error, first_line, parse_url, setup_session
 from migrator.source.drivers import raw_connect, unbuffered_cursor
+from migrator.source.introspect import read_schema
+from migrator.urls import mask_source
 
 log = logging.getLogger(__name__)
 
-SESSION_SETUP = ("SET time_zone = '+00:00'", "SET SESSION TRANSACTION READ ONLY")
 RawRow = tuple[bytes | None, ...]
-
-
-def mask(url: str | URL) -> str:
-    """The URL as it may be shown: the password replaced by ***."""
-    try:
-        return make_url(url).render_as_string(hide_password=True) if url else ""
-    except Exception:  # not a URL at all; show nothing that could be a secret
-        return "<unparseable URL>"
-
-
-def parse_url(url: str) -> URL:
-    try:
-        parsed = make_url(url)
-    except Exception:
-        raise MigratorError(
-            f"not a database URL: {mask(url)}",
-            "write it as mysql+pymysql://user:password@host:3306/database",
-        ) from None
-    if parsed.get_backend_name() not in ("mysql", "mariadb"):
-        raise MigratorError(
-            f"the source must be MySQL or MariaDB, not '{parsed.get_backend_name()}'",
-            "write it as mysql+pymysql://user:password@host:3306/database",
-        )
-    if parsed.drivername in ("mysql", "mariadb"):
-        parsed = parsed.set(drivername="mysql+pymysql")
-    return parsed
-
-
-def connect_error(url: URL, exc: BaseException) -> ConnectError:
-    """Turn a driver error into one line that names the cause and the fix, no password."""
-    orig = getattr(exc, "orig", exc)
-    args: tuple[Any, ...] = tuple(getattr(orig, "args", None) or (None,))
-    code = args[0]
-    where = f"{url.host or 'localhost'}:{url.port or 3306}"
-    shown = mask(url)
-    if code == 1045:
-        return ConnectError(
-            f"MySQL refused the login of user '{url.username}' at {where} (access denied)",
-            f"check the user and password in the source URL ({shown})",
-        )
-    if code == 1049:
-        return ConnectError(
-            f"MySQL at {where} has no database '{url.database}'",
-            "check the database name at the end of the source URL",
-        )
-    if code in (2002, 2003, 2005, 2006, 2013):
-        return ConnectError(
-            f"cannot reach MySQL at {where}: {_first_line(orig)}",
-            "is the server running and the host/port right? (" + shown + ")",
-        )
-    return ConnectError(f"MySQL error at {where}: {_first_line(orig)}", f"source URL: {shown}")
-
-
-def _first_line(exc: BaseException) -> str:
-    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
-    text = str(args[1]) if len(args) > 1 else str(exc)
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -108,7 +54,7 @@ class Source:
             pool_pre_ping=True,
             connect_args={"connect_timeout": connect_timeout, "charset": "utf8mb4"},
         )
-        sa.event.listen(self.engine, "connect", _setup_session)
+        sa.event.listen(self.engine, "connect", setup_session)
         self._schema: Schema | None = None
         self._raw: Any = None
 
@@ -129,7 +75,7 @@ class Source:
 
     @property
     def shown_url(self) -> str:
-        return mask(self.url)
+        return mask_source(self.url)
 
     def check(self) -> None:
         """Connect once, turning failures into ConnectError."""
@@ -170,7 +116,7 @@ class Source:
             cursor.execute(str(compiled), _params(compiled, bound))
         except Exception as e:
             cursor.close()
-            raise SourceError(f"query failed on the source: {_first_line(e)}") from None
+            raise SourceError(f"query failed on the source: {first_line(e)}") from None
         return cursor
 
     def fetch_all(self, stmt: sa.sql.Executable) -> list[RawRow]:
@@ -289,7 +235,7 @@ class Source:
             except Exception as e:
                 if isinstance(e, GeneratorExit):
                     raise
-                raise SourceError(f"reading {table} failed: {_first_line(e)}") from None
+                raise SourceError(f"reading {table} failed: {first_line(e)}") from None
             finally:
                 cursor.close()
             if got < page_size:
@@ -327,12 +273,3 @@ def _expr(column: Column, t: Any = None) -> Any:
     if column.kind is Kind.FLOAT:
         return sa.type_coerce(col, sa.Float) + sa.literal_column("0e0")
     return col
-
-
-def _setup_session(dbapi_conn: Any, _record: Any) -> None:
-    cursor = dbapi_conn.cursor()
-    try:
-        for statement in SESSION_SETUP:
-            cursor.execute(statement)
-    finally:
-        cursor.close()

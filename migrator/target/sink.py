@@ -6,7 +6,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import redis
@@ -15,6 +15,8 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from migrator.errors import ConnectError, MigratorError, TargetError
+from migrator.plan.resp import resp
+from migrator.urls import mask_target
 
 Command = tuple[bytes, ...]
 T = TypeVar("T")
@@ -28,36 +30,6 @@ class Sink(Protocol):
     def write(self, commands: Sequence[Command]) -> None: ...
 
 
-def resp(commands: Iterable[Command]) -> bytes:
-    """The Redis protocol (RESP2) for commands, as redis-cli --pipe expects it."""
-    out = bytearray()
-    for cmd in commands:
-        out += b"*%d\r\n" % len(cmd)
-        for arg in cmd:
-            out += b"$%d\r\n%b\r\n" % (len(arg), arg)
-    return bytes(out)
-
-
-def mask(url: str) -> str:
-    """A Redis URL without its password."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    try:
-        if parts.port:
-            host += f":{parts.port}"
-    except ValueError:  # several host:port pairs (redis+cluster://): keep them as written
-        host = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-
-
 def connect(url: str, *, timeout: float = 10.0) -> redis.Redis:
     """A checked Redis client; failures become ConnectError without the password."""
     try:
@@ -66,19 +38,21 @@ def connect(url: str, *, timeout: float = 10.0) -> redis.Redis:
         )
     except ValueError as e:
         raise MigratorError(
-            f"not a Redis URL: {mask(url)} ({e})", "write it as redis://[:password@]host:6379/0"
+            f"not a Redis URL: {mask_target(url)} ({e})",
+            "write it as redis://[:password@]host:6379/0",
         ) from None
     try:
         client.ping()
     except redis.AuthenticationError:
         raise ConnectError(
-            f"Redis at {mask(url)} refused the password", "check the password in the target URL"
+            f"Redis at {mask_target(url)} refused the password",
+            "check the password in the target URL",
         ) from None
     except redis.ResponseError as e:
-        raise ConnectError(f"Redis at {mask(url)} refused us: {e}") from None
+        raise ConnectError(f"Redis at {mask_target(url)} refused us: {e}") from None
     except (RedisConnectionError, RedisTimeoutError, OSError) as e:
         raise ConnectError(
-            f"cannot reach Redis at {mask(url)}: {str(e).splitlines()[0]}",
+            f"cannot reach Redis at {mask_target(url)}: {str(e).splitlines()[0]}",
             "is redis-server running, and the host/port right?",
         ) from None
     return client

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from migrator.plan.batch import Batch, Row, template_parts
 from migrator.plan.packer import _Code, _joined_parts, _none_check
-from migrator.target.sink import resp
+from migrator.plan.resp import resp
 
 if TYPE_CHECKING:
     from migrator.verify.keys import Pending

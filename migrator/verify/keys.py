@@ -28,7 +28,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from migrator.mapping.model import Template
 from migrator.plan.planner import TablePlan
-from migrator.target.sink import resp, retry
+from migrator.plan.resp import resp
+from migrator.target.sink import retry
 
 try:  # redis-py's hiredis reader, read directly (``_hiredis_replies``) where it is there
     from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser

@@ -20,75 +20,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from migrator.commands.migrate import finish_commands, load, opened, target_url
-from migrator.errors import MigratorError
-from migrator.mapping.resolve import Resolved, resolve
+from migrator.mapping.kinds import Kind
+from migrator.mapping.resolve import Resolved
+from migrator.plan.finish import finish_commands
 from migrator.plan.planner import KeyFn, TablePlan, compile_template
-from migrator.plan.values import Kind
-from migrator.progress import NULL_PROGRESS, Progress
+from migrator.progress import Progress
 from migrator.source.mysql import Source, keyset_value
 from migrator.target.checkpoint import checkpoint_key
-from migrator.target.cluster import connect_any
-from migrator.target.sink import mask as mask_target
 from migrator.verify import report as vr
-from migrator.verify.cluster_reader import reader_for
 from migrator.verify.fast import FastBatch, FastChecks, usable
 from migrator.verify.keys import KeyPattern, Patterns, Reader
-from migrator.verify.report import TableCheck, VerifyReport
+from migrator.verify.report import TableCheck
 from migrator.verify.rows import CARDINALITY, Command, RowChecks, run_structure
 
 LOOKUP_CHUNK = 500
-
-
-def verify(
-    mapping: Any,
-    *,
-    source: str | None = None,
-    target: str | None = None,
-    tables: list[str] | None = None,
-    counts_only: bool = False,
-    sample: int | None = None,
-    batch_size: int | None = None,
-    progress: Progress = NULL_PROGRESS,
-) -> VerifyReport:
-    """Compare Redis with the source, table by table. Returns a report; raises MigratorError."""
-    m = load(mapping)
-    if sample is not None and sample < 1:
-        raise MigratorError("--sample must be a positive number of rows, e.g. --sample 1000")
-    if counts_only and sample is not None:
-        raise MigratorError("--counts-only and --sample exclude each other", "choose one of them")
-    if batch_size is not None and batch_size < 1:
-        raise MigratorError("--batch-size must be a positive number of rows")
-    mode = "counts-only" if counts_only else f"sample {sample}" if sample else "full"
-    started = time.perf_counter()
-    with opened(m, source, tables) as (src, resolved):
-        everything = resolved
-        if tables:  # the other tables still own their keys, and may be parents
-            try:
-                everything = resolve(m, src.schema())
-            except MigratorError:
-                everything = resolved
-        plans = {r.name: TablePlan(r) for r in everything}
-        client = connect_any(target_url(m, target))
-        try:
-            checker = Checker(src, reader_for(client), plans, Patterns(list(plans.values())))
-            verifiers = [
-                checker.table(r, mode, batch_size or m.options.batch_size, sample, progress)
-                for r in resolved
-            ]
-            if mode == "full":
-                checker.stale(verifiers, everything_verified=not tables, name=m.name)
-            checks = [tv.check for tv in verifiers]
-        finally:
-            client.close()
-        return VerifyReport(
-            mapping=m.file or m.name,
-            source=src.shown_url,
-            target=mask_target(target_url(m, target)),
-            mode=mode,
-            tables=checks,
-            seconds=time.perf_counter() - started,
-        )
 
 
 class Checker:
@@ -351,6 +296,3 @@ def _params(raw: list[bytes], kinds: list[Kind]) -> tuple[Any, ...] | None:
 def _show(items: list[bytes], limit: int = 10) -> str:
     shown = " ".join(x.decode("utf-8", "replace") for x in items[:limit])
     return shown + (f" … ({len(items)} in all)" if len(items) > limit else "")
-
-
-__all__ = ["TableCheck", "VerifyReport", "verify"]

@@ -1,0 +1,71 @@
+"""What ``migrate`` returns: a report per table and one for the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from migrator.errors import EXIT_DIFFERENCE, EXIT_OK
+
+
+@dataclass
+class TableReport:
+    table: str
+    rows: int = 0
+    keys: int = 0
+    entries: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    rejected: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    resumed_from: int = 0
+    status: str = "done"
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "rows": self.rows,
+            "keys": self.keys,
+            "index_entries": self.entries,
+            "skipped": self.skipped,
+            "rejected": self.rejected,
+            "seconds": round(self.seconds, 3),
+            "rows_per_second": round(self.rows_per_second, 1),
+            "resumed_from": self.resumed_from,
+            "status": self.status,
+        }
+
+
+@dataclass
+class MigrateReport:
+    mapping: str
+    source: str
+    target: str
+    tables: list[TableReport]
+    seconds: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.tables)
+
+    @property
+    def rejected(self) -> int:
+        return sum(sum(t.rejected.values()) for t in self.tables)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_DIFFERENCE if self.rejected else EXIT_OK
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mapping": self.mapping,
+            "source": self.source,
+            "target": self.target,
+            "seconds": round(self.seconds, 3),
+            "rows": self.rows,
+            "rejected": self.rejected,
+            "tables": [t.as_dict() for t in self.tables],
+        }

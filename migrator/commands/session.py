@@ -1,0 +1,86 @@
+"""What every command starts with: the mapping loaded, the source and target URLs chosen
+(flag, then environment, then the mapping), the source connected and its tables resolved."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from migrator.errors import MappingError, MappingErrors
+from migrator.mapping.loader import load_mapping, suggest
+from migrator.mapping.model import Mapping
+from migrator.mapping.resolve import Resolved, resolve
+from migrator.mapping.schema import Schema
+from migrator.mapping.validate import check_schema
+from migrator.source.mysql import Source
+
+DEFAULT_TARGET = "redis://127.0.0.1:6379/0"
+
+
+def source_url(mapping: Mapping, override: str | None = None) -> str:
+    """--source, else $MIGRATOR_SOURCE_URL, else the mapping's ``source``."""
+    url = override or os.environ.get("MIGRATOR_SOURCE_URL") or mapping.source
+    if not url:
+        raise MappingError(
+            "no source database given",
+            file=mapping.file,
+            hint="set 'source:' in the mapping, pass --source URL, or export MIGRATOR_SOURCE_URL",
+        )
+    return url
+
+
+def target_url(mapping: Mapping, override: str | None = None) -> str:
+    """--target, else $MIGRATOR_TARGET_URL, else the mapping's ``target``, else local db 0."""
+    return override or os.environ.get("MIGRATOR_TARGET_URL") or mapping.target or DEFAULT_TARGET
+
+
+def load(mapping: Mapping | str | os.PathLike[str]) -> Mapping:
+    return mapping if isinstance(mapping, Mapping) else load_mapping(mapping)
+
+
+def select_tables(mapping: Mapping, tables: list[str] | None) -> list[str] | None:
+    """Check --tables against the mapping; None means all."""
+    if not tables:
+        return None
+    names = [t.name for t in mapping.tables]
+    for t in tables:
+        if t not in names:
+            raise MappingError(
+                f"--tables names '{t}', which the mapping does not map",
+                file=mapping.file,
+                hint=suggest(t, names) or f"mapped tables: {', '.join(names)}",
+            )
+    return tables
+
+
+@contextmanager
+def opened(
+    mapping: Mapping, source: str | None = None, tables: list[str] | None = None
+) -> Iterator[tuple[Source, list[Resolved]]]:
+    """The source, connected, and the mapping's tables resolved against its live schema."""
+    only = select_tables(mapping, tables)
+    src = Source(source_url(mapping, source))
+    try:
+        schema = src.schema()
+        refuse_invalid(mapping, schema, only)
+        yield src, resolve(mapping, schema, only)
+    finally:
+        src.close()
+
+
+def refuse_invalid(mapping: Mapping, schema: Schema, only: list[str] | None) -> None:
+    """Stop on any error ``migrator validate`` reports for these tables (e.g. a row key
+    without the primary key), so no command runs a mapping that validate rejects."""
+
+    def wanted(path: str) -> bool:
+        return only is None or any(path == f"tables.{t}" or path.startswith(f"tables.{t}.")
+                                   for t in only)  # fmt: skip
+
+    errors = [
+        MappingError(p.message, path=p.path, file=p.file, line=p.line, hint=p.hint)
+        for p in check_schema(mapping, schema)
+        if p.level == "error" and wanted(p.path)
+    ]
+    if errors:
+        raise MappingErrors(errors) if len(errors) > 1 else errors[0]

@@ -1,0 +1,71 @@
+"""MySQL connections: URL parsing, the session every connection starts with (UTC, read-only),
+and driver errors turned into one line that names the cause and the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import URL, make_url
+
+from migrator.errors import ConnectError, MigratorError
+from migrator.urls import mask_source
+
+SESSION_SETUP = ("SET time_zone = '+00:00'", "SET SESSION TRANSACTION READ ONLY")
+
+
+def parse_url(url: str) -> URL:
+    try:
+        parsed = make_url(url)
+    except Exception:
+        raise MigratorError(
+            f"not a database URL: {mask_source(url)}",
+            "write it as mysql+pymysql://user:password@host:3306/database",
+        ) from None
+    if parsed.get_backend_name() not in ("mysql", "mariadb"):
+        raise MigratorError(
+            f"the source must be MySQL or MariaDB, not '{parsed.get_backend_name()}'",
+            "write it as mysql+pymysql://user:password@host:3306/database",
+        )
+    if parsed.drivername in ("mysql", "mariadb"):
+        parsed = parsed.set(drivername="mysql+pymysql")
+    return parsed
+
+
+def connect_error(url: URL, exc: BaseException) -> ConnectError:
+    """Turn a driver error into one line that names the cause and the fix, no password."""
+    orig = getattr(exc, "orig", exc)
+    args: tuple[Any, ...] = tuple(getattr(orig, "args", None) or (None,))
+    code = args[0]
+    where = f"{url.host or 'localhost'}:{url.port or 3306}"
+    shown = mask_source(url)
+    if code == 1045:
+        return ConnectError(
+            f"MySQL refused the login of user '{url.username}' at {where} (access denied)",
+            f"check the user and password in the source URL ({shown})",
+        )
+    if code == 1049:
+        return ConnectError(
+            f"MySQL at {where} has no database '{url.database}'",
+            "check the database name at the end of the source URL",
+        )
+    if code in (2002, 2003, 2005, 2006, 2013):
+        return ConnectError(
+            f"cannot reach MySQL at {where}: {first_line(orig)}",
+            "is the server running and the host/port right? (" + shown + ")",
+        )
+    return ConnectError(f"MySQL error at {where}: {first_line(orig)}", f"source URL: {shown}")
+
+
+def first_line(exc: BaseException) -> str:
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+    text = str(args[1]) if len(args) > 1 else str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def setup_session(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    try:
+        for statement in SESSION_SETUP:
+            cursor.execute(statement)
+    finally:
+        cursor.close()
