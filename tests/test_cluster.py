@@ -42,6 +42,19 @@ def test_parse_seeds() -> None:
     assert seeds == [("10.0.0.1", 7000), ("::1", 7001)]
     assert options == {"ssl": False, "username": "u", "password": "p@ss"}
     assert parse_seeds("rediss+cluster://h:1")[1] == {"ssl": True}
+    # TLS files and other redis-py options ride in the query, as redis.from_url reads them
+    seeds, options = parse_seeds(
+        "rediss+cluster://h:1,h:2?ssl_ca_certs=/c/ca.crt&ssl_certfile=/c/me.crt"
+        "&ssl_keyfile=/c/me.key&ssl_cert_reqs=required&socket_timeout=5"
+    )
+    assert seeds == [("h", 1), ("h", 2)]
+    assert options == {
+        "ssl": True, "ssl_ca_certs": "/c/ca.crt", "ssl_certfile": "/c/me.crt",
+        "ssl_keyfile": "/c/me.key", "ssl_cert_reqs": "required", "socket_timeout": 5.0,
+    }  # fmt: skip
+    assert parse_seeds("redis+cluster://h:1/0?db=0")[1] == {"ssl": False}
+    with pytest.raises(MigratorError, match="only database 0"):
+        parse_seeds("redis+cluster://h:1?db=2")
     with pytest.raises(MigratorError, match="only database 0"):
         parse_seeds("redis+cluster://h:1/3")
     with pytest.raises(MigratorError, match="not host:port"):

@@ -84,16 +84,33 @@ def _timeouts(timeout: float) -> dict[str, Any]:
 
 
 def parse_seeds(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
-    """``redis+cluster://[user:password@]h1:p1,h2:p2[/0]`` -> seed nodes and client options."""
+    """``redis+cluster://[user:password@]h1:p1,h2:p2[/0][?option=value&...]`` -> seed nodes
+    and client options. Query options are redis-py's own (``ssl_ca_certs``, ``ssl_certfile``,
+    ``ssl_keyfile``, ``ssl_cert_reqs``, timeouts...), read as ``redis.from_url`` reads them."""
     scheme, rest = url.split("://", 1)
+    rest, _, query = rest.partition("?")
     netloc, _, path = rest.partition("/")
-    options: dict[str, Any] = {"ssl": scheme.lower().startswith("rediss")}
+    tls = scheme.lower().startswith("rediss")
+    options: dict[str, Any] = {"ssl": tls}
+    if query:
+        try:
+            extra = redis.connection.parse_url(f"{'rediss' if tls else 'redis'}://x/?{query}")
+        except ValueError as e:
+            raise MigratorError(f"not a cluster URL: {mask(url)} ({e})") from None
+        for key in ("host", "connection_class"):
+            extra.pop(key, None)
+        if extra.pop("db", 0) != 0:
+            raise MigratorError(
+                f"{mask(url)} names a database; a Redis Cluster has only database 0",
+                "drop 'db=' from the target URL",
+            )
+        options.update(extra)
     if "@" in netloc:
         auth, netloc = netloc.rsplit("@", 1)
         user, _, password = auth.partition(":")
         options["username"] = unquote(user) or None
         options["password"] = unquote(password) or None
-    db = path.split("?", 1)[0].strip("/")
+    db = path.strip("/")
     if db not in ("", "0"):
         raise MigratorError(
             f"{mask_target(url)} names database {db}; a Redis Cluster has only database 0",
@@ -114,7 +131,8 @@ def parse_seeds(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
 def _seeded(url: str, timeout: float) -> RedisCluster:
     seeds, options = parse_seeds(url)
     nodes = [ClusterNode(h, p) for h, p in seeds]
-    return _opened(lambda: RedisCluster(startup_nodes=nodes, **options, **_timeouts(timeout)), url)
+    options = {**_timeouts(timeout), **options}  # the URL's own timeouts win
+    return _opened(lambda: RedisCluster(startup_nodes=nodes, **options), url)
 
 
 def _opened(make: Any, url: str) -> RedisCluster:
