@@ -96,12 +96,12 @@ def parse_seeds(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
         try:
             extra = redis.connection.parse_url(f"{'rediss' if tls else 'redis'}://x/?{query}")
         except ValueError as e:
-            raise MigratorError(f"not a cluster URL: {mask(url)} ({e})") from None
+            raise MigratorError(f"not a cluster URL: {mask_target(url)} ({e})") from None
         for key in ("host", "connection_class"):
             extra.pop(key, None)
         if extra.pop("db", 0) != 0:
             raise MigratorError(
-                f"{mask(url)} names a database; a Redis Cluster has only database 0",
+                f"{mask_target(url)} names a database; a Redis Cluster has only database 0",
                 "drop 'db=' from the target URL",
             )
         options.update(extra)
