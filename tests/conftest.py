@@ -6,7 +6,8 @@ Servers are found in this order, once per session:
    ``MIGRATOR_TEST_REDIS_URL`` (e.g. ``redis://127.0.0.1:6379``);
 2. Docker, when an engine answers: ``mysql:8`` and ``redis:7`` through testcontainers;
 3. otherwise the test is skipped with the reason, or fails when ``MIGRATOR_REQUIRE_SERVICES=1``
-   (CI). ``MIGRATOR_REQUIRE_TESTDATA=1`` does the same for the shared Sakila/employees files.
+   (CI). ``MIGRATOR_REQUIRE_TESTDATA=1`` does the same for the Sakila/employees files and the
+   client that loads them.
 
 Fixtures:
 
@@ -18,9 +19,10 @@ Fixtures:
   key in db 0, so side-by-side sessions never flush each other; or the URL's own if above 0,
   plus the xdist worker number), flushed before and after the test.
 * ``redis_client`` -> ``redis.Redis`` on ``redis_url`` (bytes, ``decode_responses=False``).
-* ``testdata_dir`` (session) -> Path of ``../shared/testdata`` (or ``$MIGRATOR_TESTDATA_DIR``).
-* ``sakila_url`` / ``employees_url`` (session) -> str: URL of the loaded database (``sakila``,
-  ``employees``), loaded with the mariadb/mysql client unless already complete.
+* ``testdata_dir`` (session) -> Path of ``tests/data`` (or ``$MIGRATOR_TESTDATA_DIR``).
+* ``sakila_url`` / ``employees_url`` (session) -> str: URL of a database of this session's own
+  (``mig_t_sakila_<hex>``, ``mig_t_employees_<hex>``), loaded with the mariadb/mysql client
+  at first use and dropped at the end of the session.
 
 Tests that use a server fixture are marked ``integration``; those that use Sakila or
 employees also ``acceptance`` (``pytest -m "not integration"`` runs the pure tests only).
@@ -29,7 +31,7 @@ employees also ``acceptance`` (``pytest -m "not integration"`` runs the pure tes
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import NoReturn
@@ -47,8 +49,8 @@ from tests.services import (
     create_database,
     docker_problem,
     drop_database,
-    ensure_employees,
-    ensure_sakila,
+    load_employees,
+    load_sakila,
     make_safe,
     mysql_container,
     new_database_name,
@@ -57,6 +59,7 @@ from tests.services import (
     redis_base_db,
     redis_container,
     redis_db_url,
+    sample_database_name,
     server_url,
     services_required,
     testdata_required,
@@ -212,7 +215,13 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
         client.close()
 
 
-# -- the shared sample databases ---------------------------------------------------------------
+# -- the sample databases (tests/data) --------------------------------------------------------
+
+
+def _testdata_unavailable(reason: str) -> NoReturn:
+    if testdata_required():
+        pytest.fail(f"{reason} [{REQUIRE_TESTDATA_ENV}=1]", pytrace=False)
+    _unavailable(reason)
 
 
 @pytest.fixture(scope="session")
@@ -220,27 +229,34 @@ def testdata_dir() -> Path:
     try:
         return find_testdata_dir()
     except Unavailable as e:
-        if testdata_required():
-            pytest.fail(f"{e} [{REQUIRE_TESTDATA_ENV}=1]", pytrace=False)
-        pytest.skip(str(e))
+        _testdata_unavailable(str(e))
+
+
+def _sample_database(
+    server: str, data: Path, dataset: str, load: Callable[[str, Path, str], str]
+) -> Iterator[str]:
+    """Load ``dataset`` into a database of this session's own; drop it after the session."""
+    name = sample_database_name(dataset)
+    try:
+        try:
+            url: str = load(server, data, name)
+        except Unavailable as e:
+            _testdata_unavailable(str(e))
+        yield url
+    finally:
+        drop_database(server, name)
 
 
 @pytest.fixture(scope="session")
-def sakila_url(mysql_server_url: str, testdata_dir: Path) -> str:
-    """URL of the Sakila database (GEOMETRY variant on MariaDB); loaded once, reused after."""
-    try:
-        return ensure_sakila(mysql_server_url, testdata_dir)
-    except Unavailable as e:
-        _unavailable(str(e))
+def sakila_url(mysql_server_url: str, testdata_dir: Path) -> Iterator[str]:
+    """URL of this session's Sakila database (GEOMETRY included on MariaDB too)."""
+    yield from _sample_database(mysql_server_url, testdata_dir, "sakila", load_sakila)
 
 
 @pytest.fixture(scope="session")
-def employees_url(mysql_server_url: str, testdata_dir: Path) -> str:
-    """URL of the employees database (10,000 employees); loaded once, reused after."""
-    try:
-        return ensure_employees(mysql_server_url, testdata_dir)
-    except Unavailable as e:
-        _unavailable(str(e))
+def employees_url(mysql_server_url: str, testdata_dir: Path) -> Iterator[str]:
+    """URL of this session's employees database (10,000 employees)."""
+    yield from _sample_database(mysql_server_url, testdata_dir, "employees", load_employees)
 
 
 # -- a Redis Cluster (tests/cluster.py) --------------------------------------------------------

@@ -9,11 +9,13 @@ Nothing here is a mock. The fixtures find servers (README.md, "Tests") in this o
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -297,7 +299,7 @@ def drop_database(server: str, name: str) -> None:
         conn.close()
 
 
-# -- the command-line client (the shared dumps use DELIMITER and `source`) ----------------------
+# -- the command-line client (the sample dumps use DELIMITER and `source`) ----------------------
 
 
 def cli_program() -> str:
@@ -307,7 +309,7 @@ def cli_program() -> str:
             return path
     raise Unavailable(
         "neither the 'mariadb' nor the 'mysql' command-line client is on PATH; it is needed to "
-        "load the shared test databases (apt-get install mariadb-client, or mysql-client)"
+        "load the sample test databases (apt-get install mariadb-client, or mysql-client)"
     )
 
 
@@ -366,7 +368,7 @@ def run_cli_file(url: str, script: Path, cwd: Path | None = None, timeout: float
         )
 
 
-# -- the shared sample databases (Sakila, employees) -------------------------------------------
+# -- the sample databases (Sakila, employees; tests/data) ----------------------------------------
 
 SAKILA_COUNTS = {
     "actor": 200, "address": 603, "category": 16, "city": 600, "country": 109,
@@ -381,15 +383,21 @@ EMPLOYEES_COUNTS = {
 
 
 def testdata_dir() -> Path:
-    """``<repo>/../shared/testdata``, or ``$MIGRATOR_TESTDATA_DIR``."""
+    """``tests/data`` of this checkout, or ``$MIGRATOR_TESTDATA_DIR``."""
     env = os.environ.get(TESTDATA_ENV)
-    path = Path(env) if env else REPO.parent / "shared" / "testdata"
+    path = Path(env) if env else Path(__file__).resolve().parent / "data"
     if not (path / "sakila").is_dir() or not (path / "employees").is_dir():
         raise Unavailable(
-            f"the shared test data is not at {path} (expected sakila/ and employees/ there); "
+            f"the test data is not at {path} (expected sakila/ and employees/ there); "
             f"set {TESTDATA_ENV}"
         )
     return path
+
+
+def sample_database_name(dataset: str) -> str:
+    """A name of this session's own for a sample database: ``mig_t_sakila_<hex>``, so
+    sessions side by side on one server never load into, or drop, each other's copy."""
+    return f"mig_t_{dataset}_{uuid.uuid4().hex[:10]}"
 
 
 def is_mariadb(server: str) -> bool:
@@ -401,6 +409,23 @@ def is_mariadb(server: str) -> bool:
     finally:
         conn.close()
     return row is not None and "mariadb" in str(row[0]).lower()
+
+
+def renamed_script(sql: str, old: str, new: str) -> str:
+    """A dump script that names database ``old`` rewritten for database ``new``: its
+    ``DROP``/``CREATE SCHEMA|DATABASE`` and ``USE`` statements and its ``old.`` qualifiers
+    (Sakila's views). Table names are untouched, ``employees.employees`` included."""
+    statement = re.compile(
+        r"(?im)^(\s*(?:DROP\s+(?:SCHEMA|DATABASE)\s+IF\s+EXISTS"
+        r"|CREATE\s+(?:SCHEMA|DATABASE)(?:\s+IF\s+NOT\s+EXISTS)?|USE)\s+)"
+        rf"`?{re.escape(old)}`?(\s*;)"
+    )
+    out = statement.sub(lambda m: f"{m[1]}`{new}`{m[2]}", sql)
+    out = re.sub(rf"(?<![\w.`]){re.escape(old)}\.(?=`?\w)", f"`{new}`.", out)
+    left = re.search(rf"(?i)\b(?:SCHEMA|DATABASE|USE)\s+`?{re.escape(old)}`?\s*;", out)
+    if left:  # never let a test run DROP the fixed-name database of someone else
+        raise RuntimeError(f"could not rename database {old!r} in: {left[0]!r}")
+    return out
 
 
 def _is_loaded(cur: pymysql.cursors.Cursor, database: str, counts: dict[str, int]) -> bool:
@@ -419,70 +444,72 @@ def _is_loaded(cur: pymysql.cursors.Cursor, database: str, counts: dict[str, int
     return True
 
 
-def _has_location(cur: pymysql.cursors.Cursor) -> bool:
+def _has_location(cur: pymysql.cursors.Cursor, database: str) -> bool:
     """Sakila loaded with GEOMETRY (not the MariaDB-stripped plain variant)."""
     cur.execute(
         "SELECT COUNT(*) FROM information_schema.columns"
-        " WHERE table_schema = 'sakila' AND table_name = 'address' AND column_name = 'location'"
+        " WHERE table_schema = %s AND table_name = 'address' AND column_name = 'location'",
+        (database,),
     )
     row = cur.fetchone()
     return row is not None and row[0] == 1
 
 
-@contextmanager
-def _load_lock(server: str, name: str) -> Iterator[pymysql.cursors.Cursor]:
-    """A server-wide named lock, so parallel test processes load a database only once."""
+def _load(
+    server: str,
+    name: str,
+    scripts: list[tuple[Path, str]],
+    cwd: Path,
+    complete: Callable[[pymysql.cursors.Cursor], bool],
+) -> str:
+    """Feed each (file, text) to the client from ``cwd``, then check with ``complete(cur)``."""
+    with tempfile.TemporaryDirectory(prefix="migrator-testdata-") as tmp:
+        for path, text in scripts:
+            script = Path(tmp) / path.name
+            script.write_text(text, encoding="utf-8")
+            run_cli_file(server, script, cwd=cwd)
     conn = mysql_connect(server)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT GET_LOCK(%s, 900)", (f"migrator_tests_{name}",))
-            row = cur.fetchone()
-            if row is None or row[0] != 1:
-                raise RuntimeError(f"could not take the lock to load {name}")
-            try:
-                yield cur
-            finally:
-                cur.execute("SELECT RELEASE_LOCK(%s)", (f"migrator_tests_{name}",))
+            if not complete(cur):
+                raise RuntimeError(f"{name} loaded without error but its tables or rows differ")
     finally:
         conn.close()
+    return database_url(server, name)
 
 
-def ensure_sakila(server: str, data: Path) -> str:
-    """Load Sakila unless it is already there, complete; returns its URL (database ``sakila``).
+def load_sakila(server: str, data: Path, name: str) -> str:
+    """Load Sakila (``sakila/sakila-{schema,data}.sql``) as database ``name``; returns its URL.
 
-    On MariaDB the ``*.mariadb.sql`` pair (``/*M!50705`` markers: GEOMETRY ``address.location``
-    and its SPATIAL index); on MySQL the original files, whose ``/*!50705`` MySQL runs itself.
+    On MariaDB the files' ``/*!50705`` markers become ``/*M!50705`` on the way in, so
+    ``address.location`` (GEOMETRY) and its SPATIAL index are created as on MySQL, which runs
+    ``/*!50705`` itself (sakila/SOURCE.md, "MariaDB 10.11 compatibility").
     """
-    with _load_lock(server, "sakila") as cur:
-        if not (_is_loaded(cur, "sakila", SAKILA_COUNTS) and _has_location(cur)):
-            folder = data / "sakila"
-            suffix = ".mariadb.sql" if is_mariadb(server) else ".sql"
-            for part in ("schema", "data"):
-                run_cli_file(server, folder / f"sakila-{part}{suffix}")
-            conn_check = mysql_connect(server)
-            try:
-                with conn_check.cursor() as check:
-                    if not (_is_loaded(check, "sakila", SAKILA_COUNTS) and _has_location(check)):
-                        raise RuntimeError("sakila loaded without error but its row counts differ")
-            finally:
-                conn_check.close()
-    return database_url(server, "sakila")
+    folder = data / "sakila"
+    mariadb = is_mariadb(server)
+    scripts = []
+    for part in ("schema", "data"):
+        path = folder / f"sakila-{part}.sql"
+        text = renamed_script(path.read_text(encoding="utf-8"), "sakila", name)
+        if mariadb:
+            text = text.replace("/*!50705 ", "/*M!50705 ")
+        scripts.append((path, text))
+    return _load(
+        server,
+        name,
+        scripts,
+        folder,
+        lambda cur: _is_loaded(cur, name, SAKILA_COUNTS) and _has_location(cur, name),
+    )
 
 
-def ensure_employees(server: str, data: Path) -> str:
-    """Load the 10k-employee cut unless already there; returns its URL (database ``employees``)."""
-    with _load_lock(server, "employees") as cur:
-        if not _is_loaded(cur, "employees", EMPLOYEES_COUNTS):
-            folder = data / "employees"
-            # employees.sql runs `source load_*.dump`, relative to the client's directory.
-            run_cli_file(server, folder / "employees.sql", cwd=folder)
-            conn_check = mysql_connect(server)
-            try:
-                with conn_check.cursor() as check:
-                    if not _is_loaded(check, "employees", EMPLOYEES_COUNTS):
-                        raise RuntimeError(
-                            "employees loaded without error but its row counts differ"
-                        )
-            finally:
-                conn_check.close()
-    return database_url(server, "employees")
+def load_employees(server: str, data: Path, name: str) -> str:
+    """Load the 10k-employee cut as database ``name``; returns its URL. ``employees.sql``
+    runs ``source load_*.dump`` relative to the client's directory, so it runs from
+    ``employees/``."""
+    folder = data / "employees"
+    path = folder / "employees.sql"
+    text = renamed_script(path.read_text(encoding="utf-8"), "employees", name)
+    return _load(
+        server, name, [(path, text)], folder, lambda cur: _is_loaded(cur, name, EMPLOYEES_COUNTS)
+    )

@@ -427,6 +427,8 @@ def test_unreachable_mysql_exits_3(sample_db: tuple[MySQLDatabase, Path], tmp_pa
 # -- integration: the memory estimate against reality ------------------------------------------
 
 
+@pytest.mark.integration
+@pytest.mark.acceptance  # its fixture is requested by name, so conftest cannot mark it
 @pytest.mark.parametrize("database", ["sakila", "employees"])
 def test_memory_estimate_within_30_percent(
     database: str, request: pytest.FixtureRequest, private_redis: redis.Redis, tmp_path: Path

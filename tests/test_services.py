@@ -9,7 +9,14 @@ import pytest
 import redis
 from sqlalchemy.engine import make_url
 
-from tests.services import MySQLDatabase, cli_args, redis_db_url, run_cli_file, server_url
+from tests.services import (
+    MySQLDatabase,
+    cli_args,
+    redis_db_url,
+    renamed_script,
+    run_cli_file,
+    server_url,
+)
 
 
 def test_mysql_db_is_a_fresh_database_that_runs_scripts(
@@ -92,10 +99,11 @@ def _one(url: str, sql: str) -> object:
 
 
 def test_sakila_is_loaded(sakila_url: str) -> None:
-    assert make_url(sakila_url).database == "sakila"
+    name = make_url(sakila_url).database
+    assert name is not None and name.startswith("mig_t_sakila_")  # this session's own copy
     base_tables = (
         "SELECT COUNT(*) FROM information_schema.tables"
-        " WHERE table_schema = 'sakila' AND table_type = 'BASE TABLE'"
+        f" WHERE table_schema = '{name}' AND table_type = 'BASE TABLE'"
     )
     assert _one(sakila_url, base_tables) == 16
     assert _one(sakila_url, "SELECT COUNT(*) FROM film") == 1000
@@ -104,16 +112,19 @@ def test_sakila_is_loaded(sakila_url: str) -> None:
     assert _one(sakila_url, "SELECT ST_AsText(location) FROM address WHERE address_id = 1") == (
         "POINT(-112.8185647 49.6999986)"
     )
+    # actor_info names its tables sakila.film etc.: renamed, it reads this copy
+    assert _one(sakila_url, "SELECT COUNT(*) FROM actor_info") == 200
 
 
 def test_employees_is_loaded(employees_url: str) -> None:
-    assert make_url(employees_url).database == "employees"
+    name = make_url(employees_url).database
+    assert name is not None and name.startswith("mig_t_employees_")
     assert _one(employees_url, "SELECT COUNT(*) FROM employees") == 10000
     assert _one(employees_url, "SELECT COUNT(*) FROM salaries") == 94917
 
 
 def test_run_cli_file_handles_client_commands(mysql_db: MySQLDatabase, tmp_path: Path) -> None:
-    # DELIMITER and `source` are client commands: the shared dumps need the real client.
+    # DELIMITER and `source` are client commands: the sample dumps need the real client.
     (tmp_path / "rows.sql").write_text("INSERT INTO t VALUES (1), (2);\n")
     script = tmp_path / "script.sql"
     script.write_text(
@@ -126,3 +137,28 @@ def test_run_cli_file_handles_client_commands(mysql_db: MySQLDatabase, tmp_path:
     )
     run_cli_file(mysql_db.url, script)
     assert mysql_db.query("SELECT id FROM t ORDER BY id") == [(1,), (2,), (3,)]
+
+
+def test_renamed_script_points_every_statement_at_the_new_database() -> None:
+    script = (
+        "DROP DATABASE IF EXISTS employees;\n"
+        "CREATE DATABASE IF NOT EXISTS employees;\n"
+        "USE employees;\n"
+        "CREATE TABLE employees (emp_no INT);\n"
+        "CREATE VIEW v AS SELECT * FROM employees.employees e;\n"
+        "SELECT 'LOADING employees' as 'INFO';\n"
+    )
+    assert renamed_script(script, "employees", "mig_t_e") == (
+        "DROP DATABASE IF EXISTS `mig_t_e`;\n"
+        "CREATE DATABASE IF NOT EXISTS `mig_t_e`;\n"
+        "USE `mig_t_e`;\n"
+        "CREATE TABLE employees (emp_no INT);\n"
+        "CREATE VIEW v AS SELECT * FROM `mig_t_e`.employees e;\n"
+        "SELECT 'LOADING employees' as 'INFO';\n"
+    )
+
+
+def test_renamed_script_refuses_what_it_cannot_rename() -> None:
+    # a DROP it does not recognise would hit the fixed-name database: refused, not run
+    with pytest.raises(RuntimeError, match="could not rename"):
+        renamed_script("DROP /* x */ SCHEMA sakila;\n", "sakila", "mig_t_s")
