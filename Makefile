@@ -4,6 +4,8 @@
 #                  database migrator_demo, then migrate and verify mappings/demo.yaml
 #   make test      venv + install, start the servers if down, then the whole test suite
 #   make lint      ruff check, ruff format --check, mypy
+#   make dist      build the sdist and wheel into dist/ and check them (twine check --strict,
+#                  their contents, the tests run from the sdist): scripts/check_dist.py
 #   make services  start MariaDB and Redis on 127.0.0.1 if they are down
 #
 # With Docker instead of local servers: `docker compose up -d`, then the same commands; to
@@ -24,7 +26,7 @@ LOCAL_MYSQL_URL ?= mysql+pymysql://root@127.0.0.1:3306
 LOCAL_REDIS_URL ?= redis://127.0.0.1:6379
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint services install
+.PHONY: demo test lint dist services install
 
 install: $(STAMP)
 
@@ -60,3 +62,6 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+dist: $(STAMP)
+	$(BIN)/python scripts/check_dist.py --outdir dist

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import typer.main
 from typer.testing import CliRunner
 
+import migrator
 from migrator.cli import app
 
 ROOT = typer.main.get_command(app)
@@ -37,3 +43,15 @@ def test_help_renders(name: str) -> None:
 def test_version() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output.startswith("migrator ")
+
+
+def test_installed_command_prints_the_package_version() -> None:
+    # the console script of the installed distribution, whose metadata takes its version
+    # from migrator.__version__ (pyproject.toml: dynamic)
+    command = Path(sys.executable).with_name("migrator")
+    result = subprocess.run(
+        [str(command), "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"migrator {migrator.__version__}\n"
+    assert importlib.metadata.version("migrator") == migrator.__version__
