@@ -1,4 +1,4 @@
--- The TAG-system example of the source documents (seed 002): books and their tags, a
+-- The TAG-system example of the source documents (samples/README.md): books and their tags, a
 -- many-to-many relation kept in a join table.
 --
 --   mysql> select * from book;                mysql> select * from tag;

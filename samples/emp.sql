@@ -1,5 +1,5 @@
--- The emp example of the source documents (seed 004, "a mapping between RDBMS tables and the
--- Redis model"): a table with a counter, a non-unique index and a unique index.
+-- The emp example of the source documents ("a mapping between RDBMS tables and the
+-- Redis model"; samples/README.md): a table with a counter, a non-unique index and a unique index.
 --
 --   | emp_id | ename    | mgr_id | email           |
 --   |      1 | SMITH    |      8 | foo@gmail.com   |

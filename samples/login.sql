@@ -1,4 +1,4 @@
--- The user-login example of the source documents (seeds 001 and 002): one table.
+-- The user-login example of the source documents (samples/README.md): one table.
 --
 --   mysql> select * from login;
 --   | user_id | name           | login_times | last_login_time     |
