@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PAGES = sorted(
-    [REPO / "README.md", REPO / "samples" / "README.md", *(REPO / "docs").glob("*.md")]
-)
+PAGES = sorted([REPO / "README.md", REPO / "samples" / "README.md", *(REPO / "docs").glob("*.md")])
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
