@@ -1,6 +1,11 @@
-"""Create the benchmark table ``migrator_bench.emp`` with N rows, generated server-side.
+"""Create the benchmark table ``emp`` with N rows, generated server-side.
 
-    .venv/bin/python benchmarks/generate.py 1000000
+    .venv/bin/python benchmarks/generate.py 1000000 \
+        [--source mysql+pymysql://root@127.0.0.1:3306/migrator_bench] [--force]
+
+The database is the one ``--source`` names (created if missing; default ``migrator_bench``).
+The table carries a comment that marks it as the benchmark's: an ``emp`` table without it is
+someone's data, and is replaced only with ``--force``.
 
 Rows come from MariaDB's SEQUENCE engine (``seq_1_to_N``) in one INSERT ... SELECT, so a
 million rows load in seconds: ``emp_id`` INT primary key, ``ename``, ``email`` UNIQUE,
@@ -12,10 +17,13 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 import pymysql
+from sqlalchemy.engine import make_url
 
-DATABASE = "migrator_bench"
+DEFAULT_SOURCE = "mysql+pymysql://root@127.0.0.1:3306/migrator_bench"
+MARK = "migrator benchmark table (benchmarks/generate.py)"
 
 DDL = """
 CREATE TABLE emp (
@@ -28,7 +36,7 @@ CREATE TABLE emp (
   note TEXT NULL,
   UNIQUE KEY uq_email (email),
   KEY ix_mgr (mgr_id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='{mark}'
 """
 
 FILL = """
@@ -46,16 +54,47 @@ FROM seq_1_to_{n}
 """
 
 
-def generate(rows: int, host: str = "127.0.0.1", port: int = 3306, user: str = "root") -> float:
-    """(Re)create migrator_bench.emp with ``rows`` rows; returns the seconds it took."""
+def connect_args(url: str) -> dict[str, Any]:
+    """pymysql.connect() arguments for a MySQL URL that names its database."""
+    u = make_url(url)
+    if u.get_backend_name() != "mysql" or not u.database:
+        raise SystemExit(f"--source must be a mysql:// URL with a database, got {u!r}")
+    return {
+        "host": u.host or "127.0.0.1",
+        "port": u.port or 3306,
+        "user": u.username or "root",
+        "password": u.password or "",
+        "database": u.database,
+        "charset": "utf8mb4",
+    }
+
+
+def generate(rows: int, source: str = DEFAULT_SOURCE, force: bool = False) -> float:
+    """(Re)create ``emp`` with ``rows`` rows in the database of ``source``; the seconds it took.
+    Refuses (SystemExit) to replace an ``emp`` table this script did not make, unless ``force``.
+    """
     t0 = time.perf_counter()
-    conn = pymysql.connect(host=host, port=port, user=user, charset="utf8mb4", autocommit=True)
+    args = connect_args(source)
+    database = args.pop("database")
+    conn = pymysql.connect(**args, autocommit=True)
     try:
         with conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE} CHARACTER SET utf8mb4")
-            cur.execute(f"USE {DATABASE}")
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database}` CHARACTER SET utf8mb4")
+            cur.execute(f"USE `{database}`")
+            cur.execute(
+                "SELECT table_comment FROM information_schema.tables"
+                " WHERE table_schema = %s AND table_name = 'emp'",
+                (database,),
+            )
+            found = cur.fetchone()
+            if found is not None and found[0] != MARK and not force:
+                raise SystemExit(
+                    f"refusing to replace {database}.emp: this benchmark did not make it (its"
+                    f" comment is not {MARK!r}). Name another database in --source, or pass"
+                    " --force to drop that table."
+                )
             cur.execute("DROP TABLE IF EXISTS emp")
-            cur.execute(DDL)
+            cur.execute(DDL.format(mark=MARK))
             cur.execute(FILL.format(n=int(rows)))
             cur.execute("ANALYZE TABLE emp")
     finally:
@@ -66,9 +105,15 @@ def generate(rows: int, host: str = "127.0.0.1", port: int = 3306, user: str = "
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rows", type=int, help="number of rows, e.g. 1000000")
+    parser.add_argument(
+        "--source", default=DEFAULT_SOURCE, help=f"MySQL URL of the database, e.g. {DEFAULT_SOURCE}"
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace an emp table this script did not make"
+    )
     args = parser.parse_args()
-    seconds = generate(args.rows)
-    print(f"{DATABASE}.emp: {args.rows:,} rows in {seconds:.1f}s")
+    seconds = generate(args.rows, args.source, args.force)
+    print(f"{make_url(args.source).database}.emp: {args.rows:,} rows in {seconds:.1f}s")
 
 
 if __name__ == "__main__":

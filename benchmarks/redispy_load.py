@@ -1,25 +1,32 @@
 """The hand-written baseline: pymysql rows -> redis-py pipeline(transaction=False), flushed
-every 5,000 rows, writing the same keys as benchmarks/emp.yaml.
+every 5,000 rows, writing the same keys as benchmarks/emp.yaml into the target as it is.
 
-    .venv/bin/python benchmarks/redispy_load.py [mysql_db] [redis_url]
+    .venv/bin/python benchmarks/redispy_load.py --source MYSQL_URL --target REDIS_URL
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+from pathlib import Path
 
 import pymysql
 import pymysql.cursors
 import redis
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from generate import connect_args
+
 COLUMNS = ("ename", "email", "mgr_id", "hired", "salary", "note")
 
 
 def main() -> None:
-    database = sys.argv[1] if len(sys.argv) > 1 else "migrator_bench"
-    url = sys.argv[2] if len(sys.argv) > 2 else "redis://127.0.0.1:6379/14"
-    conn = pymysql.connect(host="127.0.0.1", user="root", database=database, charset="utf8mb4")
-    r = redis.Redis.from_url(url)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", required=True, help="MySQL URL of the benchmark database")
+    parser.add_argument("--target", required=True, help="Redis URL to write to")
+    args = parser.parse_args()
+    conn = pymysql.connect(**connect_args(args.source))
+    r = redis.Redis.from_url(args.target)
     pipe = r.pipeline(transaction=False)
     last = None
     with conn.cursor(pymysql.cursors.SSCursor) as cur:

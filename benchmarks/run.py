@@ -1,17 +1,22 @@
 """Throughput benchmark (issue 6): the floor, migrator migrate and a redis-py script.
 
-    .venv/bin/python benchmarks/run.py --rows 100000,1000000 --reps 3
+    .venv/bin/python benchmarks/run.py --target redis://127.0.0.1:6379/14 \
+        [--source mysql+pymysql://root@127.0.0.1:3306/migrator_bench] --rows 100000,1000000 --reps 3
 
-For each size it (re)generates ``migrator_bench.emp`` (benchmarks/generate.py), then, per
-repetition and per method, empties Redis db 14, runs the method, times it (whole command,
-start-up included) and checks the result: row hash count, HLEN of the unique hash, index set
-count and total members, the counter, and a few rows field by field. It prints rows/s per
-method (median of the repetitions), the ratios migrate/floor and migrate/redis-py, and
-migrate's peak RSS summed over all its processes (polled from /proc every 100 ms), and the
-load average. Several migrate variants can be timed in one run, between the same floor and
-redis-py runs:
+For each size it (re)generates table ``emp`` in the database of ``--source``
+(benchmarks/generate.py; an ``emp`` it did not make is refused), then, per repetition and per
+method, empties the ``--target`` Redis database (FLUSHDB), runs the method, times it (whole
+command, start-up included) and checks the result: row hash count, HLEN of the unique hash,
+index set count and total members, the counter, and a few rows field by field. A target that
+holds any key at the start is refused unless ``--force``: the benchmark would empty it. At the
+end the target is left empty.
 
-    .venv/bin/python benchmarks/run.py --variant default= \
+It prints rows/s per method (median of the repetitions), the ratios migrate/floor and
+migrate/redis-py, and migrate's peak RSS summed over all its processes (polled from /proc
+every 100 ms), and the load average. Several migrate variants can be timed in one run, between
+the same floor and redis-py runs:
+
+    .venv/bin/python benchmarks/run.py --target redis://127.0.0.1:6379/14 --variant default= \
         --variant "pymysql-w1=MIGRATOR_RAW_DRIVER=pymysql --workers 1" --variant "w2=--workers 2"
 """
 
@@ -20,30 +25,90 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pymysql
 import redis
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from generate import generate  # noqa: E402
+from generate import DEFAULT_SOURCE, connect_args, generate  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
-REDIS_DB = 14
-REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_DB}"
-SQL = (
-    "SELECT emp_id, ename, email, mgr_id, hired, salary, note"
-    " FROM migrator_bench.emp ORDER BY emp_id"
-)
-FLOOR = (
-    f"mariadb -uroot -h127.0.0.1 --quick -B -N -e '{SQL}' | LC_ALL=C awk -f {HERE}/floor.awk"
-    f" | redis-cli -n {REDIS_DB} --pipe > /dev/null"
-)
+SQL = "SELECT emp_id, ename, email, mgr_id, hired, salary, note FROM emp ORDER BY emp_id"
+
+
+def floor_command(source: str, target: str) -> tuple[str, dict[str, str]]:
+    """The floor's shell pipeline, mysql client | awk | redis-cli --pipe, and its environment
+    (the MySQL password, if any, in MYSQL_PWD rather than on the command line)."""
+    a = connect_args(source)
+    client = shutil.which("mariadb") or shutil.which("mysql") or "mariadb"
+    mysql = [
+        client, "--protocol=TCP", f"--host={a['host']}", f"--port={a['port']}",
+        f"--user={a['user']}", "--quick", "-B", "-N", f"--database={a['database']}", "-e", SQL,
+    ]  # fmt: skip
+    awk = ["awk", "-f", str(HERE / "floor.awk")]
+    pipe = ["redis-cli", "-u", target, "--pipe"]
+    line = f"{shlex.join(mysql)} | LC_ALL=C {shlex.join(awk)} | {shlex.join(pipe)} > /dev/null"
+    return line, {"MYSQL_PWD": a["password"]} if a["password"] else {}
+
+
+def shown(url: str) -> str:
+    """A Redis URL for messages, without its password."""
+    parts = urlsplit(url)
+    if parts.password:
+        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@"))
+    return urlunsplit(parts)
+
+
+def refuse_non_empty(r: redis.Redis, target: str, force: bool) -> None:
+    """Exit with the reason when the target holds keys and ``force`` is not given: every run
+    starts with FLUSHDB."""
+    keys = r.dbsize()
+    if keys and not force:
+        raise SystemExit(
+            f"refusing to run: the target {shown(target)} holds {keys:,} key(s), and the"
+            " benchmark empties it (FLUSHDB) before every run. Name an empty Redis database"
+            " with --target (redis-cli -n N dbsize says 0), or pass --force to let it be emptied."
+        )
+    if keys:
+        print(f"--force: emptying {shown(target)}, which holds {keys:,} key(s)")
+
+
+def claim_target(r: redis.Redis, target: str, force: bool) -> Callable[[], None]:
+    """Claim the target's logical database the way the test fixtures do
+    (``migrator-tests:db:N`` in db 0, tests/conftest.py), so that test sessions on the same
+    server leave it alone, and check it may be emptied; exit when it is claimed already or
+    holds keys (without ``force``). Returns the function that releases the claim."""
+    pool = r.connection_pool
+    db = int(pool.connection_kwargs.get("db") or 0)
+    kwargs = {**pool.connection_kwargs, "db": 0}
+    lock = redis.Redis(connection_pool=redis.ConnectionPool(pool.connection_class, **kwargs))
+    claim, token = f"migrator-tests:db:{db}", f"benchmark {os.getpid()}"
+    if db and not lock.set(claim, token, nx=True, ex=6 * 3600):
+        raise SystemExit(
+            f"refusing to run: Redis database {db} of {shown(target)} is in use by a test"
+            f" session or another benchmark ({claim} = {lock.get(claim)!r} in db 0). Name"
+            " another database with --target."
+        )
+
+    def release() -> None:
+        if db and lock.get(claim) == token.encode():
+            lock.delete(claim)
+
+    try:
+        refuse_non_empty(r, target, force)
+    except SystemExit:
+        release()
+        raise
+    return release
 
 
 def tree_rss(root: int) -> int:
@@ -92,8 +157,8 @@ def timed(
     return seconds, peak
 
 
-def expected(rows: int) -> dict[str, object]:
-    conn = pymysql.connect(host="127.0.0.1", user="root", database="migrator_bench")
+def expected(rows: int, source: str) -> dict[str, object]:
+    conn = pymysql.connect(**connect_args(source))
     with conn.cursor() as cur:
         cur.execute("SELECT COUNT(DISTINCT mgr_id), COUNT(mgr_id), MAX(emp_id) FROM emp")
         distinct, indexed, top = cur.fetchone()
@@ -138,7 +203,7 @@ def variants(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[str, s
     (repeatable; leading NAME=value words are environment variables), else one variant,
     "migrate", from --source and --workers."""
     base = [str(VENV_BIN / "migrator"), "migrate", str(HERE / "emp.yaml"), "--json"]
-    base += ["--target", REDIS_URL]
+    base += ["--target", args.target]
     if not args.variant:
         extra = ["--source", args.source] + (["--workers", args.workers] if args.workers else [])
         return {"migrate": (base + extra, {})}
@@ -167,28 +232,50 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3, help="repetitions per size, e.g. 3")
     parser.add_argument("--workers", default="", help="migrate --workers N (default: its own)")
     parser.add_argument(
-        "--source", default="mysql+pymysql://root@127.0.0.1:3306/migrator_bench",
-        help="migrate's source URL, e.g. mysql+mysqldb://root@127.0.0.1:3306/migrator_bench",
+        "--target", required=True,
+        help="Redis URL written to and emptied before every run; it must hold no key unless"
+        " --force, e.g. redis://127.0.0.1:6379/14",
+    )  # fmt: skip
+    parser.add_argument(
+        "--source", default=DEFAULT_SOURCE,
+        help="MySQL URL of the database that gets the generated table emp (and migrate's"
+        f" source), e.g. {DEFAULT_SOURCE}",
+    )  # fmt: skip
+    parser.add_argument(
+        "--force", action="store_true",
+        help="empty a --target that holds keys, and replace an emp table generate.py did not make",
     )  # fmt: skip
     parser.add_argument(
         "--variant", action="append", default=[],
         help="a migrate variant to time, LABEL=EXTRA ARGS (repeatable), e.g. 'w1=--workers 1'",
     )  # fmt: skip
     args = parser.parse_args()
-    r = redis.Redis.from_url(REDIS_URL)
+    r = redis.Redis.from_url(args.target)
+    release = claim_target(r, args.target, args.force)
+    try:
+        bench(args, r)
+    finally:
+        release()
+
+
+def bench(args: argparse.Namespace, r: redis.Redis) -> None:
+    """Generate, run and check every method for every size; print the figures."""
     migrates = variants(args)
     methods: dict[str, tuple[list[str] | str, bool, dict[str, str]]] = {}
-    methods["floor"] = (FLOOR, True, {})
+    floor, floor_env = floor_command(args.source, args.target)
+    methods["floor"] = (floor, True, floor_env)
     methods.update({label: (cmd, False, env) for label, (cmd, env) in migrates.items()})
-    methods["redis-py"] = ([sys.executable, str(HERE / "redispy_load.py")], False, {})
+    redispy = [sys.executable, str(HERE / "redispy_load.py"), "--source", args.source]
+    methods["redis-py"] = ([*redispy, "--target", args.target], False, {})
     for label, (cmd, env) in migrates.items():
         shown = " ".join(f"{k}={v}" for k, v in env.items())
         print(f"{label}: {shown + ' ' if shown else ''}{' '.join(cmd)}")
     print(f"CPUs {os.cpu_count()}; load average (1/5 min) {load()}")
     summary = []
     for rows in [int(x) for x in args.rows.split(",")]:
-        print(f"\n== {rows:,} rows (generated in {generate(rows):.1f}s), load {load()}")
-        want = expected(rows)
+        made = generate(rows, args.source, args.force)
+        print(f"\n== {rows:,} rows (generated in {made:.1f}s), load {load()}")
+        want = expected(rows, args.source)
         rates: dict[str, list[float]] = {m: [] for m in methods}
         peaks: dict[str, list[int]] = {m: [] for m in migrates}
         loads = [load()]

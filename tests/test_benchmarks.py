@@ -1,0 +1,64 @@
+"""The benchmark refuses targets it must not empty (issue 9 item 7): a Redis database that
+holds keys (unless --force), one a test session has claimed, and an ``emp`` table it did not
+make. Each check runs on this session's own Redis database or MySQL database."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from types import ModuleType
+
+import pytest
+import redis
+
+from tests.services import REPO, MySQLDatabase, is_mariadb
+
+BENCH = REPO / "benchmarks"
+
+
+def bench_module(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_target_that_holds_keys_is_refused_unless_forced(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    run = bench_module("run")
+    run.refuse_non_empty(redis_client, redis_url, force=False)  # empty: fine
+    redis_client.set("someone:else", "precious")
+    with pytest.raises(SystemExit, match=r"holds 1 key\(s\).*--force"):
+        run.refuse_non_empty(redis_client, redis_url, force=False)
+    run.refuse_non_empty(redis_client, redis_url, force=True)
+    assert redis_client.get("someone:else") == b"precious"  # refusing touched nothing
+
+
+def test_a_database_claimed_by_a_test_session_is_refused(redis_url: str) -> None:
+    # this session claimed its database (conftest's redis_test_db), as another session would
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--rows", "10", "--target", redis_url],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "is in use by a test session or another benchmark" in result.stderr
+
+
+def test_generate_refuses_an_emp_table_it_did_not_make(mysql_db: MySQLDatabase) -> None:
+    mysql_db.run("CREATE TABLE emp (id INT PRIMARY KEY); INSERT INTO emp VALUES (7);")
+    with pytest.raises(SystemExit, match="did not make it"):
+        bench_module("generate").generate(10, mysql_db.url)
+    assert mysql_db.query("SELECT id FROM emp") == [(7,)]
+
+
+def test_generate_replaces_its_own_table(mysql_db: MySQLDatabase) -> None:
+    if not is_mariadb(mysql_db.server_url):
+        pytest.skip("generate.py makes its rows with MariaDB's SEQUENCE engine")
+    generate = bench_module("generate")
+    mysql_db.run("CREATE TABLE emp (id INT PRIMARY KEY);")
+    generate.generate(10, mysql_db.url, force=True)
+    generate.generate(12, mysql_db.url)  # its own table: replaced without --force
+    assert mysql_db.query("SELECT COUNT(*), COUNT(DISTINCT email) FROM emp") == [(12, 12)]
