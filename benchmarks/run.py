@@ -13,7 +13,11 @@ end the target is left empty.
 
 It prints rows/s per method (median of the repetitions), the ratios migrate/floor and
 migrate/redis-py, and migrate's peak RSS summed over all its processes (polled from /proc
-every 100 ms), and the load average. Several migrate variants can be timed in one run, between
+every 100 ms), and the load average. After each migrate variant's load it also times, with the
+same driver, ``verify`` (Redis holds only the load: DBSIZE proves there is no stray key),
+``verify`` with one unrelated key added (so the stray-key SCAN of every key runs) and
+``verify --fix`` on the identical target, and prints verify/migrate and verify/fix rows/s
+ratios (``--no-verify`` skips them). Several migrate variants can be timed in one run, between
 the same floor and redis-py runs:
 
     .venv/bin/python benchmarks/run.py --target redis://127.0.0.1:6379/14 --variant default= \
@@ -221,6 +225,39 @@ def variants(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[str, s
     return out
 
 
+def verify_commands(
+    args: argparse.Namespace, env: dict[str, str]
+) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """verify, and verify --fix, of a migrate variant's load: same source, target and driver."""
+    base = [str(VENV_BIN / "migrator"), "verify", str(HERE / "emp.yaml"), "--json"]
+    base += ["--source", args.source, "--target", args.target]
+    return {"verify": (base, env), "verify --fix": ([*base, "--fix"], env)}
+
+
+def time_verify(
+    args: argparse.Namespace,
+    r: redis.Redis,
+    rows: int,
+    variant: str,
+    env: dict[str, str],
+    out: dict[str, list[float]],
+) -> None:
+    """Time verify (DBSIZE shows no stray key: no SCAN), verify with one key outside the
+    mapping (so the stray-key SCAN of every key runs), and verify --fix, on the load just
+    checked; each must exit 0 (identical) and leave the load as it was."""
+    commands = verify_commands(args, env)
+    runs = [("verify", *commands["verify"]), ("verify, scan", *commands["verify"]),
+            ("verify --fix", *commands["verify --fix"])]  # fmt: skip
+    for label, cmd, cmd_env in runs:
+        if label == "verify, scan":
+            r.set("bench:not-the-mappings", "1")
+        seconds, _ = timed(cmd, False, cmd_env)
+        r.delete("bench:not-the-mappings")
+        out.setdefault(label, []).append(rows / seconds)
+        print(f"         {variant} {label:14} {rows / seconds:>10,.0f} rows/s  {seconds:6.2f}s",
+              flush=True)  # fmt: skip
+
+
 def load() -> str:
     one, five, _ = os.getloadavg()
     return f"{one:.2f}/{five:.2f}"
@@ -244,6 +281,10 @@ def main() -> None:
     parser.add_argument(
         "--force", action="store_true",
         help="empty a --target that holds keys, and replace an emp table generate.py did not make",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-verify", action="store_true",
+        help="do not time verify and verify --fix after each migrate variant",
     )  # fmt: skip
     parser.add_argument(
         "--variant", action="append", default=[],
@@ -278,6 +319,7 @@ def bench(args: argparse.Namespace, r: redis.Redis) -> None:
         want = expected(rows, args.source)
         rates: dict[str, list[float]] = {m: [] for m in methods}
         peaks: dict[str, list[int]] = {m: [] for m in migrates}
+        checks: dict[str, dict[str, list[float]]] = {m: {} for m in migrates}
         loads = [load()]
         for rep in range(1, args.reps + 1):
             for name, (cmd, shell, env) in methods.items():
@@ -295,6 +337,8 @@ def bench(args: argparse.Namespace, r: redis.Redis) -> None:
                 )
                 if problem:
                     raise SystemExit(1)
+                if name in migrates and not args.no_verify:
+                    time_verify(args, r, rows, name, migrates[name][1], checks[name])
             loads.append(load())
         med = {m: statistics.median(v) for m, v in rates.items()}
         peak = {m: statistics.median(v) / 2**20 for m, v in peaks.items()}
@@ -307,6 +351,16 @@ def bench(args: argparse.Namespace, r: redis.Redis) -> None:
                 f"{med[m] / med['redis-py']:.1f}x  peak RSS {peak[m]:.0f} MiB",
                 flush=True,
             )
+            if checks[m]:
+                v = {k: statistics.median(x) for k, x in checks[m].items()}
+                print(
+                    f"  median {m}: verify {v['verify']:,.0f} rows/s (verify/migrate "
+                    f"{v['verify'] / med[m]:.2f}x), with the stray-key scan "
+                    f"{v['verify, scan']:,.0f} rows/s ({v['verify, scan'] / med[m]:.2f}x); "
+                    f"verify --fix on the identical target costs "
+                    f"{v['verify'] / v['verify --fix']:.2f}x verify's time",
+                    flush=True,
+                )
         print(f"  load average (1/5 min) before and after each rep: {' '.join(loads)}")
     r.flushdb()
     print(

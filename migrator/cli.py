@@ -152,20 +152,40 @@ def migrate(
             min=1,
             help="Processes loading in parallel: each single-integer primary key's range is "
             "split across them and tables run side by side (default: 1 on machines of up to 2 "
-            "CPUs or for loads under 200,000 rows, else min(4, CPUs)), e.g. --workers 2.",
+            "CPUs or for loads under 200,000 rows, else min(4, CPUs)). With 1, all tables are "
+            "read in one consistent snapshot; with N, each range in a snapshot of its own "
+            "(consistent per range, not across ranges or tables), e.g. --workers 2.",
             envvar="MIGRATOR_WORKERS",
             show_envvar=True,
         ),
     ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="First remove every key the mapping owns (found by SCAN of its key space, "
+            "removed with UNLINK in batches; never FLUSHDB; options.ignore keys stay), then "
+            "load; --resume finishes an interrupted removal first, e.g. migrator migrate "
+            "m.yaml --replace.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Load the mapped tables into Redis. Example: migrator migrate mappings/emp.yaml --json"""
+    """Load the mapped tables into Redis. Example: migrator migrate mappings/emp.yaml --json
+
+    With one worker every table is read inside one consistent snapshot of MySQL (START
+    TRANSACTION WITH CONSISTENT SNAPSHOT); the summary states its moment and, when the
+    binary log is on, its binlog file/position and GTID. With --workers N each key range is
+    read in a snapshot of its own, taken when that range starts: every range is consistent
+    in itself, but ranges and tables are not one moment. A run over an earlier one
+    overwrites what changed and removes nothing: use verify --fix, or --replace."""
 
     def go() -> int:
         with progress_bars() as progress:
             report = run_migrate(
                 mapping, source=source, target=target, tables=_tables(tables),
                 batch_size=batch_size, resume=resume, progress=progress, workers=workers,
+                replace=replace,
             )  # fmt: skip
         emit(report, as_json, render_migrate)
         return report.exit_code
@@ -324,16 +344,27 @@ def verify(
             "options.batch_size), e.g. --batch-size 10000.",
         ),
     ] = None,
+    fix: Annotated[
+        bool,
+        typer.Option(
+            "--fix",
+            help="Repair every difference found, writing from MySQL (rows and fields "
+            "rewritten, extra fields, stale keys, foreign members removed, missing ones added, "
+            "counters and latest lists rebuilt), print what changed, then check again; exit 0 "
+            "only when Redis then matches, e.g. migrator verify m.yaml --fix.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Prove Redis matches MySQL; exit 1 on any difference.
-    Example: migrator verify mappings/emp.yaml"""
+    """Prove Redis matches MySQL, as of one consistent snapshot; exit 1 on any difference.
+    Example: migrator verify mappings/emp.yaml --fix"""
 
     def go() -> int:
         with progress_bars(wanted=not as_json) as progress:
             report = run_verify(
                 mapping, source=source, target=target, tables=_tables(tables),
-                counts_only=counts_only, sample=sample, batch_size=batch_size, progress=progress,
+                counts_only=counts_only, sample=sample, batch_size=batch_size, fix=fix,
+                progress=progress,
             )  # fmt: skip
         emit(report, as_json, render_verify)
         return report.exit_code

@@ -34,7 +34,7 @@ from migrator.commands.dryrun import DryRunReport
 from migrator.commands.reports import MigrateReport
 from migrator.mapping.scaffold import Draft
 from migrator.mapping.validate import ValidateReport
-from migrator.verify.report import VerifyReport
+from migrator.verify.report import DONE, VerifyReport
 
 err = Console(stderr=True, emoji=False)  # keys such as a:email:b stay as written
 out = Console(emoji=False)
@@ -182,6 +182,12 @@ def render_migrate(report: MigrateReport) -> None:
     rate = report.rows / report.seconds if report.seconds else 0
     table.add_row("total", f"{report.rows:,}", "", "", "", f"{report.seconds:.2f}", f"{rate:,.0f}")
     show(table)
+    if report.removed is not None:
+        out.print(Text(f"--replace: removed {report.removed:,} keys the mapping owns first"))
+    if report.consistency:
+        out.print(Text(f"source read: {report.consistency}", "dim"))
+    for note in report.notes:
+        err.print(Text(note, "yellow"))
     if report.rejected:
         err.print(f"[red]{report.rejected} row(s) were rejected[/] (see the table); exit code 1")
 
@@ -242,12 +248,35 @@ def render_dry_run(report: DryRunReport) -> None:
         f"about {human_bytes(report.memory)} of Redis memory (estimate; see docs/commands.md). "
         f"Target {report.target} was not contacted."
     )
+    if report.snapshot is not None:
+        plain(f"read from {report.snapshot.describe()}")
     if report.resp_file:
         plain(
             f"wrote {report.resp_file}: {report.commands:,} commands, "
             f"{human_bytes(report.resp_bytes)}; load it with: "
             f"redis-cli -u <target URL> --pipe < {report.resp_file}"
         )
+
+
+def render_repairs(report: VerifyReport) -> None:
+    """What ``verify --fix`` changed: per table and kind, the count and the first keys."""
+    changed = sum(t.total for t in report.repaired)
+    if not changed:
+        out.print("[green]--fix: nothing to repair[/]")
+        return
+    table = report_table(
+        f"verify --fix: {changed:,} repairs written from MySQL",
+        ("table", "what", "count", "first keys"),
+        left=("table", "what", "first keys"),
+    )
+    for t in report.repaired:
+        for kind, n in t.counts.items():
+            keys = [c.key + (f" {c.field}" if c.field else "") for c in t.examples[kind]]
+            what = f"{kind}: {DONE.get(kind, 'repaired')}"
+            table.add_row(Text(t.table), Text(what), f"{n:,}", Text("\n".join(keys)))
+    show(table)
+    if report.found is not None:
+        out.print(Text("then checked again, in a new snapshot:", "dim"))
 
 
 def render_verify(report: VerifyReport) -> None:
@@ -258,6 +287,8 @@ def render_verify(report: VerifyReport) -> None:
          "structure problems", "status"),
         left=("table", "status"),
     )  # fmt: skip
+    if report.repaired:
+        render_repairs(report)
     for t in report.tables:
         status = Text("ok", "green") if t.ok else Text("DIFFERENT", "bold red")
         redis_rows = "-" if t.redis_rows is None else f"{t.redis_rows:,}"
@@ -279,6 +310,8 @@ def render_verify(report: VerifyReport) -> None:
             show(shown)
         for note in t.notes:
             out.print(Text(f"{t.table}: {note}", "dim"))
+    if report.snapshot is not None:
+        out.print(Text(f"compared with {report.snapshot.describe()}", "dim"))
     if report.ok:
         out.print(f"[green]Redis matches MySQL[/] ({report.seconds:.2f} s)")
     else:

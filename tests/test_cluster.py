@@ -270,3 +270,37 @@ def test_ask_replies_go_to_the_importing_node(cluster: ClusterServers) -> None:
             node.execute_command("CLUSTER SETSLOT", slot, "NODE", owner_id)
             node.close()
         client.close()
+
+
+def test_fix_and_replace_on_a_cluster(
+    cluster: ClusterServers, rc: RedisCluster, items: Path, mysql_db: Any
+) -> None:
+    """verify --fix repairs every kind of difference on a cluster, keys on every primary;
+    migrate --replace removes what the mapping owns there and loads again."""
+    migrate(items, source=mysql_db.url, target=cluster.url, workers=1)
+    stale_row = _key_elsewhere(rc, cluster, "item:")
+    rc.hset(stale_row, "name", "nobody")
+    rc.delete("item:17")
+    rc.hset("item:18", "extra", "1")
+    rc.hset("item:19", "name", "wrong")
+    rc.sadd("item:indices:grp:0", "2999")  # a foreign member
+    rc.srem("item:indices:grp:1", "41")  # a missing one
+    rc.hset("item:uniques:code", "nope", "5")
+    rc.zadd("item:by:score", {"20": 9999})
+    rc.set("item:id", "1")
+    rc.lpush("item:latest", "7")
+    rc.set(_key_elsewhere(rc, cluster, "item:junk:"), "x")
+    fixed = verify(items, source=mysql_db.url, target=cluster.url, fix=True)
+    changed = fixed.repaired[0].counts
+    assert fixed.ok and fixed.found is not None, [t.as_dict() for t in fixed.tables]
+    assert changed[vr.STALE] == 2 and changed[vr.MISSING_ROW] == 1, changed
+    assert changed[vr.FOREIGN_INDEX] == 1 and changed[vr.MISSING_INDEX] == 1, changed
+    assert changed[vr.FOREIGN_UNIQUE] == 1 and changed[vr.WRONG_LATEST] == 1, changed
+    assert not rc.exists(stale_row) and rc.hget("item:19", "name") == b"na\xc3\xafve 19"
+    assert verify(items, source=mysql_db.url, target=cluster.url).ok
+    mysql_db.run("DELETE FROM item WHERE id > 2000")
+    rc.set("someone:else", "kept")
+    report = migrate(items, source=mysql_db.url, target=cluster.url, replace=True)
+    assert report.removed is not None and report.removed >= ROWS
+    assert rc.get("someone:else") == b"kept" and not rc.exists("item:2500")
+    assert verify(items, source=mysql_db.url, target=cluster.url).ok

@@ -3,6 +3,7 @@ position it reports, on the shared server (log off) and on a private MariaDB wit
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import socket
@@ -11,10 +12,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pymysql
 import pytest
+from typer.testing import CliRunner
 
+from migrator.cli import app
 from migrator.source.drivers import raw_connect
 from migrator.source.mysql import parse_url
 from migrator.source.snapshot import start_snapshot
@@ -116,21 +120,35 @@ def test_a_snapshot_does_not_see_later_writes(
         conn.close()
 
 
-def test_snapshot_reports_the_binlog_position_and_gtid(binlog_server: str) -> None:
+@pytest.fixture
+def logged(binlog_server: str) -> Iterator[tuple[Any, str, str, int]]:
+    """A database ``logged`` on the binlog server with a table t of two rows: (an autocommit
+    cursor of the server, the database's URL, the binlog file and position after the load)."""
     admin = _writer(binlog_server)
     cur = admin.cursor()
-    cur.execute("CREATE DATABASE snap")
-    cur.execute("CREATE TABLE snap.t (id INT PRIMARY KEY) ENGINE=InnoDB")
-    cur.execute("INSERT INTO snap.t VALUES (1), (2)")
+    cur.execute("CREATE DATABASE logged")
+    cur.execute("CREATE TABLE logged.t (id INT PRIMARY KEY, v VARCHAR(10)) ENGINE=InnoDB")
+    cur.execute("INSERT INTO logged.t VALUES (1, 'a'), (2, 'b')")
     cur.execute("SHOW MASTER STATUS")
     file, pos = cur.fetchone()[:2]
+    try:
+        yield cur, binlog_server + "/logged", file, pos
+    finally:
+        cur.execute("DROP DATABASE logged")
+        admin.close()
+
+
+def test_snapshot_reports_the_binlog_position_and_gtid(
+    logged: tuple[Any, str, str, int],
+) -> None:
+    cur, url, file, pos = logged
     cur.execute("SELECT @@gtid_binlog_pos")
     gtid = cur.fetchone()[0]
-    conn = raw_connect(parse_url(binlog_server + "/snap"), 10)
+    conn = raw_connect(parse_url(url), 10)
     try:
         snap = start_snapshot(conn)
         assert (snap.binlog_file, snap.binlog_position, snap.gtid) == (file, pos, gtid)
-        cur.execute("INSERT INTO snap.t VALUES (3)")  # the log moves on; the snapshot does not
+        cur.execute("INSERT INTO logged.t VALUES (3, 'c')")  # the log moves on, not the snapshot
         cur.execute("SHOW MASTER STATUS")
         assert cur.fetchone()[1] > pos
         assert _count(conn, "t") == 2
@@ -138,5 +156,26 @@ def test_snapshot_reports_the_binlog_position_and_gtid(binlog_server: str) -> No
         assert snap.as_dict()["binlog_position"] == pos
     finally:
         conn.close()
-        cur.execute("DROP DATABASE snap")
-        admin.close()
+
+
+def test_commands_report_the_snapshot_with_its_binlog_position(
+    logged: tuple[Any, str, str, int], redis_url: str, tmp_path: Path
+) -> None:
+    """migrate, verify and dry-run --resp state the moment and binlog position they read at."""
+    _, url, file, pos = logged
+    path = tmp_path / "t.yaml"
+    path.write_text("version: 1\ntables:\n  t: {}\n")
+    for args in (
+        ["migrate", str(path), "--workers", "1"],
+        ["verify", str(path)],
+        ["dry-run", str(path), "--resp", str(tmp_path / "load.resp")],
+    ):
+        result = CliRunner().invoke(app, [*args, "--source", url, "--target", redis_url, "--json"])
+        assert result.exit_code == 0, result.output
+        snap = json.loads(result.stdout)["snapshot"]
+        assert (snap["binlog_file"], snap["binlog_position"]) == (file, pos), args
+        assert snap["gtid"] and snap["moment"]
+    result = CliRunner().invoke(
+        app, ["migrate", str(path), "--source", url, "--target", redis_url, "--workers", "1"]
+    )
+    assert f"binlog {file}:{pos}" in " ".join(result.stdout.split()), result.stdout

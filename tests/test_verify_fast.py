@@ -81,7 +81,9 @@ def general(monkeypatch: pytest.MonkeyPatch, run: Callable[..., Any]) -> dict[st
 
 
 def _without_seconds(d: dict[str, Any]) -> dict[str, Any]:
+    """The report without what differs from run to run: times, and the snapshot's moment."""
     d.pop("seconds", None)
+    d.pop("snapshot", None)
     for t in d["tables"]:
         t.pop("seconds", None)
     return d

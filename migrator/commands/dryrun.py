@@ -35,6 +35,7 @@ from migrator.plan.planner import Command, Stats, TablePlan
 from migrator.plan.resp import resp
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
+from migrator.source.snapshot import Snapshot
 from migrator.urls import mask_source, mask_target
 
 _SAFE = re.compile(rb"[\x21\x23-\x26\x28-\x7e]+")  # printable ASCII but " and '
@@ -100,6 +101,7 @@ class DryRunReport:
     commands: int = 0
     keyspace_bytes: int = 0  # the main dict's bucket array, for all keys together
     seconds: float = 0.0
+    snapshot: Snapshot | None = None  # the moment of the source every table was read at
 
     @property
     def keys(self) -> int:
@@ -125,6 +127,7 @@ class DryRunReport:
             "resp_file": self.resp_file,
             "resp_bytes": self.resp_bytes,
             "seconds": round(self.seconds, 3),
+            "snapshot": self.snapshot.as_dict() if self.snapshot is not None else None,
             "tables": [t.as_dict() for t in self.tables],
         }
 
@@ -230,6 +233,7 @@ def dry_run(
     limits = limits or Limits()
     started = time.perf_counter()
     with opened(m, source, tables) as (src, resolved), _atomic(resp_file) as out:
+        snapshot = src.snapshot()  # every table as of one moment, as migrate reads them
         reports = []
         commands = resp_bytes = 0
         for r in resolved:
@@ -259,6 +263,7 @@ def dry_run(
             resp_file=str(resp_file) if resp_file is not None else None,
             resp_bytes=resp_bytes,
             commands=commands,
+            snapshot=snapshot,
         )
     result.keyspace_bytes = keyspace(result.keys)
     result.seconds = time.perf_counter() - started

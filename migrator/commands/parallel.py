@@ -61,6 +61,7 @@ class Task:
     target: str
     mapping: str
     batch_size: int
+    snapshot: bool  # read in a snapshot of its own (with N workers), else in the caller's
 
     @property
     def split(self) -> bool:
@@ -77,6 +78,8 @@ def run_task(task: Task, src: Source, client: Client, report: Callable[[int], No
     kinds = [resolved.schema.column(c).kind for c in pk]
     after = None if task.after is None else [keyset_value(v, k) for v, k in zip(task.after, kinds)]
     checkpoint = Checkpoint(client, task.mapping)
+    if task.snapshot:
+        src.snapshot()
     writer = writer_for(client)
     done, total = task.rows, Stats()
     batches = src.batches(
@@ -196,7 +199,11 @@ def _in_worker(task: Task) -> Stats:
 class Pool:
     """``workers`` slots: one thread of this process and ``workers - 1`` spawned processes."""
 
-    def __init__(self, workers: int, source: str, client: Client) -> None:
+    def __init__(
+        self, workers: int, source: str, client: Client, shared: Source | None = None
+    ) -> None:
+        """``shared``: the source the local slot reads with (one worker: the caller's, so that
+        every table is read in the caller's snapshot); else it opens its own."""
         ctx = multiprocessing.get_context("spawn")
         self.progress: Any = ctx.Queue() if workers > 1 else queue.SimpleQueue()
         self.local = ThreadPoolExecutor(1, thread_name_prefix="migrate-task")
@@ -209,24 +216,20 @@ class Pool:
         )
         self.slots = workers - 1
         self.source_url, self.client = source, client
-        self.local_source: Source | None = None
-        self.local_busy = False
+        self.local_source: Source | None = shared
+        self.own_source = shared is None
+        self.local_busy = False  # until the caller has handled the local task's end
         self.stop = threading.Event()  # asks the local thread to stop (errors, Ctrl-C)
 
     def submit(self, task: Task, remote_running: int) -> tuple[Future[Stats], bool] | None:
         """Start a task on a free slot: (future, whether remote), or None when all are busy."""
         if not self.local_busy:
             self.local_busy = True
-            fut = self.local.submit(self._local, task)
-            fut.add_done_callback(self._freed)
-            return fut, False
+            return self.local.submit(self._local, task), False
         if self.remote is not None and remote_running < self.slots:
             with _sigint_ignored():  # a worker started now inherits it: Ctrl-C is the parent's
                 return self.remote.submit(_in_worker, task), True
         return None
-
-    def _freed(self, _fut: Future[Stats]) -> None:
-        self.local_busy = False
 
     def _local(self, task: Task) -> Stats:
         if self.local_source is None:
@@ -257,7 +260,7 @@ class Pool:
         if self.remote is not None:
             self.remote.shutdown(wait=True, cancel_futures=cancel)
         self.local.shutdown(wait=True, cancel_futures=cancel)
-        if self.local_source is not None:
+        if self.local_source is not None and self.own_source:
             self.local_source.close()
 
 
@@ -284,8 +287,10 @@ def run_all(
             finished, _ = wait(list(running), timeout=0.05, return_when=FIRST_COMPLETED)
             pool.drain(advance, 0.0 if finished else 0.05)
             for fut in finished:
-                task, _ = running.pop(fut)
+                task, remote = running.pop(fut)
                 on_done(task, fut.result())
+                if not remote:  # free only now: on_done may read the shared source
+                    pool.local_busy = False
         pool.drain(advance, 0.0)
     except BaseException:
         pool.close(cancel=True)
@@ -340,6 +345,8 @@ def load_tables(
     def finish(name: str) -> None:
         r, report, total = by_name[name], reports[name], totals[name]
         rows = report.resumed_from + total.rows
+        if common["snapshot"]:  # N workers: the end of the table as of now
+            src.snapshot()
         commands = finish_commands(src, TablePlan(r), r)
         commands.append(checkpoint.command(name, None, rows, done=True))
         sink_for(client).write(commands)
@@ -375,7 +382,8 @@ def load_tables(
             finish(name)
 
     if tasks:
-        pool = Pool(min(workers, len(tasks)), common["source"], client)
+        shared = None if common["snapshot"] else src
+        pool = Pool(min(workers, len(tasks)), common["source"], client, shared)
         run_all(
             pool, tasks, progress.advance, on_done,
             on_start=lambda task: started.setdefault(task.resolved.name, time.perf_counter()),

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK
+from migrator.source.snapshot import Snapshot
 
 
 @dataclass
@@ -46,6 +47,11 @@ class MigrateReport:
     target: str
     tables: list[TableReport]
     seconds: float = 0.0
+    snapshot: Snapshot | None = None  # one worker: the moment every table was read at
+    consistency: str = ""  # what moment of the source the load shows, in one sentence
+    removed: int | None = None  # --replace: keys removed before the load
+    rerun: bool = False  # Redis held an earlier run of this mapping
+    notes: list[str] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
@@ -67,5 +73,10 @@ class MigrateReport:
             "seconds": round(self.seconds, 3),
             "rows": self.rows,
             "rejected": self.rejected,
+            "snapshot": self.snapshot.as_dict() if self.snapshot is not None else None,
+            "consistency": self.consistency,
+            "removed": self.removed,
+            "rerun": self.rerun,
+            "notes": self.notes,
             "tables": [t.as_dict() for t in self.tables],
         }

@@ -7,13 +7,16 @@ from typing import Any
 
 from migrator.commands.session import load, opened, target_url
 from migrator.errors import MigratorError
-from migrator.mapping.resolve import resolve
+from migrator.mapping.model import Mapping
+from migrator.mapping.resolve import Resolved, resolve
+from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
+from migrator.source.mysql import Source
 from migrator.target.cluster import connect_any
+from migrator.target.sink import Client
 from migrator.urls import mask_target
 from migrator.verify.cluster_reader import reader_for
-from migrator.verify.keys import Patterns
 from migrator.verify.report import VerifyReport
 from migrator.verify.tables import Checker
 
@@ -27,14 +30,26 @@ def verify(
     counts_only: bool = False,
     sample: int | None = None,
     batch_size: int | None = None,
+    fix: bool = False,
     progress: Progress = NULL_PROGRESS,
 ) -> VerifyReport:
-    """Compare Redis with the source, table by table. Returns a report; raises MigratorError."""
+    """Compare Redis with the source, table by table, inside one consistent snapshot of the
+    source. Returns a report; raises MigratorError.
+
+    ``fix``: repair every difference found, writing from the source (repair.py), then, if
+    anything was changed, verify again in a new snapshot; the report is that second pass's,
+    with what was changed in ``repaired`` and the first pass in ``found``."""
     m = load(mapping)
     if sample is not None and sample < 1:
         raise MigratorError("--sample must be a positive number of rows, e.g. --sample 1000")
     if counts_only and sample is not None:
         raise MigratorError("--counts-only and --sample exclude each other", "choose one of them")
+    if fix and (counts_only or sample is not None):
+        raise MigratorError(
+            "--fix repairs what a full verify finds; it cannot be combined with "
+            f"{'--counts-only' if counts_only else '--sample'}",
+            "drop that option: migrator verify MAPPING --fix",
+        )
     if batch_size is not None and batch_size < 1:
         raise MigratorError("--batch-size must be a positive number of rows")
     mode = "counts-only" if counts_only else f"sample {sample}" if sample else "full"
@@ -47,23 +62,50 @@ def verify(
             except MigratorError:
                 everything = resolved
         plans = {r.name: TablePlan(r) for r in everything}
+        space = KeySpace(list(plans.values()), m.options.ignore)
         client = connect_any(target_url(m, target))
+        size = batch_size or m.options.batch_size
         try:
-            checker = Checker(src, reader_for(client), plans, Patterns(list(plans.values())))
-            verifiers = [
-                checker.table(r, mode, batch_size or m.options.batch_size, sample, progress)
-                for r in resolved
-            ]
-            if mode == "full":
-                checker.stale(verifiers, everything_verified=not tables, name=m.name)
-            checks = [tv.check for tv in verifiers]
+            report = _pass(m, src, client, plans, space, resolved, mode, size, sample, fix,
+                           progress, everything_verified=not tables)  # fmt: skip
+            if fix:
+                report.repaired = report.changes
+                if any(t.total for t in report.repaired):  # check again, from a new snapshot
+                    again = _pass(m, src, client, plans, space, resolved, mode, size, sample,
+                                  False, progress, everything_verified=not tables)  # fmt: skip
+                    again.repaired, again.found = report.repaired, report.tables
+                    report = again
         finally:
             client.close()
-        return VerifyReport(
-            mapping=m.file or m.name,
-            source=src.shown_url,
-            target=mask_target(target_url(m, target)),
-            mode=mode,
-            tables=checks,
-            seconds=time.perf_counter() - started,
-        )
+        report.source = src.shown_url
+        report.target = mask_target(target_url(m, target))
+        report.seconds = time.perf_counter() - started
+        return report
+
+
+def _pass(
+    m: Mapping,
+    src: Source,
+    client: Client,
+    plans: dict[str, TablePlan],
+    space: KeySpace,
+    resolved: list[Resolved],
+    mode: str,
+    size: int,
+    sample: int | None,
+    fix: bool,
+    progress: Progress,
+    everything_verified: bool,
+) -> VerifyReport:
+    """One comparison of every table, in a snapshot of its own."""
+    snapshot = src.snapshot()
+    checker = Checker(src, reader_for(client), plans, space, fix=fix)
+    verifiers = [checker.table(r, mode, size, sample, progress) for r in resolved]
+    if mode == "full":
+        checker.stale(verifiers, everything_verified=everything_verified, name=m.name)
+    report = VerifyReport(
+        mapping=m.file or m.name, source="", target="", mode=mode,
+        tables=[tv.check for tv in verifiers], snapshot=snapshot,
+    )  # fmt: skip
+    report.changes = [tv.fixer.done for tv in verifiers if tv.fixer is not None]
+    return report

@@ -31,7 +31,7 @@ from migrator.mapping.model import (
 T = TypeVar("T")
 
 TOP_KEYS = ("version", "source", "target", "options", "tables")
-OPTION_KEYS = ("separator", "nulls", "batch_size")
+OPTION_KEYS = ("separator", "nulls", "batch_size", "ignore")
 TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
     "references", "sorted", "latest", "sets",
@@ -243,7 +243,13 @@ class _Builder:
         batch = d.get("batch_size", 5000)
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise self.error(f"{path}.batch_size", f"expected a positive integer, got {batch!r}")
-        return Options(separator=sep, nulls="omit", batch_size=batch)
+        ignore = d.get("ignore") or []
+        if not isinstance(ignore, list) or not all(isinstance(g, str) and g for g in ignore):
+            raise self.error(
+                f"{path}.ignore",
+                f"expected a list of key globs such as ['acct:session:*'], got {ignore!r}",
+            )
+        return Options(separator=sep, nulls="omit", batch_size=batch, ignore=tuple(ignore))
 
     def table(self, name: str, body: Any, path: str, options: Options) -> Table:
         d = self.dict_of(body, path, TABLE_KEYS)

@@ -79,6 +79,8 @@ class Options:
     separator: str = ":"
     nulls: Literal["omit"] = "omit"
     batch_size: int = 5000
+    #: globs (Redis SCAN syntax) of keys under the mapping's key space that it does not own
+    ignore: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,14 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Engine
 
-from migrator.errors import ConnectError, SourceError
+from migrator.errors import ConnectError, MigratorError, SourceError
 from migrator.mapping.kinds import Kind
 from migrator.mapping.schema import Column, Schema
 from migrator.plan.values import Converter, converter
 from migrator.source.connection import connect_error, first_line, parse_url, setup_session
 from migrator.source.drivers import raw_connect, unbuffered_cursor
 from migrator.source.introspect import read_schema
+from migrator.source.snapshot import Snapshot, start_snapshot
 from migrator.urls import mask_source
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ class Source:
         sa.event.listen(self.engine, "connect", setup_session)
         self._schema: Schema | None = None
         self._raw: Any = None
+        #: the snapshot every read on the raw connection sees (None: each query its own)
+        self.taken: Snapshot | None = None
 
     def __enter__(self) -> Source:
         return self
@@ -71,6 +74,7 @@ class Source:
             except Exception:  # already gone
                 pass
             self._raw = None
+        self.taken = None
         self.engine.dispose()
 
     @property
@@ -105,6 +109,19 @@ class Source:
         if self._raw is None:
             self._raw = raw_connect(self.url, self.connect_timeout)
         return self._raw
+
+    def snapshot(self) -> Snapshot:
+        """Begin a consistent snapshot (``START TRANSACTION WITH CONSISTENT SNAPSHOT, READ
+        ONLY``, repeatable read) on the reading connection: every read after it (batches,
+        counts, counters, latest lists, look-ups) sees the source as of one moment, until the
+        next ``snapshot()`` or ``close()``. Returns the moment and binlog position."""
+        try:
+            self.taken = start_snapshot(self.raw_connection())
+        except MigratorError:
+            raise
+        except Exception as e:
+            raise SourceError(f"cannot start a snapshot on the source: {first_line(e)}") from None
+        return self.taken
 
     def _execute(self, stmt: sa.sql.Executable, params: dict[str, Any] | None = None) -> Any:
         compiled = stmt.compile(dialect=self.engine.dialect)  # type: ignore[attr-defined]

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from migrator.source.connection import first_line
+
 SET_ISOLATION = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 START = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"
 
@@ -113,7 +115,7 @@ def _mysql_snapshot(conn: Any) -> Snapshot:
         _rows(conn, "FLUSH TABLES WITH READ LOCK")
     except Exception as e:  # no RELOAD privilege: a snapshot without a position
         _rows(conn, START)
-        note = f"binlog position unknown: FLUSH TABLES WITH READ LOCK refused ({_first(e)})"
+        note = f"binlog position unknown: FLUSH TABLES WITH READ LOCK refused ({first_line(e)})"
         return Snapshot(_moment(conn), note=note)
     try:
         _rows(conn, START)
@@ -132,9 +134,3 @@ def _mysql_snapshot(conn: Any) -> Snapshot:
 
 def _moment(conn: Any) -> str:
     return _text(_rows(conn, "SELECT UTC_TIMESTAMP(6)")[0][0])
-
-
-def _first(e: BaseException) -> str:
-    args: tuple[Any, ...] = tuple(getattr(e, "args", ()))
-    text = str(args[1]) if len(args) > 1 else str(e)
-    return text.splitlines()[0] if text else type(e).__name__

@@ -4,12 +4,13 @@ A pipeline of reads is split per primary like migrate's writes (``cluster.Router
 reads that name several keys are made single-key, since their keys may live in different
 slots: an ``MGET`` becomes one ``GET`` per key (a key of another type reads as nil, as in
 MGET), and the one-``EVAL``-per-batch HGETALL script is not used (``scripting = False``:
-one HGETALL per row). SCAN walks every primary; DBSIZE is redis-py's sum over the primaries.
+one HGETALL per row). SCAN walks every primary (``target.keys.scan_keys``); DBSIZE is
+redis-py's sum over the primaries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from redis.cluster import RedisCluster
@@ -57,20 +58,6 @@ class ClusterReader(Reader):
     def send(self, commands: Sequence[Command]) -> Pending:
         """Read when the replies are wanted (a Pending without a connection reads them)."""
         return Pending(self, len(commands), None, commands=commands)
-
-    def scan(self, glob: str, count: int = 2000) -> Iterator[list[bytes]]:
-        """Keys matching ``glob`` on every primary, a SCAN page at a time."""
-        for node in self.cluster.get_primaries():
-            client = self.cluster.get_redis_connection(node)
-            cursor = 0
-            while True:
-                cursor, keys = retry(
-                    lambda: client.scan(cursor=cursor, match=glob, count=count)  # noqa: B023
-                )
-                if keys:
-                    yield [k if isinstance(k, bytes) else k.encode() for k in keys]
-                if int(cursor) == 0:
-                    break
 
 
 def reader_for(client: Client) -> Reader:

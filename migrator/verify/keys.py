@@ -1,34 +1,19 @@
-"""Verify's view of Redis: pipelined reads, and the key patterns of a mapping, used to find
-stale keys (keys under the mapping's patterns that no source row explains) with SCAN MATCH.
-
-Every key a table can write is described by a :class:`KeyPattern`: a template (from the
-planner, so there is one definition of the key names) and a *family*:
-
-* ``row``: one key per source row (row hashes, ``as: columns`` strings, unique strings). A
-  key of this family is explained when the rows its placeholders name exist in the source
-  and plan to that very key; checked in chunks against the source, so memory stays flat.
-* ``keyed``: a key per distinct value (index and tag sets, sorted sets, counters, unique
-  hashes, latest lists). A key is explained when the verify pass expected it.
-
-A scanned key belongs to the pattern that matches it with the most literal characters
-(``emp:indices:mgr_id:8`` is an index set, not the row ``emp:{emp_id}``).
-"""
+"""Verify's view of Redis: reads sent as one packed pipeline, replies read straight from
+redis-py's hiredis reader, and SCAN (migrator.target.keys). The keys a mapping owns, and
+which table each belongs to, are migrator.plan.keyspace's."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from migrator.mapping.model import Template
-from migrator.plan.planner import TablePlan
 from migrator.plan.resp import resp
+from migrator.target.keys import scan_keys
 from migrator.target.sink import retry
 
 try:  # redis-py's hiredis reader, read directly (``_hiredis_replies``) where it is there
@@ -41,8 +26,6 @@ except ImportError:  # pragma: no cover - other redis-py versions: one read_resp
 
 
 Command = tuple[bytes, ...]
-Family = Literal["row", "keyed"]
-CHECKPOINT_PREFIX = b"migrator:"
 
 
 class Reader:
@@ -109,15 +92,7 @@ class Reader:
 
     def scan(self, glob: str, count: int = 2000) -> Iterator[list[bytes]]:
         """Keys matching ``glob``, a SCAN page at a time (a key may come twice)."""
-        cursor = 0
-        while True:
-            cursor, keys = retry(
-                lambda: self.client.scan(cursor=cursor, match=glob, count=count)  # noqa: B023
-            )
-            if keys:
-                yield [k if isinstance(k, bytes) else k.encode() for k in keys]
-            if int(cursor) == 0:
-                return
+        return scan_keys(self.client, glob, count)
 
 
 def _hiredis_replies(parser: Any, n: int) -> list[Any]:
@@ -177,148 +152,3 @@ class Pending:
             raise
         finally:
             pool.release(conn)
-
-
-@dataclass(frozen=True)
-class KeyPattern:
-    table: str
-    family: Family
-    template: Template
-    what: str  # structure name, for notes: hash, columns, unique-string, index, ...
-
-    @property
-    def literal_chars(self) -> int:
-        return sum(len(p) for p in self.template.parts if isinstance(p, str))
-
-    def regex(self) -> re.Pattern[bytes]:
-        out = []
-        seen: set[int] = set()
-        for p in self.template.parts:
-            if isinstance(p, str):
-                out.append(re.escape(p.encode()))
-            elif p in seen:
-                out.append(b"(?P=g%d)" % p)
-            else:
-                seen.add(p)
-                out.append(b"(?P<g%d>.*)" % p)
-        return re.compile(b"".join(out), re.DOTALL)
-
-
-def literal(text: str) -> Template:
-    return Template.parse(text.replace("{", "{{").replace("}", "}}"))
-
-
-def table_patterns(plan: TablePlan) -> list[KeyPattern]:
-    """Every key pattern a table's plan writes, by family."""
-    r, t, name = plan.resolved, plan.table, plan.table.name
-    out: list[KeyPattern] = []
-    if t.kind == "hash":
-        out.append(KeyPattern(name, "row", r.key, "hash"))
-    elif t.kind == "columns":
-        sep = plan.table_sep.replace("{", "{{").replace("}", "}}")
-        for c in (*r.columns, *r.primary_key):
-            text = r.key.text + sep + c.replace("{", "{{").replace("}", "}}")
-            out.append(KeyPattern(name, "row", Template.parse(text), "columns"))
-    for u in t.unique:
-        if u.key is not None:
-            out.append(KeyPattern(name, "row", u.key, "unique-string"))
-        else:
-            key = plan.unique_hash_key(u.columns).decode()
-            out.append(KeyPattern(name, "keyed", literal(key), "unique"))
-    for ix in r.index_sets():
-        out.append(KeyPattern(name, "keyed", plan.index_template(ix.columns), "index"))
-    out += [KeyPattern(name, "keyed", s.key, "sorted") for s in t.sorted]
-    out += [KeyPattern(name, "keyed", s.key, "set") for s in t.sets]
-    out += [KeyPattern(name, "keyed", x.key, "latest") for x in t.latest]
-    if r.counter is not None:
-        out.append(KeyPattern(name, "keyed", r.counter, "counter"))
-    return out
-
-
-class Patterns:
-    """All tables' key patterns; decides which table and family a scanned key belongs to."""
-
-    def __init__(self, plans: Sequence[TablePlan]) -> None:
-        self.all = [p for plan in plans for p in table_patterns(plan)]
-        self.compiled = {p: p.regex() for p in self.all}
-
-    def globs(self, table: str) -> list[str]:
-        """The table's SCAN globs, leaving out those another of its globs already covers."""
-        own = [p for p in self.all if p.table == table]
-        globs: list[str] = []
-        for p in sorted(own, key=lambda p: p.literal_chars):
-            sample = _sample(p.template)
-            if not any(_glob_regex(g).fullmatch(sample) for g in globs):
-                globs.append(p.template.glob())
-        return globs
-
-    def candidates(self, table: str) -> list[KeyPattern]:
-        """Patterns that can match keys under the table's globs, most specific first."""
-        heads = [_head(p.template) for p in self.all if p.table == table]
-        near = [
-            p
-            for p in self.all
-            if any(
-                _head(p.template).startswith(h) or h.startswith(_head(p.template)) for h in heads
-            )
-        ]
-        return sorted(near, key=lambda p: -p.literal_chars)
-
-    def owned(
-        self, table: str, keys: Sequence[bytes], candidates: Sequence[KeyPattern]
-    ) -> Iterator[tuple[bytes, KeyPattern]]:
-        """The keys whose most specific pattern is one of ``table``'s, with that pattern."""
-        for key in keys:
-            if key.startswith(CHECKPOINT_PREFIX):
-                continue
-            for p in candidates:
-                if self.compiled[p].fullmatch(key):
-                    if p.table == table:
-                        yield key, p
-                    break
-
-    def invert(self, pattern: KeyPattern, key: bytes) -> dict[str, bytes] | None:
-        """The placeholder values a key was rendered from (None if it does not match)."""
-        m = self.compiled[pattern].fullmatch(key)
-        if m is None:
-            return None
-        cols = pattern.template.columns
-        return {cols[i]: m.group(f"g{i}") for i in range(len(cols))}
-
-    def scan_owned(self, reader: Reader, table: str) -> Iterator[list[tuple[bytes, KeyPattern]]]:
-        """Every key the table owns, a SCAN page at a time; each glob's keys are left out
-        when an earlier glob of the table also matches them, so a key comes once per page."""
-        cands = self.candidates(table)
-        done: list[re.Pattern[bytes]] = []
-        for glob in self.globs(table):
-            for keys in reader.scan(glob):
-                page = [k for k in keys if not any(g.fullmatch(k) for g in done)]
-                owned = list(self.owned(table, page, cands))
-                if owned:
-                    yield owned
-            done.append(_glob_regex(glob))
-
-
-def _head(t: Template) -> str:
-    first = t.parts[0] if t.parts else ""
-    return first if isinstance(first, str) else ""
-
-
-def _sample(t: Template) -> bytes:
-    """A key the template renders with a placeholder value no literal text contains."""
-    return "".join(p if isinstance(p, str) else "\x00" for p in t.parts).encode()
-
-
-def _glob_regex(glob: str) -> re.Pattern[bytes]:
-    """A regex for the globs Template.glob() writes: ``*`` and backslash escapes."""
-    out = []
-    i = 0
-    while i < len(glob):
-        ch = glob[i]
-        if ch == "\\" and i + 1 < len(glob):
-            out.append(re.escape(glob[i + 1]))
-            i += 2
-            continue
-        out.append(".*" if ch == "*" else "." if ch == "?" else re.escape(ch))
-        i += 1
-    return re.compile("".join(out).encode(), re.DOTALL)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK
+
+if TYPE_CHECKING:
+    from migrator.source.snapshot import Snapshot
 
 EXAMPLES = 5
 
@@ -150,6 +153,13 @@ class VerifyReport:
     mode: str  # full | counts-only | sample N
     tables: list[TableCheck]
     seconds: float = 0.0
+    snapshot: Snapshot | None = None  # the moment of the source this pass compared with
+    #: --fix: what was changed per table (empty without --fix)
+    repaired: list[TableRepair] = field(default_factory=list)
+    #: --fix, when something was changed: the first pass (``tables`` is the re-check)
+    found: list[TableCheck] | None = None
+    #: what this pass's repairs changed (set by the pass; ``repaired`` is the run's)
+    changes: list[TableRepair] = field(default_factory=list, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -167,5 +177,77 @@ class VerifyReport:
             "mode": self.mode,
             "identical": self.ok,
             "seconds": round(self.seconds, 3),
+            "snapshot": self.snapshot.as_dict() if self.snapshot is not None else None,
             "tables": [t.as_dict() for t in self.tables],
+            **({"fix": self.fix_dict()} if self.repaired else {}),
+        }
+
+    def fix_dict(self) -> dict[str, Any]:
+        return {
+            "changed": sum(t.total for t in self.repaired),
+            "rechecked": self.found is not None,
+            "tables": [t.as_dict() for t in self.repaired],
+            "found": [t.as_dict() for t in self.found] if self.found is not None else None,
+        }
+
+
+#: what a repair does to each kind of difference, as the report says it
+DONE = {
+    MISSING_ROW: "written",
+    DIFFERENT_VALUE: "rewritten",
+    MISSING_FIELD: "written",
+    EXTRA_FIELD: "removed",
+    WRONG_TYPE: "replaced",
+    MISSING_UNIQUE: "added",
+    WRONG_UNIQUE: "rewritten",
+    FOREIGN_UNIQUE: "removed",
+    MISSING_INDEX: "added",
+    FOREIGN_INDEX: "removed",
+    MISSING_SET: "added",
+    FOREIGN_SET: "removed",
+    MISSING_SORTED: "added",
+    WRONG_SCORE: "rewritten",
+    FOREIGN_SORTED: "removed",
+    WRONG_COUNTER: "rewritten",
+    WRONG_LATEST: "rebuilt",
+    STALE: "removed",
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str
+    key: str
+    field: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "done": DONE.get(self.kind, ""), "key": self.key,
+                "field": self.field}  # fmt: skip
+
+
+@dataclass
+class TableRepair:
+    """What ``--fix`` changed in one table's keys: counts per kind, and the first examples."""
+
+    table: str
+    counts: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, list[Change]] = field(default_factory=dict)
+    commands: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def add(self, kind: str, key: bytes | str, fieldname: object = None, n: int = 1) -> None:
+        self.counts[kind] += n
+        shown = self.examples.setdefault(kind, [])
+        if len(shown) < EXAMPLES:
+            shown.append(Change(kind, text(key) or "", text(fieldname)))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "changed": dict(self.counts),
+            "commands": self.commands,
+            "examples": [c.as_dict() for cs in self.examples.values() for c in cs],
         }

@@ -12,6 +12,7 @@ from typing import Any
 from migrator.plan.planner import Batch, KeyFn, Row, Structure, TablePlan
 from migrator.verify import report as vr
 from migrator.verify.keys import Reader
+from migrator.verify.repair import Repairer
 from migrator.verify.report import TableCheck
 
 Command = tuple[bytes, ...]
@@ -47,6 +48,33 @@ class RowChecks:
         self.references: list[tuple[str, KeyFn]] = []
         self.rejected: Counter[str] = Counter()
         self.keyed_present = 0  # expected keyed structures (sets, hashes, ...) found in Redis
+        #: verify --fix: where each difference's repair goes (None: only report)
+        self.fixer: Repairer | None = None
+        #: per coalesced key, members the source puts there that Redis lacks (not repaired)
+        self.absent: Counter[bytes] = Counter()
+
+    def found(
+        self,
+        kind: str,
+        key: bytes,
+        fieldname: object = None,
+        mysql: object = None,
+        redis: object = None,
+        repair: Sequence[Command] = (),
+        n: int = 1,
+    ) -> None:
+        """Report a difference and, with --fix, queue the commands that repair it."""
+        self.check.add(kind, key, fieldname, mysql, redis, n=n)
+        if self.fixer is not None:
+            self.fixer.repair(kind, key, fieldname, repair, n)
+
+    def _retype(self, key: bytes) -> list[Command]:
+        return self.fixer.retype(key) if self.fixer is not None else []
+
+    def _lacks(self, key: bytes) -> None:
+        """A member the key lacks: counted unless --fix adds it before sizes are compared."""
+        if self.fixer is None:
+            self.absent[key] += 1
 
     # -- one batch of rows -------------------------------------------------------------------
     def rows(self, rows: Sequence[Row]) -> None:
@@ -114,16 +142,16 @@ class RowChecks:
         self._hashes(got, cmds)
 
     def _hashes(self, replies: list[Any], cmds: list[Command]) -> None:
-        add = self.check.add
+        add = self.found
         for cmd, got in zip(cmds, replies):
             key = cmd[1]
             if isinstance(got, Exception):
-                add(vr.WRONG_TYPE, key, None, "a hash", str(got))
+                add(vr.WRONG_TYPE, key, None, "a hash", str(got), [(b"DEL", key), cmd])
                 continue
             if isinstance(got, dict):
                 got = [x for kv in got.items() for x in kv]
             if not got:
-                add(vr.MISSING_ROW, key)
+                add(vr.MISSING_ROW, key, repair=[cmd])
                 continue
             self.present += 1
             self.rows_present += 1
@@ -135,35 +163,35 @@ class RowChecks:
             for f, v in expect.items():
                 h = have.get(f)
                 if h is None:
-                    add(vr.MISSING_FIELD, key, f, v, None)
+                    add(vr.MISSING_FIELD, key, f, v, None, [(b"HSET", key, f, v)])
                 elif h != v:
-                    add(vr.DIFFERENT_VALUE, key, f, v, h)
+                    add(vr.DIFFERENT_VALUE, key, f, v, h, [(b"HSET", key, f, v)])
             for f, h in have.items():
                 if f not in expect:
-                    add(vr.EXTRA_FIELD, key, f, None, h)
+                    add(vr.EXTRA_FIELD, key, f, None, h, [(b"HDEL", key, f)])
 
     def _columns(self, replies: list[Any], groups: list[tuple[bytes, list[Command]]]) -> None:
         for (row_key, cmds), got in zip(groups, replies):
             found = sum(1 for v in got if v is not None)
             if not found:
-                self.check.add(vr.MISSING_ROW, row_key)
+                self.found(vr.MISSING_ROW, row_key, repair=cmds)
                 continue
             self.present += found
             self.rows_present += 1
             for cmd, v in zip(cmds, got):
                 if v is None:
-                    self.check.add(vr.MISSING_FIELD, cmd[1], None, cmd[2], None)
+                    self.found(vr.MISSING_FIELD, cmd[1], None, cmd[2], None, [cmd])
                 elif v != cmd[2]:
-                    self.check.add(vr.DIFFERENT_VALUE, cmd[1], None, cmd[2], v)
+                    self.found(vr.DIFFERENT_VALUE, cmd[1], None, cmd[2], v, [cmd])
 
     def _unique_strings(self, replies: list[Any], cmds: list[Command]) -> None:
         for cmd, v in zip(cmds, replies[0]):
             if v is None:
-                self.check.add(vr.MISSING_UNIQUE, cmd[1], None, cmd[2], None)
+                self.found(vr.MISSING_UNIQUE, cmd[1], None, cmd[2], None, [cmd])
             else:
                 self.present += 1
                 if v != cmd[2]:
-                    self.check.add(vr.WRONG_UNIQUE, cmd[1], None, cmd[2], v)
+                    self.found(vr.WRONG_UNIQUE, cmd[1], None, cmd[2], v, [cmd])
 
     def _unique_hashes(self, replies: list[Any], hsets: dict[bytes, list[bytes]]) -> None:
         counts = self.expected["unique"]
@@ -171,13 +199,15 @@ class RowChecks:
             fields = args[0::2]
             counts[key] = counts.get(key, 0) + len(set(fields))
             if isinstance(got, Exception):
-                self.check.add(vr.WRONG_TYPE, key, None, "a hash", str(got))
+                repair = [*self._retype(key), (b"HSET", key, *args)]
+                self.found(vr.WRONG_TYPE, key, None, "a hash", str(got), repair)
                 continue
             for f, pk, v in zip(fields, args[1::2], got):
                 if v is None:
-                    self.check.add(vr.MISSING_UNIQUE, key, f, pk, None)
+                    self._lacks(key)
+                    self.found(vr.MISSING_UNIQUE, key, f, pk, None, [(b"HSET", key, f, pk)])
                 elif v != pk:
-                    self.check.add(vr.WRONG_UNIQUE, key, f, pk, v)
+                    self.found(vr.WRONG_UNIQUE, key, f, pk, v, [(b"HSET", key, f, pk)])
 
     def _members(self, replies: list[Any], context: Any) -> None:
         name, what, sadds = context
@@ -189,11 +219,13 @@ class RowChecks:
             else:
                 counts[key] = counts.get(key, 0) + len(members)
             if isinstance(got, Exception):
-                self.check.add(vr.WRONG_TYPE, key, None, "a set", str(got))
+                repair = [*self._retype(key), (b"SADD", key, *members)]
+                self.found(vr.WRONG_TYPE, key, None, "a set", str(got), repair)
                 continue
             for m, there in zip(members, got):
                 if not there:
-                    self.check.add(what, key, m, m, None)
+                    self._lacks(key)
+                    self.found(what, key, m, m, None, [(b"SADD", key, m)])
 
     def _scores(self, replies: list[Any], zadds: dict[bytes, list[bytes]]) -> None:
         counts = self.expected["sorted"]
@@ -201,13 +233,15 @@ class RowChecks:
             members = args[1::2]
             counts[key] = counts.get(key, 0) + len(members)
             if isinstance(got, Exception):
-                self.check.add(vr.WRONG_TYPE, key, None, "a sorted set", str(got))
+                repair = [*self._retype(key), (b"ZADD", key, *args)]
+                self.found(vr.WRONG_TYPE, key, None, "a sorted set", str(got), repair)
                 continue
             for m, score, have in zip(members, args[0::2], got):
                 if have is None:
-                    self.check.add(vr.MISSING_SORTED, key, m, score, None)
+                    self._lacks(key)
+                    self.found(vr.MISSING_SORTED, key, m, score, None, [(b"ZADD", key, score, m)])
                 elif not _same_number(score, have):
-                    self.check.add(vr.WRONG_SCORE, key, m, score, have)
+                    self.found(vr.WRONG_SCORE, key, m, score, have, [(b"ZADD", key, score, m)])
 
     def _parents(self, rows: Sequence[Row]) -> dict[bytes, list[Any]]:
         """Parent row key -> [child rows pointing at it, first child key, columns]."""
@@ -231,11 +265,15 @@ class RowChecks:
                 self.check.add(vr.DANGLING, child or b"", cols, parent_key, None, n=n)
 
     # -- after the rows ----------------------------------------------------------------------
-    def cardinalities(self) -> None:
+    def cardinalities(self) -> list[tuple[str, bytes]]:
+        """Compare each coalesced key's size with the members the source puts there (less
+        those found missing): the keys that hold more, (structure name, key), whose extra
+        members are then named one by one (``members.Explainer``)."""
         if self.set_members is not None:
             self.expected["set"] = {k: len(v) for k, v in self.set_members.items()}
             self.set_members = None
-        for name, (command, foreign) in CARDINALITY.items():
+        suspects = []
+        for name, (command, _) in CARDINALITY.items():
             counts = list(self.expected[name].items())
             self.expected_keys.update(k for k, _ in counts)
             for i in range(0, len(counts), 5000):
@@ -243,10 +281,11 @@ class RowChecks:
                 replies = self.reader.read([(command, k) for k, _ in chunk])
                 for (key, want), have in zip(chunk, replies):
                     self.keyed_present += isinstance(have, int) and have > 0
-                    if isinstance(have, int) and have > want:
-                        self.check.add(foreign, key, "(members)", f"{want} members",
-                                       f"{have} members", n=have - want)  # fmt: skip
+                    if isinstance(have, int) and have > want - self.absent.get(key, 0):
+                        suspects.append((name, key))
             self.expected[name] = {}
+        self.absent.clear()
+        return suspects
 
 
 def run_structure(structure: Structure, rows: Sequence[Row]) -> Batch:

@@ -8,8 +8,12 @@ hashes, SMISMEMBER on index and tag sets, ZMSCORE on sorted sets, EXISTS for the
 of each reference. Coalesced structures are also checked for members nobody explains by
 comparing their cardinality (SCARD/HLEN/ZCARD) with a per-key count kept during the pass,
 which is bounded by the number of distinct index values, not by the table. Counters and
-latest lists are compared with what ``migrate`` rebuilds at the end of a table. Stale keys
-are found by SCAN over each key pattern (see verify_keys.py).
+latest lists are compared with what ``migrate`` rebuilds at the end of a table. A key that
+holds more members than the source explains has its extra members named (members.py).
+Stale keys are found by one SCAN over the key spaces of the verified tables
+(plan/keyspace.py): a key that fits none of its table's patterns is stale whatever its shape
+or type; a row key is stale when no source row plans it. With ``--fix`` every difference is
+repaired as it is found (repair.py).
 """
 
 from __future__ import annotations
@@ -20,27 +24,40 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from migrator.mapping.kinds import Kind
 from migrator.mapping.resolve import Resolved
 from migrator.plan.finish import finish_commands
+from migrator.plan.keyspace import KeyPattern, KeySpace
 from migrator.plan.planner import KeyFn, TablePlan, compile_template
 from migrator.progress import Progress
 from migrator.source.mysql import Source, keyset_value
 from migrator.target.checkpoint import checkpoint_key
+from migrator.target.keys import scan_space
 from migrator.verify import report as vr
 from migrator.verify.fast import FastBatch, FastChecks, usable
-from migrator.verify.keys import KeyPattern, Patterns, Reader
+from migrator.verify.keys import Reader
+from migrator.verify.members import Explainer, params
+from migrator.verify.repair import Repairer
 from migrator.verify.report import TableCheck
 from migrator.verify.rows import CARDINALITY, Command, RowChecks, run_structure
 
 LOOKUP_CHUNK = 500
 
 
+#: what a foreign member is removed with, per coalesced structure
+REMOVE = {"unique": b"HDEL", "index": b"SREM", "set": b"SREM", "sorted": b"ZREM"}
+
+
 class Checker:
     def __init__(
-        self, src: Source, reader: Reader, plans: dict[str, TablePlan], patterns: Patterns
+        self,
+        src: Source,
+        reader: Reader,
+        plans: dict[str, TablePlan],
+        space: KeySpace,
+        fix: bool = False,
     ) -> None:
-        self.src, self.reader, self.plans, self.patterns = src, reader, plans, patterns
+        self.src, self.reader, self.plans, self.space = src, reader, plans, space
+        self.fix = fix
 
     def table(
         self, r: Resolved, mode: str, size: int, sample: int | None, progress: Progress
@@ -59,22 +76,43 @@ class Checker:
             tv.counts_only()
             tv.finish()
             tv.row_counts(lookup=False)
+        tv.flush()
         progress.finish(r.name)
         tv.check.seconds = time.perf_counter() - t0
         return tv
 
     def stale(self, verifiers: list[TableVerifier], everything_verified: bool, name: str) -> None:
         """Look for stale keys, unless the database holds exactly the keys the verified tables
-        explain (DBSIZE, less this mapping's checkpoint): then there can be none."""
+        explain (DBSIZE, less this mapping's checkpoint): then there can be none. Otherwise
+        one SCAN over the verified tables' key spaces: a key that fits none of its table's
+        patterns, or a keyed structure the pass did not expect, is stale at once; per-row
+        keys are counted, and looked up in the source only when there are more of them than
+        the pass found."""
         if everything_verified:
             client = self.reader.client
             held = int(client.dbsize()) - int(client.exists(checkpoint_key(name)))
             if held == sum(tv.present + tv.keyed_present for tv in verifiers):
                 return
+        t0 = time.perf_counter()
+        by_name = {tv.name: tv for tv in verifiers}
+        rows: dict[str, int] = dict.fromkeys(by_name, 0)
+        scanned = scan_space(self.reader.client, self.space, list(by_name))
+        for page in self.space.owned(scanned, list(by_name)):
+            for key, table, p in page:
+                tv = by_name[table]
+                if p is None:
+                    tv.stray(key, "(fits none of the table's key patterns)")
+                elif p.family == "row":
+                    rows[table] += 1
+                elif key not in tv.expected_keys:
+                    tv.stray(key, f"({p.what}, no source row has it)")
+        spent = (time.perf_counter() - t0) / len(verifiers) if verifiers else 0.0
         for tv in verifiers:
-            t0 = time.perf_counter()
-            tv.stale(lookup_if=tv.present)
-            tv.check.seconds += time.perf_counter() - t0
+            t1 = time.perf_counter()
+            if rows[tv.name] > tv.present:
+                tv.lookup_rows()
+            tv.flush()
+            tv.check.seconds += spent + time.perf_counter() - t1
 
 
 class TableVerifier(RowChecks):
@@ -87,6 +125,8 @@ class TableVerifier(RowChecks):
         self.name = plan.table.name
         self.selector = checker.src.selector(self.name, plan.select)
         self.references = self._references()
+        if checker.fix:
+            self.fixer = Repairer(checker.reader.client, self.name)
 
     # -- setting up --------------------------------------------------------------------------
     def _references(self) -> list[tuple[str, KeyFn]]:
@@ -129,14 +169,33 @@ class TableVerifier(RowChecks):
                     job = (reader.send(reads), handlers)
                 if waiting is not None:
                     self._settle(fast, waiting)
+                    self.flush()
                 waiting = job
                 progress.advance(self.name, len(rows))
             if waiting is not None:
                 self._settle(fast, waiting)
+                self.flush()
         for why, n in self.rejected.items():
             self.check.notes.append(f"{n} row(s) have no key ({why}); migrate skips them too")
-        self.cardinalities()
+        self.foreign(self.cardinalities())
         self.check.redis_rows = self.rows_present if self.plan.table.kind != "none" else None
+
+    def flush(self) -> None:
+        """Send the repairs found so far (--fix)."""
+        if self.fixer is not None:
+            self.fixer.flush()
+
+    def foreign(self, suspects: list[tuple[str, bytes]]) -> None:
+        """Name the members of each key that holds more than the source explains."""
+        if not suspects:
+            return
+        explainer = Explainer(self, self.c.src, self.c.reader.client)
+        for name, key in suspects:
+            kind = CARDINALITY[name][1]
+            for member, value in explainer.foreign(name, key):
+                self.found(kind, key, member, None, value if value is not None else member,
+                           [(REMOVE[name], key, member)])  # fmt: skip
+        self.flush()
 
     def _settle(self, fast: FastChecks | None, job: Any) -> None:
         """Read a batch's replies and count them; a fast batch with a difference is checked
@@ -173,8 +232,9 @@ class TableVerifier(RowChecks):
         if self.plan.table.kind != "hash":
             return
         found = 0
-        for page in self.c.patterns.scan_owned(self.c.reader, self.name):
-            found += sum(1 for _, p in page if p.what == "hash")
+        scanned = scan_space(self.c.reader.client, self.c.space, [self.name])
+        for page in self.c.space.owned(scanned, [self.name]):
+            found += sum(1 for _, _, p in page if p is not None and p.what == "hash")
         self.check.redis_rows = found
         rows = self.check.mysql_rows
         if found < rows:
@@ -182,7 +242,7 @@ class TableVerifier(RowChecks):
                            f"{found} row keys", n=rows - found)  # fmt: skip
         elif found > rows:
             if lookup:
-                self.stale(lookup_if=rows, keyed=False)
+                self.lookup_rows()
             else:
                 self.check.add(vr.STALE, f"({found - rows} row keys)", None, f"{rows} rows",
                                f"{found} row keys", n=found - rows)  # fmt: skip
@@ -205,7 +265,7 @@ class TableVerifier(RowChecks):
             self.keyed_present += got is not None
             if got != cmd[2]:
                 redis = str(got) if isinstance(got, Exception) else got
-                self.check.add(vr.WRONG_COUNTER, cmd[1], None, cmd[2], redis)
+                self.found(vr.WRONG_COUNTER, cmd[1], None, cmd[2], redis, [cmd])
         for (key, want), got in zip(lists.items(), replies[len(strings) :]):
             if want:
                 self.expected_keys.add(key)
@@ -213,28 +273,26 @@ class TableVerifier(RowChecks):
             if isinstance(got, Exception) or list(got) != want:
                 have = [] if isinstance(got, Exception) else list(got)
                 what = "order" if sorted(have) == sorted(want) else "members"
-                self.check.add(vr.WRONG_LATEST, key, what, _show(want), _show(have))
+                rebuild = [(b"MULTI",), (b"DEL", key)]
+                rebuild += [(b"RPUSH", key, *want)] if want else []
+                rebuild.append((b"EXEC",))
+                self.found(vr.WRONG_LATEST, key, what, _show(want), _show(have), rebuild)
 
-    def stale(self, lookup_if: int, keyed: bool = True) -> None:
-        """Keys under the table's patterns that no source row explains. Keyed structures
-        are checked against the keys this pass expected; per-row keys are counted first, and
-        looked up in the source only when there are more of them than rows explained."""
-        found = 0
-        for page in self.c.patterns.scan_owned(self.c.reader, self.name):
-            for key, p in page:
-                if p.family == "row":
-                    found += 1
-                elif keyed and key not in self.expected_keys:
-                    self.check.add(vr.STALE, key, None, None, f"({p.what}, no source row has it)")
-        if found <= lookup_if:
-            return
-        chunk: list[tuple[bytes, KeyPattern]] = []
-        for page in self.c.patterns.scan_owned(self.c.reader, self.name):
-            chunk += [(k, p) for k, p in page if p.family == "row"]
+    def stray(self, key: bytes, why: str) -> None:
+        """A key in the table's key space that no source row produces."""
+        self.found(vr.STALE, key, None, None, why, [(b"UNLINK", key)])
+
+    def lookup_rows(self) -> None:
+        """Look each per-row key of the table up in the source, a chunk at a time, and
+        report those that no source row plans (memory stays flat)."""
+        chunk: list[bytes] = []
+        scanned = scan_space(self.c.reader.client, self.c.space, [self.name])
+        for page in self.c.space.owned(scanned, [self.name]):
+            chunk += [k for k, _, p in page if p is not None and p.family == "row"]
             while len(chunk) >= LOOKUP_CHUNK:
-                self._explain([k for k, _ in chunk[:LOOKUP_CHUNK]])
+                self._explain(chunk[:LOOKUP_CHUNK])
                 chunk = chunk[LOOKUP_CHUNK:]
-        self._explain([k for k, _ in chunk])
+        self._explain(chunk)
 
     def _explain(self, keys: list[bytes]) -> None:
         """Report the per-row keys that no row of the source plans."""
@@ -243,15 +301,17 @@ class TableVerifier(RowChecks):
         produced: set[bytes] = set()
         row_structures = [s for n, s in self.structures.items()
                           if n in ("hash", "columns", "unique-string")]  # fmt: skip
-        own = [p for p in self.c.patterns.all if p.table == self.name and p.family == "row"]
+        own: list[KeyPattern] = [
+            p for p in self.c.space.all if p.table == self.name and p.family == "row"
+        ]
         for p in own:
             cols = p.template.columns
             kinds = [self.r.schema.column(c).kind for c in cols]
             values = set()
             for key in keys:
-                got = self.c.patterns.invert(p, key)
+                got = self.c.space.invert(p, key)
                 if got is not None:
-                    v = _params([got[c] for c in cols], kinds)
+                    v = params([got[c] for c in cols], kinds)
                     if v is not None:
                         values.add(v)
             if not values:
@@ -261,7 +321,7 @@ class TableVerifier(RowChecks):
                 produced.update(c[1] for c in run_structure(s, rows).commands)
         for key in dict.fromkeys(keys):
             if key not in produced:
-                self.check.add(vr.STALE, key, None, None, "(no source row has this key)")
+                self.stray(key, "(no source row has this key)")
 
 
 @contextmanager
@@ -275,22 +335,6 @@ def _no_cycle_collection() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
-
-
-def _params(raw: list[bytes], kinds: list[Kind]) -> tuple[Any, ...] | None:
-    """Key text -> query parameters for the columns, or None when it cannot be such a value."""
-    out = []
-    for v, kind in zip(raw, kinds):
-        if kind is not Kind.BINARY:
-            try:
-                v.decode("utf-8")
-            except UnicodeDecodeError:
-                return None
-        try:
-            out.append(keyset_value(v, kind))
-        except ValueError:
-            return None
-    return tuple(out)
 
 
 def _show(items: list[bytes], limit: int = 10) -> str:

@@ -1,0 +1,245 @@
+"""The keys a mapping owns: every pattern each table writes, and each table's key space.
+
+Every key a table can write is described by a :class:`KeyPattern`: a template (from the
+planner, so there is one definition of the key names) and a *family*:
+
+* ``row``: one key per source row (row hashes, ``as: columns`` strings, unique strings);
+* ``keyed``: a key per distinct value (index and tag sets, sorted sets, counters, unique
+  hashes, latest lists).
+
+A table's *key space* is wider than its patterns, so that stray keys of any shape are found
+(``orderdetails:10100`` when rows are ``orderdetails:{orderNumber}:{productCode}``,
+``employee_privileges:x`` under a join table): each templated pattern claims the literal
+text before its first placeholder, cut after the first separator (its namespace:
+``orderdetails:``, ``employee_privileges:``, ``tag:``); a pattern with no placeholder claims
+only its own key (``emp:id``). A key belongs to the table of the most specific pattern it
+fits (``emp:indices:mgr_id:8`` is an index set, not the row ``emp:{emp_id}``); a key that
+fits no pattern belongs to the table whose namespace is the longest prefix of it, as a key
+that no data can produce. Keys matching the mapping's ``options.ignore`` globs, and the
+tool's own ``migrator:`` keys, belong to no table.
+
+Used by verify (stale keys), ``verify --fix`` and ``migrate --replace`` (what to remove).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from migrator.mapping.model import Template
+
+if TYPE_CHECKING:
+    from migrator.plan.planner import TablePlan
+
+Family = Literal["row", "keyed"]
+#: the tool's own keys (checkpoints): never a table's
+TOOL_PREFIX = b"migrator:"
+
+
+@dataclass(frozen=True)
+class KeyPattern:
+    table: str
+    family: Family
+    template: Template
+    what: str  # structure name, for notes: hash, columns, unique-string, index, ...
+
+    @property
+    def literal_chars(self) -> int:
+        return sum(len(p) for p in self.template.parts if isinstance(p, str))
+
+    @property
+    def head(self) -> bytes:
+        """The literal text before the first placeholder (all of it for a literal key)."""
+        first = self.template.parts[0] if self.template.parts else ""
+        return first.encode() if isinstance(first, str) else b""
+
+    def regex(self) -> re.Pattern[bytes]:
+        return template_regex(self.template)
+
+
+@functools.cache
+def template_regex(template: Template) -> re.Pattern[bytes]:
+    """A regex that matches every key the template renders; group ``g<i>`` is the value of
+    placeholder ``i`` (a placeholder used twice must have the same value both times)."""
+    out = []
+    seen: set[int] = set()
+    for p in template.parts:
+        if isinstance(p, str):
+            out.append(re.escape(p.encode()))
+        elif p in seen:
+            out.append(b"(?P=g%d)" % p)
+        else:
+            seen.add(p)
+            out.append(b"(?P<g%d>.*)" % p)
+    return re.compile(b"".join(out), re.DOTALL)
+
+
+def invert(template: Template, key: bytes) -> dict[str, bytes] | None:
+    """The placeholder values a key was rendered from (None if the template cannot render it)."""
+    m = template_regex(template).fullmatch(key)
+    if m is None:
+        return None
+    return {c: m.group(f"g{i}") for i, c in enumerate(template.columns)}
+
+
+def literal(text: str) -> Template:
+    return Template.parse(text.replace("{", "{{").replace("}", "}}"))
+
+
+def table_patterns(plan: TablePlan) -> list[KeyPattern]:
+    """Every key pattern a table's plan writes, by family."""
+    r, t, name = plan.resolved, plan.table, plan.table.name
+    out: list[KeyPattern] = []
+    if t.kind == "hash":
+        out.append(KeyPattern(name, "row", r.key, "hash"))
+    elif t.kind == "columns":
+        sep = plan.table_sep.replace("{", "{{").replace("}", "}}")
+        for c in (*r.columns, *r.primary_key):
+            text = r.key.text + sep + c.replace("{", "{{").replace("}", "}}")
+            out.append(KeyPattern(name, "row", Template.parse(text), "columns"))
+    for u in t.unique:
+        if u.key is not None:
+            out.append(KeyPattern(name, "row", u.key, "unique-string"))
+        else:
+            key = plan.unique_hash_key(u.columns).decode()
+            out.append(KeyPattern(name, "keyed", literal(key), "unique"))
+    for ix in r.index_sets():
+        out.append(KeyPattern(name, "keyed", plan.index_template(ix.columns), "index"))
+    out += [KeyPattern(name, "keyed", s.key, "sorted") for s in t.sorted]
+    out += [KeyPattern(name, "keyed", s.key, "set") for s in t.sets]
+    out += [KeyPattern(name, "keyed", x.key, "latest") for x in t.latest]
+    if r.counter is not None:
+        out.append(KeyPattern(name, "keyed", r.counter, "counter"))
+    return out
+
+
+def namespace(pattern: KeyPattern, separator: bytes) -> bytes:
+    """What a templated pattern claims: its head up to and including the first separator
+    (the whole head when it has none); b"" for a literal key or a key starting with a
+    placeholder (those claim nothing beyond their own keys)."""
+    if pattern.template.is_literal:
+        return b""
+    head = pattern.head
+    at = head.find(separator) if separator else -1
+    return head[: at + len(separator)] if at >= 0 else head
+
+
+class KeySpace:
+    """All tables' patterns and key spaces; says which table (and pattern) a key is."""
+
+    def __init__(self, plans: Sequence[TablePlan], ignore: Iterable[str] = ()) -> None:
+        self.all = [p for plan in plans for p in table_patterns(plan)]
+        self.compiled = {p: p.regex() for p in self.all}
+        self.tables = [plan.table.name for plan in plans]
+        self.seps = seps = {plan.table.name: plan.sep for plan in plans}
+        # most specific first; the head is checked before the regex (most keys fail there)
+        self.ordered = sorted(self.all, key=lambda p: -p.literal_chars)
+        self._tests = [(p.head, self.compiled[p].fullmatch, p) for p in self.ordered]
+        spaces: dict[bytes, str] = {}
+        for p in self.all:
+            ns = namespace(p, seps[p.table])
+            if ns:
+                spaces.setdefault(ns, p.table)
+        #: namespace -> table, longest first
+        self.spaces = sorted(spaces.items(), key=lambda kv: -len(kv[0]))
+        self.exact = {p.template.text.encode(): p for p in self.all if p.template.is_literal}
+        self.ignore = [glob_regex(g) for g in ignore]
+
+    # -- one key -----------------------------------------------------------------------------
+    def ignored(self, key: bytes) -> bool:
+        return key.startswith(TOOL_PREFIX) or any(g.fullmatch(key) for g in self.ignore)
+
+    def owner(self, key: bytes) -> tuple[str, KeyPattern | None] | None:
+        """(table, the most specific pattern the key fits, or None when it fits none but lies
+        in the table's key space); None when the key is not the mapping's."""
+        if self.ignored(key):
+            return None
+        for head, fits, p in self._tests:
+            if key.startswith(head) and fits(key):
+                return p.table, p
+        for ns, table in self.spaces:
+            if key.startswith(ns):
+                return table, None
+        return None
+
+    def invert(self, pattern: KeyPattern, key: bytes) -> dict[str, bytes] | None:
+        """The placeholder values a key was rendered from (None if it does not match)."""
+        return invert(pattern.template, key)
+
+    # -- SCAN --------------------------------------------------------------------------------
+    def globs(self, tables: Iterable[str] | None = None) -> list[str]:
+        """SCAN MATCH globs that cover the key spaces of ``tables`` (default: all), none
+        covered by another: a namespace gives ``ns*``, a literal key itself."""
+        wanted = set(self.tables if tables is None else tables)
+        candidates = [glob_escape(ns) + "*" for ns, t in self.spaces if t in wanted]
+        candidates += [
+            p.template.glob()
+            for p in self.all
+            if p.table in wanted and not namespace(p, self.seps[p.table])
+        ]
+        out: list[str] = []
+        for g in sorted(set(candidates), key=lambda g: (len(g.rstrip("*")), g)):
+            sample = glob_sample(g)
+            if not any(glob_regex(o).fullmatch(sample) for o in out):
+                out.append(g)
+        return out
+
+    def owned(
+        self, pages: Iterable[list[bytes]], tables: Iterable[str] | None = None
+    ) -> Iterator[list[tuple[bytes, str, KeyPattern | None]]]:
+        """For pages of scanned keys, the keys owned by ``tables`` (default: any) with their
+        table and pattern, a page at a time."""
+        wanted = None if tables is None else set(tables)
+        for keys in pages:
+            out = []
+            for key in keys:
+                got = self.owner(key)
+                if got is not None and (wanted is None or got[0] in wanted):
+                    out.append((key, got[0], got[1]))
+            if out:
+                yield out
+
+
+def glob_escape(text: bytes | str) -> str:
+    raw = text.decode("utf-8", "surrogateescape") if isinstance(text, bytes) else text
+    return re.sub(r"([*?\[\]\\])", r"\\\1", raw)
+
+
+def glob_sample(glob: str) -> bytes:
+    """A key the glob matches, with a character no literal text holds for each wildcard."""
+    out, i = [], 0
+    while i < len(glob):
+        ch = glob[i]
+        if ch == "\\" and i + 1 < len(glob):
+            out.append(glob[i + 1])
+            i += 2
+            continue
+        out.append("\x00" if ch in "*?" else ch)
+        i += 1
+    return "".join(out).encode("utf-8", "surrogateescape")
+
+
+def glob_regex(glob: str) -> re.Pattern[bytes]:
+    """A regex for a Redis glob: ``*``, ``?``, ``[...]`` (``[^...]`` too) and ``\\`` escapes."""
+    out, i = [], 0
+    while i < len(glob):
+        ch = glob[i]
+        if ch == "\\" and i + 1 < len(glob):
+            out.append(re.escape(glob[i + 1]))
+            i += 2
+            continue
+        if ch == "[":
+            end = glob.find("]", i + 2)
+            if end > 0:
+                body = glob[i + 1 : end]
+                neg = body.startswith("^")
+                body = body[1:] if neg else body
+                out.append("[" + ("^" if neg else "") + body.replace("\\", "\\\\") + "]")
+                i = end + 1
+                continue
+        out.append(".*" if ch == "*" else "." if ch == "?" else re.escape(ch))
+        i += 1
+    return re.compile("".join(out).encode("utf-8", "surrogateescape"), re.DOTALL)

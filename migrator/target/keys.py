@@ -1,0 +1,70 @@
+"""Finding and removing the keys a mapping owns: SCAN (one server, or every primary of a
+cluster) and UNLINK in batches — never FLUSHDB, so keys the mapping does not own survive."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from redis.cluster import RedisCluster
+
+from migrator.plan.keyspace import KeySpace, glob_regex
+from migrator.target.cluster_sink import sink_for
+from migrator.target.sink import Client, retry
+
+#: keys asked for per SCAN call, and removed per UNLINK batch
+SCAN_COUNT = 2000
+UNLINK_BATCH = 1000
+
+
+def scan_keys(client: Client, glob: str, count: int = SCAN_COUNT) -> Iterator[list[bytes]]:
+    """Keys matching ``glob``, a SCAN page at a time, on every primary of a cluster (a key
+    may come twice, as SCAN allows)."""
+    nodes = (
+        [client.get_redis_connection(n) for n in client.get_primaries()]
+        if isinstance(client, RedisCluster)
+        else [client]
+    )
+    for node in nodes:
+        cursor = 0
+        while True:
+            cursor, keys = retry(
+                lambda: node.scan(cursor=cursor, match=glob, count=count)  # noqa: B023
+            )
+            if keys:
+                yield [k if isinstance(k, bytes) else k.encode() for k in keys]
+            if int(cursor) == 0:
+                break
+
+
+def scan_space(
+    client: Client, space: KeySpace, tables: Iterable[str] | None = None
+) -> Iterator[list[bytes]]:
+    """Pages of keys under the key spaces of ``tables`` (default: all), each key once per
+    page even where globs overlap (a key matched by an earlier glob is left out)."""
+    done: list[re.Pattern[bytes]] = []
+    for glob in space.globs(tables):
+        for keys in scan_keys(client, glob):
+            page = [k for k in keys if not any(g.fullmatch(k) for g in done)]
+            if page:
+                yield page
+        done.append(glob_regex(glob))
+
+
+def remove_owned(client: Client, space: KeySpace, tables: Iterable[str] | None = None) -> int:
+    """UNLINK every key the mapping owns under ``tables``' key spaces (keys matching the
+    mapping's ``ignore`` globs and the tool's own ``migrator:`` keys stay); returns how many.
+    One key per command, so a cluster routes each to its slot."""
+    wanted = None if tables is None else list(tables)
+    sink = sink_for(client)
+    removed = 0
+    pending: list[tuple[bytes, ...]] = []
+    for page in space.owned(scan_space(client, space, wanted), wanted):
+        for key, _, _ in page:
+            pending.append((b"UNLINK", key))
+        if len(pending) >= UNLINK_BATCH:
+            sink.write(pending)
+            removed += len(pending)
+            pending = []
+    sink.write(pending)
+    return removed + len(pending)
