@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+
+from migrator.commands import dry_run
+from migrator.mapping.loader import parse_mapping
+from tests.services import MySQLDatabase
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = sorted([REPO / "README.md", REPO / "samples" / "README.md", *(REPO / "docs").glob("*.md")])
@@ -61,3 +67,59 @@ def test_shipped_mappings_and_samples_cite_nothing_outside() -> None:
     for path in [*(REPO / "mappings").glob("*.yaml"), *(REPO / "samples").glob("*.sql")]:
         text = path.read_text(encoding="utf-8")
         assert "seed 0" not in text and "seeds 0" not in text and "shared/" not in text, path
+
+
+# -- the mapping reference's examples are what the tool does ----------------------------------
+
+COMMAND = re.compile(r"^(HSET|SADD|ZADD|SET|RPUSH|DEL|MULTI|EXEC)\b")
+
+
+def _blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.M | re.S)
+
+
+def _claims(block: str) -> list[str]:
+    """The commands a YAML example's comments say it writes (``# HSET ...``; ``a ; b`` is
+    two), skipping descriptions such as ``SET tag:ruby {1, 2}`` (a set, not the command)."""
+    out = []
+    for line in block.splitlines():
+        _, hash_, comment = line.partition("#")
+        for part in comment.split(" ; ") if hash_ else []:
+            part = part.strip()
+            if COMMAND.match(part) and "{" not in part and "->" not in part:
+                out.append(part)
+    return out
+
+
+def _documented_mappings(tables: set[str]) -> list[tuple[str, dict[str, Any], list[str]]]:
+    """(block, mapping document, claimed commands) for each YAML example of docs/mapping.md
+    that is a whole mapping or a piece of ``tables:`` naming only the example tables."""
+    out = []
+    for block in _blocks((REPO / "docs" / "mapping.md").read_text(encoding="utf-8"), "yaml"):
+        data = yaml.safe_load(block)
+        if not isinstance(data, dict):
+            continue
+        if "tables" not in data:
+            data = {"tables": data}
+        if not set(data["tables"] or ()) <= tables:
+            continue
+        data.setdefault("version", 1)
+        out.append((block, data, _claims(block)))
+    return out
+
+
+def test_mapping_examples_write_what_their_comments_say(mysql_db: MySQLDatabase) -> None:
+    text = (REPO / "docs" / "mapping.md").read_text(encoding="utf-8")
+    mysql_db.run(_blocks(text, "sql")[0])
+    examples = _documented_mappings({"customer", "orders", "tag"})
+    assert len(examples) >= 8 and sum(len(c) for _, _, c in examples) >= 20
+    for block, document, claims in examples:
+        mapping = parse_mapping(yaml.safe_dump(document), environ={})
+        report = dry_run(mapping, source=mysql_db.url, sample=10)
+        written = [line for t in report.tables for line in t.sample]
+        for claim in claims:
+            if claim.endswith("..."):
+                found = any(w.startswith(claim[:-3].rstrip()) for w in written)
+            else:
+                found = claim in written
+            assert found, f"{claim!r} is not written by:\n{block}\nwritten: {written}"
