@@ -4,11 +4,13 @@ outside it."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import yaml
 
 from migrator.commands import dry_run
@@ -123,3 +125,53 @@ def test_mapping_examples_write_what_their_comments_say(mysql_db: MySQLDatabase)
             else:
                 found = claim in written
             assert found, f"{claim!r} is not written by:\n{block}\nwritten: {written}"
+
+
+BY_DATA = {"patterns", "keys", "memory_bytes", "skipped", "rejected", "differences"}
+
+
+def _documented_keys_exist(documented: Any, actual: Any, where: str = "$") -> None:
+    """Every key the docs show is in the real output (new keys may be added freely)."""
+    if isinstance(documented, dict):
+        assert isinstance(actual, dict), where
+        for key, value in documented.items():
+            assert key in actual, f"{where}.{key} is documented but not in the output"
+            if key in BY_DATA:  # keyed by structure names or reasons: the data decides
+                continue
+            if isinstance(value, (dict, list)) and actual[key]:
+                _documented_keys_exist(value, actual[key], f"{where}.{key}")
+    elif isinstance(documented, list) and documented and isinstance(documented[0], dict):
+        assert isinstance(actual, list) and actual, where
+        _documented_keys_exist(documented[0], actual[0], f"{where}[0]")
+
+
+def test_json_shapes_in_commands_md_are_real(
+    mysql_db: MySQLDatabase, redis_url: str, tmp_path: Path
+) -> None:
+    from migrator.commands import migrate, validate, verify
+
+    text = (REPO / "docs" / "commands.md").read_text(encoding="utf-8")
+    shapes = [json.loads(b) for b in _blocks(text, "json")]
+    assert len(shapes) == 4  # validate, dry-run, migrate, verify, in the page's order
+    mysql_db.run(
+        "CREATE TABLE emp (emp_id INT PRIMARY KEY, ename VARCHAR(9), mgr_id INT, KEY (mgr_id));"
+        "INSERT INTO emp VALUES (1, 'SMITH', 8), (2, 'ALLEN', 8), (3, 'WARD', NULL);"
+    )
+    good = tmp_path / "emp.yaml"
+    good.write_text(f"version: 1\nsource: {mysql_db.url}\ntables:\n  emp:\n    indexes: [mgr_id]\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"version: 1\nsource: {mysql_db.url}\ntables:\n  emp:\n    indexes: [mgr]\n")
+    outputs = [
+        validate(bad).as_dict(),
+        dry_run(good, target=redis_url).as_dict(),
+        migrate(good, target=redis_url).as_dict(),
+    ]
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.hset("emp:1", "ename", "SMYTH")  # a difference, so that verify shows an example
+    finally:
+        client.close()
+    outputs.append(verify(good, target=redis_url).as_dict())
+    assert outputs[3]["tables"][0]["examples"]
+    for documented, actual in zip(shapes, outputs):
+        _documented_keys_exist(documented, actual)
