@@ -4,9 +4,12 @@ What it prints (messages, progress bars, report tables) is ``migrator.render``."
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +21,8 @@ from migrator.commands import init as draft_mapping
 from migrator.commands import migrate as run_migrate
 from migrator.commands import validate as check
 from migrator.commands import verify as run_verify
+from migrator.commands.sync import SyncStatus
+from migrator.commands.sync import sync as sync_command
 from migrator.errors import EXIT_CONNECT, EXIT_USAGE, MappingErrors, MigratorError
 from migrator.render import (
     emit,
@@ -370,6 +375,69 @@ def verify(
         return report.exit_code
 
     run(go)
+
+
+@app.command()
+def sync(
+    mapping: MappingArg,
+    source: SourceOpt = None,
+    target: TargetOpt = None,
+    until_caught_up: Annotated[
+        bool,
+        typer.Option(
+            "--until-caught-up",
+            help="Exit 0 as soon as nothing is pending (lag 0), for cut-over scripts, "
+            "e.g. migrator sync m.yaml --until-caught-up.",
+        ),
+    ] = False,
+    server_id: Annotated[
+        int | None,
+        typer.Option(
+            "--server-id",
+            metavar="N",
+            min=1,
+            help="The replica server id this reader uses; each reader of a source needs its "
+            "own (default: one derived from the mapping's name), e.g. --server-id 4242.",
+            envvar="MIGRATOR_SYNC_SERVER_ID",
+            show_envvar=True,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print one JSON status object per second, then the report."),
+    ] = False,
+) -> None:
+    """Keep Redis in step with MySQL: load a consistent snapshot on the first run, then
+    follow the binary log (row format) until Ctrl-C or SIGTERM.
+    Example: migrator sync mappings/emp.yaml --until-caught-up"""
+    from migrator.render import render_sync, sync_status_printer
+
+    def go() -> int:
+        stop = threading.Event()
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
+        try:
+            with sync_status_printer(as_json) as show, ExitStack() as loading:
+                bars = loading.enter_context(progress_bars(not as_json))
+
+                def on_status(status: SyncStatus) -> None:
+                    if status.phase != "loading":
+                        loading.close()  # the load's bars end before the live status line
+                    show(status)
+
+                report = sync_command(
+                    mapping, source=source, target=target, until_caught_up=until_caught_up,
+                    server_id=server_id, stop=stop, on_status=on_status, progress=bars,
+                )  # fmt: skip
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        emit(report, as_json, render_sync)
+        return report.exit_code
+
+    run(go)
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def main() -> None:

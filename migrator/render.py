@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from rich import box
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -32,6 +33,7 @@ from rich.text import Text
 from migrator import progress as stages
 from migrator.commands.dryrun import DryRunReport
 from migrator.commands.reports import MigrateReport
+from migrator.commands.sync import SyncReport, SyncStatus
 from migrator.mapping.scaffold import Draft
 from migrator.mapping.validate import ValidateReport
 from migrator.verify.report import DONE, VerifyReport
@@ -316,3 +318,61 @@ def render_verify(report: VerifyReport) -> None:
         out.print(f"[green]Redis matches MySQL[/] ({report.seconds:.2f} s)")
     else:
         err.print("[red]Redis differs from MySQL[/] (see above); exit code 1")
+
+
+# --- sync -------------------------------------------------------------------------------------
+def _status_line(s: SyncStatus) -> Text:
+    return Text.assemble(
+        (f"{s.phase:<9}", "bold green" if s.phase == "caught up" else "bold"),
+        f"  {s.events_per_second:>8,.0f} rows/s  {s.rows_changed:>10,} rows changed  "
+        f"{s.transactions:,} txns  lag {s.lag_seconds:,.1f} s  at {s.position}",
+    )
+
+
+@contextmanager
+def sync_status_printer(as_json: bool) -> Iterator[Callable[[SyncStatus], None]]:
+    """sync's live status: one JSON object per line on stdout with ``--json``; a line
+    redrawn in place on stderr when it is a terminal; else nothing."""
+    if as_json:
+
+        def print_json(s: SyncStatus) -> None:
+            sys.stdout.write(json.dumps({"status": s.as_dict()}) + "\n")
+            sys.stdout.flush()
+
+        yield print_json
+        return
+    if not err.is_terminal:
+        yield lambda s: None
+        return
+    live: Live | None = None
+
+    def show_live(s: SyncStatus) -> None:
+        nonlocal live
+        if s.phase == "loading":
+            return
+        if live is None:
+            live = Live(_status_line(s), console=err, auto_refresh=False, transient=False)
+            live.start()
+        live.update(_status_line(s), refresh=True)
+
+    try:
+        yield show_live
+    finally:
+        if live is not None:
+            live.stop()
+
+
+def render_sync(report: SyncReport) -> None:
+    if report.snapshot is not None:
+        snap = report.snapshot
+        out.print(
+            f"sync {report.mapping}: loaded a consistent snapshot of {report.source} "
+            f"as of {snap.moment} UTC, binlog {snap.binlog_file}:{snap.binlog_position}"
+        )
+        rows = sum(t.rows for t in report.loaded)
+        out.print(f"  {rows:,} rows in {len(report.loaded)} table(s) -> {report.target}")
+    out.print(
+        f"sync {report.mapping}: applied {report.transactions:,} transaction(s), "
+        f"{report.rows_changed:,} row change(s) in {report.seconds:.1f} s; "
+        f"{report.stopped} at binlog {report.position}"
+    )

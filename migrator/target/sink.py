@@ -99,6 +99,8 @@ class RedisSink:
                     reply = conn.read_response()
                 except ResponseError as e:
                     reply = e
+                if isinstance(reply, list) and cmd[0] == b"EXEC":  # errors of queued commands
+                    reply = next((r for r in reply if isinstance(r, Exception)), reply)
                 if isinstance(reply, Exception) and error is None:
                     error = (cmd, reply)
         except BaseException:

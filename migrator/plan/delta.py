@@ -1,0 +1,257 @@
+"""Pure delta planning for ``sync``: a row change (before, after) -> the Redis commands that
+move every structure of the table from the old row's state to the new one's.
+
+Rows have the snapshot's shape (``TablePlan.select`` order, values already the Redis text of
+SPEC section 3), so keys and values are byte-identical to what ``migrate`` writes: every key
+below comes from the ``TablePlan``'s own compiled key functions.
+
+Each structure contributes *entries* for a row, ``(type, key, sub) -> value``:
+
+* ``H`` the row's hash fields (``as: hash``; the primary-key fields when every column is NULL),
+* ``s`` a STRING (``as: columns`` values, string-style uniques),
+* ``h`` a hash field of a unique HASH (``Tab:uniques:c`` {value -> pk}),
+* ``S`` a SET member (index, reference and tag/join sets),
+* ``z`` a sorted-set member with its score.
+
+A change is the difference of the two entry maps: what the old row had and the new one has
+not is removed (HDEL, DEL, SREM, ZREM; a row hash that loses its key is DELeted whole), what
+is new or changed is written (HSET, SET, SADD, ZADD). So an UPDATE writes only changed fields,
+HDELs the columns that became NULL, and *moves* each unique entry, index/reference/tag
+membership and score whose value changed; an INSERT writes what ``migrate`` writes (after a
+DEL of the row key, so a row is never mixed with an older one), a DELETE removes the row key
+and every membership. A primary-key change is therefore a delete plus an insert.
+
+Two structures are not deltas: counters (``Tab:id``) only ever rise, so an insert yields a
+*candidate* (the new primary key) that the applier raises the counter to, never lowering it;
+latest lists (``LIST`` of the newest N by a column) cannot be kept exactly from the change
+alone (a delete would need the N+1th row), so a change that can affect one marks it *dirty*
+and the applier rebuilds it from MySQL, as ``migrate`` does (docs/sync.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from migrator.plan.batch import Command, Row
+from migrator.plan.planner import TablePlan
+from migrator.plan.structures import (
+    IndexSets,
+    RowColumns,
+    RowHash,
+    SortedSets,
+    TagSets,
+    UniqueHashes,
+    UniqueStrings,
+)
+from migrator.plan.values import score as to_score
+
+EntryKey = tuple[str, bytes, bytes]
+Entries = dict[EntryKey, bytes]
+Collect = Callable[[Row, Entries], None]
+
+
+@dataclass
+class Delta:
+    """What one or more row changes need: commands in order, counter candidates, and the
+    latest lists to rebuild (by index into ``table.latest``)."""
+
+    commands: list[Command] = field(default_factory=list)
+    counters: dict[bytes, int] = field(default_factory=dict)  # counter key -> highest pk seen
+    dirty_latest: set[int] = field(default_factory=set)
+    rows: int = 0
+    rejected: int = 0  # rows whose key has a NULL (not written, as migrate)
+
+    def add(self, other: Delta) -> None:
+        self.commands += other.commands
+        for k, v in other.counters.items():
+            if v > self.counters.get(k, v - 1):
+                self.counters[k] = v
+        self.dirty_latest |= other.dirty_latest
+        self.rows += other.rows
+        self.rejected += other.rejected
+
+
+class TableDelta:
+    """Delta planning for one table, built from its ``TablePlan``."""
+
+    def __init__(self, plan: TablePlan) -> None:
+        self.plan = plan
+        self.collectors: list[Collect] = [
+            c for s in plan.structures for c in [_collector(plan, s)] if c is not None
+        ]
+        counter = plan.table.counter
+        self.counter_key = counter.render({}).encode() if counter else None
+        self.latest_positions = [plan.pos[latest.order_by] for latest in plan.table.latest]
+        self.npk = len(plan.resolved.primary_key)
+
+    def entries(self, row: Row | None) -> Entries:
+        out: Entries = {}
+        if row is None:
+            return out
+        for collect in self.collectors:
+            collect(row, out)
+        return out
+
+    def change(self, before: Row | None, after: Row | None) -> Delta:
+        """The delta of one row change: (None, row) insert, (row, None) delete, else update."""
+        delta = Delta(rows=1)
+        plan = self.plan
+        old_key = plan.row_key(before) if before is not None else None
+        new_key = plan.row_key(after) if after is not None else None
+        if after is not None and new_key is None:
+            delta.rejected += 1
+        old, new = self.entries(before), self.entries(after)
+        removes: dict[tuple[bytes, bytes], list[bytes]] = {}
+        adds: dict[tuple[bytes, bytes], list[bytes]] = {}
+        deleted_rows: list[bytes] = []
+        if old_key is not None and old_key != new_key and plan.table.kind == "hash":
+            deleted_rows.append(old_key)  # the whole row hash goes
+        for ek in old:
+            if ek in new:
+                continue
+            kind, key, sub = ek
+            if kind == "H":
+                if key not in deleted_rows:
+                    removes.setdefault((b"HDEL", key), []).append(sub)
+            elif kind == "h":
+                removes.setdefault((b"HDEL", key), []).append(sub)
+            elif kind == "s":
+                removes.setdefault((b"DEL", key), [])
+            elif kind == "S":
+                removes.setdefault((b"SREM", key), []).append(sub)
+            else:
+                removes.setdefault((b"ZREM", key), []).append(sub)
+        if new_key is not None and new_key != old_key and plan.table.kind == "hash":
+            deleted_rows.append(new_key)  # an inserted row never mixes with an older one
+        for ek, value in new.items():
+            if old.get(ek) == value:
+                continue
+            kind, key, sub = ek
+            if kind in ("H", "h"):
+                adds.setdefault((b"HSET", key), []).extend((sub, value))
+            elif kind == "s":
+                adds.setdefault((b"SET", key), []).append(value)
+            elif kind == "S":
+                adds.setdefault((b"SADD", key), []).append(sub)
+            else:
+                adds.setdefault((b"ZADD", key), []).extend((value, sub))
+        out = delta.commands
+        if deleted_rows:
+            out.append((b"DEL", *dict.fromkeys(deleted_rows)))
+        out.extend((cmd, key, *args) for (cmd, key), args in removes.items())
+        out.extend((cmd, key, *args) for (cmd, key), args in adds.items())
+        if self.counter_key is not None and after is not None and new_key is not None:
+            pk = after[0]
+            if pk is not None and pk.lstrip(b"-").isdigit():
+                delta.counters[self.counter_key] = int(pk)
+        for n, i in enumerate(self.latest_positions):
+            if _latest_may_change(before, after, i, self.npk):
+                delta.dirty_latest.add(n)
+        return delta
+
+    def changes(self, pairs: Iterable[tuple[Row | None, Row | None]]) -> Delta:
+        total = Delta()
+        for before, after in pairs:
+            total.add(self.change(before, after))
+        return total
+
+
+def _latest_may_change(before: Row | None, after: Row | None, i: int, npk: int) -> bool:
+    """Whether a change can move a row into, out of or within a latest list ordered by the
+    column at ``i``: a row with an order value appears or disappears, or its order value or
+    primary key (the list's member and tie-breaker) changes."""
+    b = before[i] if before is not None else None
+    a = after[i] if after is not None else None
+    if b is None and a is None:
+        return False
+    if before is None or after is None or a != b:
+        return True
+    return tuple(before[:npk]) != tuple(after[:npk])
+
+
+def _row_fields(plan: TablePlan, structure: RowHash | RowColumns) -> Collect:
+    """The row's own values: hash fields (``H``), or one STRING per column (``s``, the
+    column name appended to the row key); the primary-key columns when every value is NULL."""
+    fields, pk_fields, row_key = structure.fields, structure.pk_fields, plan.row_key
+    as_hash = isinstance(structure, RowHash)
+
+    def row_fields(row: Row, out: Entries) -> None:
+        key = row_key(row)
+        if key is None:
+            return
+        chosen = [(name, row[i]) for name, i in fields if row[i] is not None]
+        if not chosen:
+            chosen = [(name, row[i] or b"") for name, i in pk_fields]
+        for name, v in chosen:
+            if as_hash:
+                out["H", key, name] = v  # type: ignore[assignment]
+            else:
+                out["s", key + name, b""] = v  # type: ignore[assignment]
+
+    return row_fields
+
+
+def _collector(plan: TablePlan, structure: object) -> Collect | None:
+    """The entries one structure contributes for a row (see the module docstring)."""
+    pk_text = plan.pk_text
+    if isinstance(structure, (RowHash, RowColumns)):
+        return _row_fields(plan, structure)
+    if isinstance(structure, UniqueHashes):
+        uitems = structure.items
+
+        def unique_hash(row: Row, out: Entries) -> None:
+            pk = pk_text(row)
+            for key, value_of in uitems:
+                v = value_of(row)
+                if v is not None and pk is not None:
+                    out["h", key, v] = pk
+
+        return unique_hash
+    if isinstance(structure, UniqueStrings):
+        sitems = structure.items
+
+        def unique_string(row: Row, out: Entries) -> None:
+            pk = pk_text(row)
+            for _, key_of in sitems:
+                key = key_of(row)
+                if key is not None and pk is not None:
+                    out["s", key, b""] = pk
+
+        return unique_string
+    if isinstance(structure, IndexSets):
+        iitems = structure.items
+
+        def index_sets(row: Row, out: Entries) -> None:
+            pk = pk_text(row)
+            for key_of in iitems:
+                key = key_of(row)
+                if key is not None and pk is not None:
+                    out["S", key, pk] = b""
+
+        return index_sets
+    if isinstance(structure, SortedSets):
+        zitems = structure.items
+
+        def sorted_sets(row: Row, out: Entries) -> None:
+            pk = pk_text(row)
+            for _, key_of, i, kind in zitems:
+                raw, key = row[i], key_of(row)
+                if raw is None or key is None or pk is None:
+                    continue
+                score = to_score(raw, kind)
+                if score is not None:
+                    out["z", key, pk] = score
+
+        return sorted_sets
+    if isinstance(structure, TagSets):
+        titems = structure.items
+
+        def tag_sets(row: Row, out: Entries) -> None:
+            for _, key_of, member_of in titems:
+                key, member = key_of(row), member_of(row)
+                if key is not None and member is not None:
+                    out["S", key, member] = b""
+
+        return tag_sets
+    raise TypeError(f"no delta planning for the structure {type(structure).__name__}")

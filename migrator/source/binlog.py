@@ -1,0 +1,328 @@
+"""Reading the binary log: committed transactions of row changes, in the snapshot's row shape.
+
+Built on python-mysql-replication (PyPI ``mysql-replication``), the well-kept pure-Python
+reader of the replication protocol. ``BinlogReader`` yields, in log order:
+
+* ``Transaction``: the row changes of one committed transaction on the mapped tables (each
+  ``Change`` has the table and its before/after rows as tuples of Redis text in the order the
+  caller asked for, the snapshot's shape), with the position after its commit (XID, or COMMIT
+  for non-transactional engines) — the only places it is safe to resume from;
+* ``SchemaChange``: DDL (ALTER, RENAME, DROP, TRUNCATE, CREATE OR REPLACE) naming a mapped
+  table; the caller must stop;
+* ``Idle``: a heartbeat while the log has nothing new (every ``heartbeat`` seconds), so that a
+  stop request is seen within that time and the caller can tell it has caught up.
+
+Rolled-back transactions are not in the log. Changes to tables the mapping does not name are
+dropped by the library before their rows are decoded (``only_tables``/``only_schemas``); their
+transactions still advance the position. Pitfalls (notes/binlog.md): file/position resume
+needs ``is_mariadb`` off and ``resume_stream``; each reader needs its own server id; a
+blocking stream is stopped by a flag checked per event, with heartbeats to wake it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication import row_event as _row_event
+from pymysqlreplication.event import (
+    GtidEvent,
+    HeartbeatLogEvent,
+    MariadbGtidEvent,
+    QueryEvent,
+    RotateEvent,
+    XidEvent,
+)
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from sqlalchemy.engine import URL
+
+from migrator.mapping.schema import Column
+from migrator.source.binlog_values import Encoder, empty_value, encoder_for
+
+Row = tuple[bytes | None, ...]
+
+
+@dataclass(frozen=True, order=True)
+class BinlogPosition:
+    """A place in the binary log: file and byte position (what a reader resumes from), and
+    the GTID of the last transaction before it when the server reports one."""
+
+    file: str
+    pos: int
+    gtid: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.pos}" + (f" (GTID {self.gtid})" if self.gtid else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "pos": self.pos, "gtid": self.gtid}
+
+
+@dataclass(frozen=True)
+class Change:
+    table: str
+    before: Row | None  # None for an insert
+    after: Row | None  # None for a delete
+
+
+@dataclass
+class Transaction:
+    changes: list[Change]
+    position: BinlogPosition  # after the commit: where to resume once this is applied
+    timestamp: int  # the commit's time (Unix seconds, from the log)
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    table: str
+    query: str
+    position: BinlogPosition  # before the statement
+
+
+@dataclass(frozen=True)
+class Idle:
+    position: BinlogPosition  # how far the log has been read
+
+
+Event = Transaction | SchemaChange | Idle
+
+
+@dataclass
+class TableColumns:
+    """The columns a table's rows are wanted in (the plan's ``select`` order), with their
+    schema, for turning the library's values into the snapshot's bytes."""
+
+    names: tuple[str, ...]
+    columns: tuple[Column, ...]
+    encoders: tuple[Encoder, ...] = field(default=())
+
+    def row(self, values: dict[str, Any], none_sources: dict[str, str]) -> Row:
+        out: list[bytes | None] = []
+        for name, column, encode in zip(self.names, self.columns, self.encoders):
+            v = values.get(name)
+            if v is None:
+                out.append(
+                    empty_value(column) if none_sources.get(name, "null") != "null" else None
+                )
+            else:
+                out.append(encode(v))
+        return tuple(out)
+
+
+_DDL = re.compile(
+    r"^\s*(alter|rename|drop|truncate|create\s+or\s+replace)\b", re.IGNORECASE | re.DOTALL
+)
+_COMMENT = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.DOTALL)
+
+
+def ddl_table(query: str, schema: str, database: str, tables: Sequence[str]) -> str | None:
+    """The mapped table a DDL statement changes, or None (not DDL of those kinds, or only
+    other tables). ``schema`` is the statement's default database."""
+    text = _COMMENT.sub(" ", query)
+    if not _DDL.match(text):
+        return None
+    for table in tables:
+        name = re.escape(table)
+        for m in re.finditer(rf"(?:`?([\w$]+)`?\s*\.\s*)?`?(?<![\w$]){name}(?![\w$])`?", text):
+            qualifier = m.group(1)
+            if (qualifier or schema) == database:
+                return table
+    return None
+
+
+def patch_zero_dates() -> None:
+    """Make the library return zero and partly-zero dates (``0000-00-00``, ``2020-00-15``)
+    as their text instead of None, so they are written as MySQL prints them (SPEC 3), and
+    read negative TIME(n) fractions right. Patches its DATE, DATETIME, DATETIME2 and TIME2
+    readers (python-mysql-replication 1.0.x; tests/sync/test_binlog_values.py checks them)."""
+    cls: Any = _row_event.RowsEvent
+    if getattr(cls, "_migrator_zero_dates", False):
+        return
+
+    def read_date(self: Any) -> Any:
+        v = self.packet.read_uint24()
+        year, month, day = v >> 9, (v >> 5) & 15, v & 31
+        try:
+            return datetime.date(year, month, day)
+        except ValueError:
+            return f"{year:04d}-{month:02d}-{day:02d}"
+
+    def read_datetime(self: Any) -> Any:
+        v = self.packet.read_uint64()
+        date, time = divmod(v, 1000000)
+        year, md = divmod(date, 10000)
+        month, day = divmod(md, 100)
+        hour, ms = divmod(time, 10000)
+        minute, second = divmod(ms, 100)
+        try:
+            return datetime.datetime(year, month, day, hour, minute, second)
+        except ValueError:
+            return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}"
+
+    def read_datetime2(self: Any, column: Any) -> Any:
+        v = _uint_be(self.packet.read(5)) - 0x8000000000
+        ymd, hms = v >> 17, v % (1 << 17)
+        ym, day = ymd >> 5, ymd % 32
+        year, month = divmod(ym, 13)
+        hour, minute, second = hms >> 12, (hms >> 6) % 64, hms % 64
+        micro = self._RowsEvent__read_fsp(column)
+        try:
+            return datetime.datetime(year, month, day, hour, minute, second, micro)
+        except ValueError:
+            fsp = column.fsp or 0
+            frac = f".{micro:06d}"[: fsp + 1] if fsp else ""
+            return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}{frac}"
+
+    def read_time2(self: Any, column: Any) -> Any:
+        # MySQL's my_time_packed_from_binary: the fraction shares the sign of the whole
+        # (the library reads it as positive, so '-00:00:00.001' came out as -0.999 s)
+        fsp = column.fsp or 0
+        if fsp >= 5:
+            packed = _uint_be(self.packet.read(6)) - 0x800000000000
+        else:
+            intpart = _uint_be(self.packet.read(3)) - 0x800000
+            frac, unit = 0, 0
+            if fsp:
+                size = 1 if fsp <= 2 else 2
+                frac, unit = _uint_be(self.packet.read(size)), 10000 if size == 1 else 100
+                if intpart < 0 and frac:
+                    intpart, frac = intpart + 1, frac - (0x100 if size == 1 else 0x10000)
+            packed = (intpart << 24) + frac * unit
+        sign, packed = (-1 if packed < 0 else 1), abs(packed)
+        hms, micro = packed >> 24, packed % (1 << 24)
+        hours, minutes, seconds = (hms >> 12) % 1024, (hms >> 6) % 64, hms % 64
+        return sign * datetime.timedelta(
+            hours=hours, minutes=minutes, seconds=seconds, microseconds=micro
+        )
+
+    cls._RowsEvent__read_date = read_date
+    cls._RowsEvent__read_time2 = read_time2
+    cls._RowsEvent__read_datetime = read_datetime
+    cls._RowsEvent__read_datetime2 = read_datetime2
+    cls._migrator_zero_dates = True
+
+
+def _uint_be(raw: bytes) -> int:
+    return int.from_bytes(raw, "big")
+
+
+ROW_EVENTS = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
+
+
+class BinlogReader:
+    """Follows the binary log from ``start``; iterate for ``Transaction``/``SchemaChange``/
+    ``Idle`` events. ``stop`` (set from any thread) ends the iteration within ``heartbeat``
+    seconds; ``blocking=False`` ends it at the end of the log instead of waiting."""
+
+    def __init__(
+        self,
+        url: URL,
+        *,
+        server_id: int,
+        database: str,
+        tables: dict[str, TableColumns],
+        start: BinlogPosition,
+        stop: threading.Event | None = None,
+        heartbeat: float = 0.2,
+        blocking: bool = True,
+        wkt: Callable[[bytes], bytes] | None = None,
+    ) -> None:
+        patch_zero_dates()
+        for t in tables.values():
+            t.encoders = tuple(encoder_for(c, wkt) for c in t.columns)
+        self.tables = tables
+        self.database = database
+        self.stop = stop or threading.Event()
+        self.position = start
+        settings = {
+            "host": url.host or "127.0.0.1",
+            "port": url.port or 3306,
+            "user": url.username or "root",
+            "passwd": url.password or "",
+            "charset": "utf8mb4",
+            "connect_timeout": 10,
+        }
+        self.stream = BinLogStreamReader(
+            connection_settings=settings,
+            server_id=server_id,
+            log_file=start.file,
+            log_pos=start.pos,
+            resume_stream=True,
+            blocking=blocking,
+            only_events=[
+                *ROW_EVENTS, XidEvent, QueryEvent, MariadbGtidEvent, GtidEvent, RotateEvent,
+                HeartbeatLogEvent,
+            ],
+            only_schemas=[database],
+            only_tables=list(tables),
+            slave_heartbeat=heartbeat,
+            enable_logging=False,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        self.stream.close()
+
+    def __iter__(self) -> Iterator[Event]:
+        changes: list[Change] = []
+        gtid = self.position.gtid
+        in_transaction = False
+        stream = self.stream
+        for event in stream:
+            if isinstance(event, ROW_EVENTS):
+                in_transaction = True
+                table = self.tables.get(event.table)
+                if table is not None and event.schema == self.database:
+                    changes += _changes(event, table)
+            elif isinstance(event, XidEvent):
+                self.position = BinlogPosition(stream.log_file, stream.log_pos, gtid)
+                yield Transaction(changes, self.position, event.timestamp)
+                changes, in_transaction = [], False
+            elif isinstance(event, (MariadbGtidEvent, GtidEvent)):
+                gtid = str(event.gtid)
+                changes, in_transaction = [], True
+            elif isinstance(event, QueryEvent):
+                query = event.query if isinstance(event.query, str) else event.query.decode()
+                word = query.strip().upper()
+                if word == "BEGIN":
+                    changes, in_transaction = [], True
+                elif word == "COMMIT":  # non-transactional engines end with COMMIT, not XID
+                    self.position = BinlogPosition(stream.log_file, stream.log_pos, gtid)
+                    yield Transaction(changes, self.position, event.timestamp)
+                    changes, in_transaction = [], False
+                elif word == "ROLLBACK":
+                    changes, in_transaction = [], False
+                else:
+                    schema = event.schema.decode() if isinstance(event.schema, bytes) else ""
+                    hit = ddl_table(query, schema, self.database, list(self.tables))
+                    if hit is not None:
+                        yield SchemaChange(hit, query.strip(), self.position)
+                        return
+                    # other DDL commits on its own: a safe place to resume from
+                    self.position = BinlogPosition(stream.log_file, stream.log_pos, gtid)
+                    changes, in_transaction = [], False
+            elif isinstance(event, HeartbeatLogEvent) and not in_transaction:
+                yield Idle(BinlogPosition(stream.log_file, stream.log_pos, gtid))
+            if self.stop.is_set() and not in_transaction:
+                return
+
+
+def _changes(event: Any, table: TableColumns) -> list[Change]:
+    name = event.table
+    if isinstance(event, UpdateRowsEvent):
+        return [
+            Change(
+                name,
+                table.row(r["before_values"], r["before_none_sources"]),
+                table.row(r["after_values"], r["after_none_sources"]),
+            )
+            for r in event.rows
+        ]
+    rows = [table.row(r["values"], r["none_sources"]) for r in event.rows]
+    if isinstance(event, WriteRowsEvent):
+        return [Change(name, None, r) for r in rows]
+    return [Change(name, r, None) for r in rows]

@@ -1,0 +1,115 @@
+"""What ``sync`` needs from the source, checked before anything is read, each gap with its fix.
+
+Row changes can only be kept exact from a binary log in row format with full before/after
+images and full metadata (column names, ENUM/SET labels, charsets): ``log_bin``,
+``binlog_format=ROW``, ``binlog_row_image=FULL``, ``binlog_row_metadata=FULL`` (MariaDB >= 10.5,
+MySQL >= 8.0.14). The reading account needs ``REPLICATION SLAVE`` (to stream the log),
+``REPLICATION CLIENT`` (``SHOW MASTER STATUS``; shown as BINLOG MONITOR in MariaDB 10.11) and
+``SELECT``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from migrator.errors import SourceError
+
+
+@dataclass(frozen=True)
+class Gap:
+    problem: str
+    fix: str
+
+
+def _rows(conn: Any, sql: str) -> list[tuple[Any, ...]]:
+    cursor = conn.cursor()
+    try:
+        cursor.execute(sql)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
+
+
+def _variable(conn: Any, name: str) -> str | None:
+    rows = _rows(conn, f"SHOW GLOBAL VARIABLES LIKE '{name}'")
+    return _text(rows[0][1]) if rows else None
+
+
+def gaps(conn: Any, user: str) -> list[Gap]:
+    """Every setting or privilege ``sync`` lacks on this server (empty when all is well)."""
+    out: list[Gap] = []
+    log_bin = (_variable(conn, "log_bin") or "OFF").upper()
+    if log_bin != "ON":
+        out.append(
+            Gap(
+                "the binary log is off (log_bin=OFF)",
+                "start the server with --log-bin (my.cnf [mysqld]: log_bin = mysql-bin, "
+                "server_id = 1), then restart it",
+            )
+        )
+    wanted = (
+        ("binlog_format", "ROW", "SET GLOBAL binlog_format = 'ROW'"),
+        ("binlog_row_image", "FULL", "SET GLOBAL binlog_row_image = 'FULL'"),
+        ("binlog_row_metadata", "FULL", "SET GLOBAL binlog_row_metadata = 'FULL'"),
+    )
+    for name, value, statement in wanted:
+        have = _variable(conn, name)
+        if have is None:
+            out.append(
+                Gap(
+                    f"the server has no {name} setting",
+                    f"upgrade to MariaDB >= 10.5 or MySQL >= 8.0.14 (needed for {name}={value})",
+                )
+            )
+        elif have.upper() != value:
+            out.append(
+                Gap(
+                    f"{name} is {have}, not {value}",
+                    f"{statement}; and {name} = {value} under [mysqld] in my.cnf to keep it "
+                    "(sessions opened before SET GLOBAL keep the old value)",
+                )
+            )
+    grant = f"GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO {user}"
+    privileges = {_text(r[0]).upper() for r in _rows(conn, _PRIVILEGES)}
+    if not privileges & {"REPLICATION SLAVE", "ALL PRIVILEGES"} and not _has_all(conn):
+        out.append(Gap("the user lacks the REPLICATION SLAVE privilege", grant))
+    try:
+        _rows(conn, "SHOW MASTER STATUS")
+    except Exception:
+        out.append(Gap("the user lacks the REPLICATION CLIENT privilege", grant))
+    return out
+
+
+# the current user's global privileges (USER_PRIVILEGES shows only one's own rows)
+_PRIVILEGES = (
+    "SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = "
+    "CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', "
+    "SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')"
+)
+
+
+def _has_all(conn: Any) -> bool:
+    """A user with every privilege through a role or a grant USER_PRIVILEGES does not list."""
+    try:
+        grants = " ".join(_text(r[0]) for r in _rows(conn, "SHOW GRANTS"))
+    except Exception:
+        return False
+    return "ALL PRIVILEGES ON *.*" in grants.upper() or "REPLICATION SLAVE" in grants.upper()
+
+
+def refuse_gaps(conn: Any, user: str, where: str) -> None:
+    """Raise one SourceError (exit 2) naming every gap and its fix."""
+    found = gaps(conn, user)
+    if not found:
+        return
+    lines = "; ".join(g.problem for g in found)
+    fixes = "\n  ".join(f"- {g.problem}: {g.fix}" for g in found)
+    raise SourceError(
+        f"sync cannot follow the binary log of {where}: {lines}",
+        "fix on the source server, then run sync again:\n  " + fixes,
+    )

@@ -1,0 +1,66 @@
+"""sync's state in Redis, and the atomic write of each group of source transactions.
+
+``migrator:<mapping>:sync`` is a HASH: the binary-log position after the last applied
+transaction (``file``, ``pos``, ``gtid``), the source it belongs to (``source``: host, port and
+database, never a password) and when the snapshot was loaded (``loaded_at``). It is written in
+the same MULTI/EXEC as the changes it follows, so Redis never holds changes without their
+position or a position without its changes: after a crash or ``kill -9``, sync resumes
+exactly after the last applied transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+from migrator.target.sink import Command, RedisSink
+
+
+def state_key(mapping_name: str) -> bytes:
+    return f"migrator:{mapping_name}:sync".encode()
+
+
+# raise a counter to a value, never lower it (Tab:id = MAX(pk), as migrate sets it)
+RAISE_SCRIPT = (
+    b"local c = tonumber(redis.call('GET', KEYS[1]) or '-1') "
+    b"if c == nil or c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end "
+    b"return 1"
+)
+
+
+def raise_counter(key: bytes, value: int) -> Command:
+    return (b"EVAL", RAISE_SCRIPT, b"1", key, b"%d" % value)
+
+
+class SyncState:
+    def __init__(self, client: redis.Redis, mapping_name: str) -> None:
+        self.client = client
+        self.key = state_key(mapping_name)
+
+    def load(self) -> dict[str, str]:
+        raw = self.client.hgetall(self.key)
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    def clear(self) -> None:
+        self.client.delete(self.key)
+
+    def command(self, fields: dict[str, str]) -> Command:
+        args: list[bytes] = [b"HSET", self.key]
+        for k, v in fields.items():
+            args += (k.encode(), v.encode())
+        return tuple(args)
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
+
+
+def write_atomic(client: redis.Redis, commands: Sequence[Command]) -> None:
+    """Send ``commands`` as one MULTI/EXEC and check every reply (errors of queued commands
+    included). Retried on a dropped connection: a group replayed after it was applied
+    converges to the same state (every command sets a key, field or membership to the value
+    the after-images give it; counters only rise), so a retry is harmless."""
+    if commands:
+        RedisSink(client).write([(b"MULTI",), *commands, (b"EXEC",)])
