@@ -1,0 +1,204 @@
+"""sync's speed: row changes applied per second, and the lag at a steady write rate.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/sync_bench.py [--changes 100000] [--rate 1000]
+
+Starts its own MariaDB (row binary log) and its own redis-server on free ports in temporary
+directories (tests/binlog_server.py), and removes both at the end; the shared servers are not
+touched. The table is the benchmark's ``emp`` (benchmarks/generate.py) with its mapping's
+structures: row hash, counter, unique hash on email, index on mgr_id, plus a sorted set on
+salary.
+
+1. Throughput: with sync stopped, ``--changes`` row changes are written (half inserts by
+   executemany, half updates that move email, mgr_id and salary, in transactions of 100
+   rows); then ``sync --until-caught-up`` applies the backlog: changes / seconds (binlog
+   decoding, delta planning and MULTI/EXEC included).
+2. Lag: sync follows while a writer inserts ``--rate`` rows/s for ``--seconds`` seconds in
+   transactions of 10 rows every 10 ms; for each row, the time from its commit in MySQL to
+   the EXEC that applied it in Redis; p50, p99 and max are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from migrator.commands.sync import sync  # noqa: E402
+from migrator.mapping.loader import parse_mapping  # noqa: E402
+from migrator.source.binlog import Transaction  # noqa: E402
+from tests.binlog_server import PrivateMariaDB, free_port  # noqa: E402
+
+MAPPING = """
+version: 1
+tables:
+  emp:
+    key: "emp:{emp_id}"
+    counter: "emp:id"
+    unique: [email]
+    indexes: [mgr_id]
+    sorted:
+      - key: "emp:by:salary"
+        score: salary
+"""
+
+DDL = """
+CREATE TABLE emp (
+  emp_id INT NOT NULL PRIMARY KEY,
+  ename VARCHAR(40) NOT NULL,
+  email VARCHAR(80) NOT NULL,
+  mgr_id INT NULL,
+  hired DATETIME NOT NULL,
+  salary DECIMAL(10,2) NOT NULL,
+  note TEXT NULL,
+  UNIQUE KEY uq_email (email),
+  KEY ix_mgr (mgr_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+"""
+
+INSERT = "INSERT INTO emp VALUES (%s, %s, %s, %s, %s, %s, %s)"
+
+
+def _row(i: int) -> tuple[object, ...]:
+    return (i, f"emp{i}", f"user{i}@example.com", i % 1000 or None, "2020-01-02 03:04:05",
+            f"{i % 100000}.{i % 100:02d}", None if i % 4 == 0 else f"note {i}")  # fmt: skip
+
+
+class PrivateRedis:
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="migrator-bench-redis-"))
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.dir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        client = redis.Redis(port=self.port)
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        client.close()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def throughput(db: PrivateMariaDB, url: str, target: str, changes: int) -> float:
+    mapping = parse_mapping(MAPPING, name="bench")
+    sync(mapping, source=url, target=target, until_caught_up=True, server_id=9101)
+    conn = db.connect("bench")
+    conn.autocommit(False)
+    cur = conn.cursor()
+    inserts = changes // 2
+    for start in range(1, inserts + 1, 100):
+        cur.executemany(INSERT, [_row(i) for i in range(start, min(start + 100, inserts + 1))])
+        conn.commit()
+    for start in range(1, changes - inserts + 1, 100):
+        cur.execute(
+            "UPDATE emp SET email = CONCAT('moved', email), mgr_id = mgr_id + 1, "
+            "salary = salary + 1 WHERE emp_id BETWEEN %s AND %s",
+            (start, start + 99),
+        )
+        conn.commit()
+    conn.close()
+    t0 = time.perf_counter()
+    report = sync(mapping, source=url, target=target, until_caught_up=True, server_id=9102)
+    seconds = time.perf_counter() - t0
+    print(f"throughput: {report.rows_changed:,} row changes in {report.transactions:,} "
+          f"transactions applied in {seconds:.2f} s = {report.rows_changed / seconds:,.0f} "
+          "row changes/s")  # fmt: skip
+    return report.rows_changed / seconds
+
+
+def lag(db: PrivateMariaDB, url: str, target: str, rate: int, seconds: float) -> list[float]:
+    mapping = parse_mapping(MAPPING, name="bench")
+    committed: dict[bytes, float] = {}
+    lags: list[float] = []
+
+    def applied(group: list[Transaction]) -> None:
+        now = time.time()
+        for txn in group:
+            for change in txn.changes:
+                if change.before is None and change.after is not None:
+                    t = committed.get(change.after[0] or b"")
+                    if t is not None:
+                        lags.append(now - t)
+
+    stop = threading.Event()
+    follower = threading.Thread(
+        target=sync, args=(mapping,),
+        kwargs={"source": url, "target": target, "stop": stop, "on_applied": applied,
+                "server_id": 9103},
+    )  # fmt: skip
+    follower.start()
+    time.sleep(1.0)
+    conn = db.connect("bench")
+    conn.autocommit(False)
+    cur = conn.cursor()
+    per_tick, tick = max(1, rate // 100), 0.01
+    next_id = 10_000_000
+    t_end = time.monotonic() + seconds
+    due = time.monotonic()
+    while time.monotonic() < t_end:
+        rows = [_row(i) for i in range(next_id, next_id + per_tick)]
+        cur.executemany(INSERT, rows)
+        conn.commit()
+        now = time.time()
+        for r in rows:
+            committed[str(r[0]).encode()] = now
+        next_id += per_tick
+        due += tick
+        time.sleep(max(0.0, due - time.monotonic()))
+    conn.close()
+    time.sleep(2.0)
+    stop.set()
+    follower.join(10)
+    written = next_id - 10_000_000
+    lags.sort()
+    p50, p99 = statistics.median(lags), lags[int(len(lags) * 0.99) - 1]
+    print(f"lag at {written / seconds:,.0f} inserts/s for {seconds:.0f} s: {len(lags):,} of "
+          f"{written:,} rows timed; p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
+          f"max {lags[-1] * 1000:.1f} ms")  # fmt: skip
+    return lags
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--changes", type=int, default=100_000)
+    parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    db, target = PrivateMariaDB(), PrivateRedis()
+    try:
+        db.start()
+        admin = db.connect()
+        admin.cursor().execute("CREATE DATABASE bench")
+        db.connect("bench").cursor().execute(DDL)
+        url = f"{db.url}/bench"
+        throughput(db, url, target.url, args.changes)
+        lag(db, url, target.url, args.rate, args.seconds)
+    finally:
+        db.stop()
+        target.stop()
+
+
+if __name__ == "__main__":
+    main()

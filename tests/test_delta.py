@@ -1,0 +1,165 @@
+"""Delta planning is pure: (before, after) rows in, the commands that move every structure out."""
+
+from __future__ import annotations
+
+from migrator.plan.delta import TableDelta
+from migrator.plan.planner import TablePlan
+from tests.test_planner import NAMES, _plan
+
+EMP = """
+  emp:
+    unique:
+      - email
+      - columns: [ename]
+        key: "login:{ename}:id"
+    indexes: [mgr_id]
+    sorted:
+      - key: "emp:by:salary"
+        score: salary
+    latest:
+      - key: "emp:latest"
+        order_by: hired
+        limit: 3
+"""
+
+
+def _row(plan: TablePlan, **values: bytes | None) -> tuple[bytes | None, ...]:
+    base = dict.fromkeys(NAMES, None) | {"emp_id": b"1"}
+    base.update(values)
+    return tuple(base[c] for c in plan.select)
+
+
+def _delta(yaml: str = EMP, table: str = "emp") -> tuple[TablePlan, TableDelta]:
+    plan = _plan(yaml, table)
+    return plan, TableDelta(plan)
+
+
+def test_insert_writes_what_migrate_writes() -> None:
+    plan, delta = _delta()
+    row = _row(plan, ename=b"SMITH", email=b"s@x", mgr_id=b"8", salary=b"800.00")
+    d = delta.change(None, row)
+    planned, _ = plan.plan([row])
+    assert d.commands[0] == (b"DEL", b"emp:1")  # a new row never mixes with an older one
+    assert sorted(d.commands[1:]) == sorted(planned)
+    assert d.counters == {b"emp:id": 1}
+    assert d.dirty_latest == set()  # no hired value: not in the latest list
+
+
+def test_update_writes_changed_fields_and_moves_memberships() -> None:
+    plan, delta = _delta()
+    before = _row(plan, ename=b"SMITH", email=b"s@x", mgr_id=b"8", salary=b"800.00")
+    after = _row(plan, ename=b"SMITH", email=b"t@x", mgr_id=b"9", salary=None)
+    d = delta.change(before, after)
+    assert d.commands == [
+        (b"HDEL", b"emp:1", b"salary"),
+        (b"HDEL", b"emp:uniques:email", b"s@x"),
+        (b"SREM", b"emp:indices:mgr_id:8", b"1"),
+        (b"ZREM", b"emp:by:salary", b"1"),
+        (b"HSET", b"emp:1", b"email", b"t@x", b"mgr_id", b"9"),
+        (b"HSET", b"emp:uniques:email", b"t@x", b"1"),
+        (b"SADD", b"emp:indices:mgr_id:9", b"1"),
+    ]
+
+
+def test_unchanged_values_write_nothing() -> None:
+    plan, delta = _delta()
+    row = _row(plan, ename=b"A", email=b"a@x", salary=b"1.00")
+    assert delta.change(row, row).commands == []
+
+
+def test_string_unique_moves_and_score_changes() -> None:
+    plan, delta = _delta()
+    before = _row(plan, ename=b"A", salary=b"1.00")
+    after = _row(plan, ename=b"B", salary=b"2.50")
+    d = delta.change(before, after)
+    assert (b"DEL", b"login:A:id") in d.commands
+    assert (b"SET", b"login:B:id", b"1") in d.commands
+    assert (b"ZADD", b"emp:by:salary", b"2.50", b"1") in d.commands
+    assert (b"HSET", b"emp:1", b"ename", b"B", b"salary", b"2.50") in d.commands
+
+
+def test_every_column_null_keeps_the_row_by_its_primary_key() -> None:
+    plan, delta = _delta()
+    before = _row(plan, ename=b"A")
+    after = _row(plan)
+    d = delta.change(before, after)
+    assert (b"HDEL", b"emp:1", b"ename") in d.commands
+    assert (b"HSET", b"emp:1", b"emp_id", b"1") in d.commands
+
+
+def test_delete_removes_the_row_and_every_membership() -> None:
+    plan, delta = _delta()
+    row = _row(plan, ename=b"A", email=b"a@x", mgr_id=b"8", salary=b"1.00",
+               hired=b"2020-01-01 00:00:00")  # fmt: skip
+    d = delta.change(row, None)
+    assert d.commands == [
+        (b"DEL", b"emp:1"),
+        (b"HDEL", b"emp:uniques:email", b"a@x"),
+        (b"DEL", b"login:A:id"),
+        (b"SREM", b"emp:indices:mgr_id:8", b"1"),
+        (b"ZREM", b"emp:by:salary", b"1"),
+    ]
+    assert d.counters == {}  # counters are never lowered
+    assert d.dirty_latest == {0}  # the latest list is rebuilt from MySQL
+
+
+def test_primary_key_change_is_a_delete_plus_an_insert() -> None:
+    plan, delta = _delta()
+    before = _row(plan, ename=b"A", mgr_id=b"8")
+    after = _row(plan, emp_id=b"7", ename=b"A", mgr_id=b"8")
+    d = delta.change(before, after)
+    assert d.commands[0] == (b"DEL", b"emp:1", b"emp:7")
+    assert (b"SREM", b"emp:indices:mgr_id:8", b"1") in d.commands
+    assert (b"SADD", b"emp:indices:mgr_id:8", b"7") in d.commands
+    assert (b"SET", b"login:A:id", b"7") in d.commands
+    assert d.counters == {b"emp:id": 7}
+
+
+def test_latest_is_dirty_only_when_order_value_or_key_moves() -> None:
+    plan, delta = _delta()
+    row = _row(plan, ename=b"A", hired=b"2020-01-01 00:00:00")
+    assert (
+        delta.change(row, _row(plan, ename=b"B", hired=b"2020-01-01 00:00:00")).dirty_latest
+        == set()
+    )
+    assert delta.change(row, _row(plan, ename=b"A", hired=b"2021-01-01 00:00:00")).dirty_latest == {
+        0
+    }
+    assert delta.change(None, row).dirty_latest == {0}
+
+
+def test_tag_sets_in_both_directions() -> None:
+    yaml = """
+  tag:
+    as: none
+    sets:
+      - key: "tag:{tagname}"
+        member: "{book_id}"
+      - key: "book_tags:{book_id}"
+        member: "{tagname}"
+"""
+    plan, delta = _delta(yaml, "tag")
+    pos = plan.pos
+    old = [None] * len(plan.select)
+    old[pos["tagname"]], old[pos["book_id"]] = b"ruby", b"1"
+    new = list(old)
+    new[pos["tagname"]] = b"web"
+    d = delta.change(tuple(old), tuple(new))
+    assert d.commands == [
+        (b"SREM", b"tag:ruby", b"1"),
+        (b"SREM", b"book_tags:1", b"ruby"),
+        (b"SADD", b"tag:web", b"1"),
+        (b"SADD", b"book_tags:1", b"web"),
+    ]
+    assert not any(c[1].startswith(b"tag:1") for c in d.commands)
+
+
+def test_columns_style_rows() -> None:
+    plan, delta = _delta("  emp:\n    as: columns\n    columns: [ename, salary]\n")
+    before = _row(plan, ename=b"A", salary=b"1.00")
+    after = _row(plan, ename=b"A", salary=None)
+    assert delta.change(before, after).commands == [(b"DEL", b"emp:1:salary")]
+    assert delta.change(None, before).commands == [
+        (b"SET", b"emp:1:ename", b"A"),
+        (b"SET", b"emp:1:salary", b"1.00"),
+    ]
