@@ -33,10 +33,10 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from migrator.commands.sync import sync  # noqa: E402
-from migrator.mapping.loader import parse_mapping  # noqa: E402
-from migrator.source.binlog import Transaction  # noqa: E402
-from tests.binlog_server import PrivateMariaDB, free_port  # noqa: E402
+from migrator.commands.sync import sync
+from migrator.mapping.loader import parse_mapping
+from migrator.source.binlog import Transaction
+from tests.binlog_server import PrivateMariaDB, free_port
 
 MAPPING = """
 version: 1

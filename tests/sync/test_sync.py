@@ -18,7 +18,7 @@ import redis
 from migrator.commands.sync import SchemaChanged, sync
 from migrator.errors import SourceError
 from migrator.mapping.loader import parse_mapping
-from migrator.verify.tables import verify
+from migrator.commands import verify
 from tests.sync.workload import MAPPING, SCHEMA, Writer
 
 _ids = iter(range(7100, 8000))
@@ -47,7 +47,7 @@ def test_first_run_loads_the_snapshot_then_follows(binlog_db, redis_url: str) ->
     binlog_db.run(SCHEMA)
     report = sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
                   server_id=next(_ids))  # fmt: skip
-    assert report.snapshot is not None and report.snapshot.position is not None
+    assert report.snapshot is not None and report.snapshot.has_position
     assert sum(t.rows for t in report.loaded) == 3 + 3 + 3 + 2 + 0
     _verify(binlog_db, redis_url)
     _write(binlog_db, 1, 150)
