@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from migrator.commands import verify
 from migrator.commands.sync import SchemaChanged, sync
 from migrator.errors import SourceError
 from migrator.mapping.loader import parse_mapping
-from migrator.commands import verify
 from tests.sync.workload import MAPPING, SCHEMA, Writer
 
 _ids = iter(range(7100, 8000))
