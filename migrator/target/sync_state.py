@@ -14,8 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
-from migrator.target.sink import Command, RedisSink
+from migrator.errors import MigratorError
+from migrator.plan.resp import resp
+from migrator.target.sink import Command, refused, retry
 
 
 def state_key(mapping_name: str) -> bytes:
@@ -63,4 +66,52 @@ def write_atomic(client: redis.Redis, commands: Sequence[Command]) -> None:
     converges to the same state (every command sets a key, field or membership to the value
     the after-images give it; counters only rise), so a retry is harmless."""
     if commands:
-        RedisSink(client).write([(b"MULTI",), *commands, (b"EXEC",)])
+        payload = b"*1\r\n$5\r\nMULTI\r\n" + resp(commands) + b"*1\r\n$4\r\nEXEC\r\n"
+        retry(lambda: _send(client, payload, commands))
+
+
+def _send(client: redis.Redis, payload: bytes, commands: Sequence[Command]) -> None:
+    """The hot path: every reply in a MULTI/EXEC of these commands is one line (``+OK``,
+    ``+QUEUED``, ``*n``, integers, errors), so replies are counted by line and only looked at
+    when one is an error: 2n + 2 lines, or n + 2 when EXEC answers ``-EXECABORT``."""
+    n = len(commands)
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    try:
+        if conn._sock is None:
+            conn.connect()
+        sock: Any = conn._sock  # redis-py's own reader stays idle: we read every reply
+        sock.sendall(payload)
+        replies = bytearray()
+        lines = 0
+        while lines < 2 * n + 2:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                raise RedisConnectionError("connection closed by Redis")
+            tail = replies[-1:]
+            replies += chunk
+            lines += (tail + chunk).count(b"\r\n")
+            if lines >= n + 2 and b"-EXECABORT" in replies:
+                break
+    except OSError as e:  # socket errors and timeouts: transient, retried by the caller
+        conn.disconnect()
+        raise RedisConnectionError(str(e)) from None
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+    if replies[:1] == b"-" or b"\n-" in replies:
+        raise _first_error(bytes(replies), commands)
+
+
+def _first_error(replies: bytes, commands: Sequence[Command]) -> MigratorError:
+    n = len(commands)
+    lines = replies.split(b"\r\n")
+    i = next(i for i, line in enumerate(lines) if line[:1] == b"-")
+    message = lines[i][1:].decode("utf-8", "replace")
+    if 1 <= i <= n:  # refused when queued
+        return refused(commands[i - 1], message)
+    if i >= n + 2:  # refused inside EXEC
+        return refused(commands[i - n - 2], message)
+    return refused((b"MULTI",) if i == 0 else (b"EXEC",), message)
