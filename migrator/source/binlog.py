@@ -42,6 +42,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from sqlalchemy.engine import URL
 
 from migrator.mapping.schema import Column
+from migrator.source.binlog_rows import RowsDecoder, decoder_for
 from migrator.source.binlog_values import Encoder, empty_value, encoder_for
 
 Row = tuple[bytes | None, ...]
@@ -100,6 +101,58 @@ class TableColumns:
     names: tuple[str, ...]
     columns: tuple[Column, ...]
     encoders: tuple[Encoder, ...] = field(default=())
+    # per table id: the table map's columns, and its fast decoder with the (column index,
+    # slot) pairs, or None when the library decodes that table
+    decoders: dict[int, tuple[Any, tuple[RowsDecoder, list[tuple[int, int]]] | None]] = field(
+        default_factory=dict
+    )
+
+    use_fast: bool = True
+
+    def fast(self, event: Any) -> list[Change] | None:
+        """The event's changes through ``binlog_rows`` (None: use the library's decoding)."""
+        if not self.use_fast:
+            return None
+        cached = self.decoders.get(event.table_id)
+        if cached is None or cached[0] is not event.columns:  # a new table map
+            cached = self.decoders[event.table_id] = (event.columns, self._decoder(event.columns))
+        found = cached[1]
+        if found is None:
+            return None
+        decoder, slots = found
+        packet = event.packet
+        buf = bytes(packet.read(event.event_size - packet.read_bytes))
+        twice = isinstance(event, UpdateRowsEvent)
+        presents = [event.columns_present_bitmap]
+        if twice:
+            presents.append(event.columns_present_bitmap2)
+        encoders, width = self.encoders, len(self.names)
+
+        def row(values: list[Any]) -> Row:
+            out: list[bytes | None] = [None] * width
+            for i, slot in slots:
+                v = values[i]
+                if v is not None:
+                    out[slot] = encoders[slot](v)
+            return tuple(out)
+
+        name = event.table
+        images = decoder.images(buf, presents)
+        if twice:
+            return [Change(name, row(b), row(a)) for b, a in images]
+        if isinstance(event, WriteRowsEvent):
+            return [Change(name, None, row(r[0])) for r in images]
+        return [Change(name, row(r[0]), None) for r in images]
+
+    def _decoder(self, columns: Any) -> tuple[RowsDecoder, list[tuple[int, int]]] | None:
+        names = [c.name for c in columns]
+        if any(n is None for n in names):
+            return None  # no column names in the log: the library asks the server
+        decoder = decoder_for(columns)
+        if decoder is None:
+            return None
+        where = {n: k for k, n in enumerate(self.names)}
+        return decoder, [(i, where[n]) for i, n in enumerate(names) if n in where]
 
     def row(self, values: dict[str, Any], none_sources: dict[str, str]) -> Row:
         out: list[bytes | None] = []
@@ -231,10 +284,12 @@ class BinlogReader:
         heartbeat: float = 0.2,
         blocking: bool = True,
         wkt: Callable[[bytes], bytes] | None = None,
+        fast: bool = True,
     ) -> None:
         patch_zero_dates()
         for t in tables.values():
             t.encoders = tuple(encoder_for(c, wkt) for c in t.columns)
+            t.use_fast = fast
         self.tables = tables
         self.database = database
         self.stop = stop or threading.Event()
@@ -312,6 +367,11 @@ class BinlogReader:
 
 
 def _changes(event: Any, table: TableColumns) -> list[Change]:
+    if not getattr(event, "complete", True):
+        return []
+    fast = table.fast(event)
+    if fast is not None:
+        return fast
     name = event.table
     if isinstance(event, UpdateRowsEvent):
         return [
