@@ -7,7 +7,8 @@ snapshot); the snapshot's binary-log position is then stored. Every run then fol
 from the stored position: a reader thread decodes committed transactions
 (``migrator.source.binlog``), this thread turns their row changes into Redis deltas
 (``migrator.plan.delta``) and applies each group of whole transactions together with the
-position after them in one MULTI/EXEC (``migrator.target.sync_state``). Counters are raised
+position after them in one MULTI/EXEC (``migrator.target.sync_state``; on a Redis Cluster
+the position is stored after its commands, and a replay converges). Counters are raised
 (never lowered) in the same MULTI; a latest list touched by a group is rebuilt from MySQL,
 as migrate builds it, also inside it.
 
@@ -51,7 +52,7 @@ from migrator.source.mysql import Selector, Source
 from migrator.source.snapshot import Snapshot, start_snapshot
 from migrator.target.cluster import connect_any, is_cluster
 from migrator.target.cluster_sink import sink_for, writer_for
-from migrator.target.sync_state import SyncState, raise_counter, write_atomic
+from migrator.target.sync_state import SyncState, apply_group, raise_counter
 from migrator.urls import mask_target
 
 SERVER_ID_ENV = "MIGRATOR_SYNC_SERVER_ID"
@@ -182,12 +183,6 @@ def sync(
     started = time.perf_counter()
     with opened(m, source) as (src, resolved):
         client: Any = connect_any(target_url(m, target))
-        if is_cluster(client):
-            raise MigratorError(
-                "sync needs a single Redis server: it applies each source transaction with "
-                "its position in one MULTI/EXEC, which a Redis Cluster cannot span",
-                "point --target at one server (redis://host:6379/0)",
-            )
         database = src.url.database
         if not database:
             raise MigratorError(
@@ -217,9 +212,10 @@ def sync(
             report.snapshot, report.loaded = load_snapshot(src, client, resolved, m, progress, stop)
             pos = snapshot_position(report.snapshot)
             stored = position_fields(pos)
-            write_atomic(
+            apply_group(
                 client,
-                [state.command({**stored, "source": ident, "loaded_at": report.snapshot.moment})],
+                [],
+                state.command({**stored, "source": ident, "loaded_at": report.snapshot.moment}),
             )
         start = BinlogPosition(stored["file"], int(stored["pos"]), stored.get("gtid", ""))
         report.started_at = report.position = start
@@ -306,6 +302,7 @@ class Follower:
         on_applied: Callable[[list[Transaction]], None] | None,
     ) -> None:
         self.src, self.client, self.state, self.stop = src, client, state, stop
+        self.cluster = is_cluster(client)
         self.plans = {r.name: TablePlan(r) for r in resolved}
         self.deltas = {name: TableDelta(plan) for name, plan in self.plans.items()}
         self.resolved = {r.name: r for r in resolved}
@@ -430,29 +427,21 @@ class Follower:
         commands: list[Command] = total.commands
         commands += [raise_counter(k, v) for k, v in total.counters.items()]
         if dirty:
-            commands += self._latest(dirty)
+            for rebuild in self._latest(dirty):
+                commands += [(b"MULTI",), *rebuild, (b"EXEC",)] if self.cluster else rebuild
         last = group[-1]
         self.position = last.position
-        commands.append(
-            self.state.command(
-                {
-                    "file": last.position.file,
-                    "pos": str(last.position.pos),
-                    "gtid": last.position.gtid,
-                }
-            )
-        )
-        write_atomic(self.client, commands)
+        apply_group(self.client, commands, self.state.command(position_fields(last.position)))
         self.last_commit = float(last.timestamp)
         if self.on_applied:
             self.on_applied(group)
 
-    def _latest(self, dirty: set[tuple[str, int]]) -> list[Command]:
-        """Rebuild the touched latest lists from MySQL's current rows (DEL + RPUSH, inside
-        the group's MULTI), as migrate builds them."""
+    def _latest(self, dirty: set[tuple[str, int]]) -> list[list[Command]]:
+        """Rebuild the touched latest lists from MySQL's current rows (DEL + RPUSH each, inside
+        the group's MULTI; on a cluster in a MULTI of its own), as migrate builds them."""
         conn = self.src.raw_connection()
         conn.rollback()  # a fresh read view: the rows as committed now
-        out: list[Command] = []
+        out: list[list[Command]] = []
         for table, n in sorted(dirty):
             r, plan = self.resolved[table], self.plans[table]
             latest = r.table.latest[n]
@@ -460,9 +449,8 @@ class Follower:
             pk_cols = [schema.column(c) for c in r.primary_key]
             rows = self.src.latest(table, pk_cols, schema.column(latest.order_by), latest.limit)
             pks = [plan.sep.join(v for v in row if v is not None) for row in rows]
-            out += [
-                c for c in plan.latest_commands(latest.key, pks) if c[0] not in (b"MULTI", b"EXEC")
-            ]
+            rebuilt = plan.latest_commands(latest.key, pks)
+            out.append([c for c in rebuilt if c[0] not in (b"MULTI", b"EXEC")])
         conn.rollback()
         return out
 

@@ -137,8 +137,7 @@ class TableDelta:
             else:
                 adds.setdefault((b"ZADD", key), []).extend((value, sub))
         out = delta.commands
-        if deleted_rows:
-            out.append((b"DEL", *dict.fromkeys(deleted_rows)))
+        out.extend((b"DEL", key) for key in dict.fromkeys(deleted_rows))  # one key each: Cluster
         out.extend((cmd, key, *args) for (cmd, key), args in removes.items())
         out.extend((cmd, key, *args) for (cmd, key), args in adds.items())
         if self.counter_key is not None and after is not None and new_key is not None:

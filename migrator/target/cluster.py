@@ -179,7 +179,12 @@ def units(commands: Sequence[Command]) -> list[list[Command]]:
 
 def unit_key(unit: list[Command]) -> bytes:
     for cmd in unit:
-        if len(cmd) > 1 and cmd[0].upper() not in (b"MULTI", b"EXEC", b"DISCARD"):
+        name = cmd[0].upper()
+        if name in (b"EVAL", b"EVALSHA"):  # EVAL script numkeys key ...: routed by its key
+            if len(cmd) > 3 and cmd[2] != b"0":
+                return cmd[3]
+            continue
+        if len(cmd) > 1 and name not in (b"MULTI", b"EXEC", b"DISCARD"):
             return cmd[1]
     return b""
 

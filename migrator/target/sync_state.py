@@ -18,6 +18,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from migrator.errors import MigratorError
 from migrator.plan.resp import resp
+from migrator.target.cluster import is_cluster
+from migrator.target.cluster_sink import sink_for
 from migrator.target.sink import Command, refused, retry
 
 
@@ -58,6 +60,21 @@ class SyncState:
 
 def _text(v: Any) -> str:
     return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
+
+
+def apply_group(client: Any, commands: Sequence[Command], position: Command) -> None:
+    """A group of whole source transactions and the position after it. One server: one
+    MULTI/EXEC, so Redis never holds one without the other. A Redis Cluster cannot span slots
+    in a transaction, so there the commands go first (per node, in order; latest-list rebuilds
+    in a MULTI of their own) and the position only once all were acknowledged: a crash in
+    between replays the group from the previous position, which converges to the same state
+    (see ``write_atomic``)."""
+    if is_cluster(client):
+        sink = sink_for(client)
+        sink.write(commands)
+        sink.write([position])
+    else:
+        write_atomic(client, [*commands, position])
 
 
 def write_atomic(client: redis.Redis, commands: Sequence[Command]) -> None:

@@ -170,3 +170,33 @@ def test_a_server_without_row_binlog_is_refused(mysql_db, redis_url: str) -> Non
         sync(m, source=mysql_db.url, target=redis_url, until_caught_up=True)
     assert caught.value.exit_code == 2
     assert "log_bin" in caught.value.message and "--log-bin" in (caught.value.hint or "")
+
+
+def test_sync_into_a_redis_cluster(binlog_db, redis_cluster) -> None:  # type: ignore[no-untyped-def]
+    """On a Cluster a group is applied, then its position stored; a replay converges."""
+    redis_cluster.flush()
+    try:
+        binlog_db.run(SCHEMA)
+        target = redis_cluster.url
+        sync(_mapping(), source=binlog_db.url, target=target, until_caught_up=True,
+             server_id=next(_ids))  # fmt: skip
+        _write(binlog_db, 41, 150)
+        first = sync(_mapping(), source=binlog_db.url, target=target, until_caught_up=True,
+                     server_id=next(_ids))  # fmt: skip
+        assert first.transactions > 0
+        _verify(binlog_db, target)
+        # a crash between a group and its position: the group is applied again
+        node = redis.Redis.from_url(redis_cluster.url)
+        state = redis.RedisCluster.from_url(redis_cluster.url)
+        try:
+            assert first.started_at is not None
+            state.hset("migrator:synctest:sync", mapping={
+                "file": first.started_at.file, "pos": str(first.started_at.pos)})  # fmt: skip
+        finally:
+            node.close()
+            state.close()
+        sync(_mapping(), source=binlog_db.url, target=target, until_caught_up=True,
+             server_id=next(_ids))  # fmt: skip
+        _verify(binlog_db, target)
+    finally:
+        redis_cluster.flush()
