@@ -302,3 +302,23 @@ def test_replace_after_deletes(
     assert redis_client.get("unrelated:key") == b"kept"
     assert not redis_client.exists("item:junk:1")
     assert verify(path, source=db.url, target=redis_url).ok
+
+
+def test_an_interrupted_replace_is_finished_by_resume(
+    shop: tuple[MySQLDatabase, Path], redis_url: str, redis_client: redis.Redis
+) -> None:
+    """--replace marks its removal in the checkpoint before it starts: a --resume of a run
+    interrupted there removes what the mapping owns first, then loads."""
+    db, path = shop
+    migrate(path, source=db.url, target=redis_url, workers=1)
+    db.run("DELETE FROM item WHERE id > 100; DELETE FROM item_tag WHERE item_id > 100;")
+    # the state a --replace leaves when stopped during its removal: the mark, nothing loaded
+    redis_client.delete("migrator:shop:checkpoint")
+    redis_client.hset("migrator:shop:checkpoint", "#replace",
+                      '{"after": null, "rows": 0, "done": false}')  # fmt: skip
+    report = migrate(path, source=db.url, target=redis_url, workers=1, resume=True)
+    assert report.removed is not None and report.removed > ROWS - 100
+    assert not redis_client.hexists("migrator:shop:checkpoint", "#replace")
+    assert verify(path, source=db.url, target=redis_url).ok
+    again = migrate(path, source=db.url, target=redis_url, workers=1, resume=True)
+    assert again.removed is None  # nothing left to remove: the replace was finished
