@@ -42,10 +42,27 @@ app = typer.Typer(
     help="Move a MySQL schema and its data into Redis, indexes included, and prove it.\n\n"
     "Example: migrator migrate mappings/emp.yaml",
     no_args_is_help=True,
-    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
 _debug = False
+
+
+def _set_debug(value: bool) -> bool:
+    global _debug
+    _debug = _debug or value
+    return value
+
+
+DebugOpt = Annotated[
+    bool,
+    typer.Option(
+        "--debug",
+        help="Show the traceback of errors (for bug reports); before or after the command.",
+        callback=_set_debug,
+        is_eager=True,
+    ),
+]
 
 MappingArg = Annotated[
     str,
@@ -114,13 +131,9 @@ def run(fn: Callable[[], int], resume: str | None = None) -> None:
 @app.callback(invoke_without_command=True)
 def main_options(
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show the traceback of errors (for bug reports).")
-    ] = False,
+    debug: DebugOpt = False,
 ) -> None:
     """Move a MySQL schema and its data into Redis. Example: migrator migrate mappings/emp.yaml"""
-    global _debug
-    _debug = debug
     if version:
         out.print(f"migrator {__version__}")
         raise typer.Exit(0)
@@ -175,6 +188,7 @@ def migrate(
         ),
     ] = False,
     as_json: JsonOpt = False,
+    debug: DebugOpt = False,
 ) -> None:
     """Load the mapped tables into Redis. Example: migrator migrate mappings/emp.yaml --json
 
@@ -229,6 +243,7 @@ def init(
         bool,
         typer.Option("--force", help="Overwrite an existing -o FILE, e.g. -o shop.yaml --force."),
     ] = False,
+    debug: DebugOpt = False,
 ) -> None:
     """Draft a mapping from the live schema. Example: migrator init --source URL -o shop.yaml"""
 
@@ -257,7 +272,12 @@ def init(
 
 
 @app.command()
-def validate(mapping: MappingArg, source: SourceOpt = None, as_json: JsonOpt = False) -> None:
+def validate(
+    mapping: MappingArg,
+    source: SourceOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
     """Check a mapping (and, given a source, against the live schema).
     Example: migrator validate mappings/emp.yaml"""
 
@@ -302,6 +322,7 @@ def dry_run(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    debug: DebugOpt = False,
 ) -> None:
     """Show what migrate would do, without touching Redis (the target is never contacted).
     Example: migrator dry-run mappings/emp.yaml --sample 5 --resp load.resp"""
@@ -360,6 +381,7 @@ def verify(
         ),
     ] = False,
     as_json: JsonOpt = False,
+    debug: DebugOpt = False,
 ) -> None:
     """Prove Redis matches MySQL, as of one consistent snapshot; exit 1 on any difference.
     Example: migrator verify mappings/emp.yaml --fix"""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.segment import Segment, Segments
 from rich.table import Column
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -38,8 +40,20 @@ from migrator.mapping.scaffold import Draft
 from migrator.mapping.validate import ValidateReport
 from migrator.verify.report import DONE, VerifyReport
 
-err = Console(stderr=True, emoji=False)  # keys such as a:email:b stay as written
-out = Console(emoji=False)
+
+def console(stderr: bool = False) -> Console:
+    """Rich's console (no emoji: keys such as a:email:b stay as written), except that a pipe
+    or CI log with no COLUMNS set gets no width limit: report tables come out at their
+    natural width instead of folded into 80 columns."""
+    made = Console(stderr=stderr, emoji=False)
+    if not made.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        made = Console(stderr=stderr, emoji=False, width=UNLIMITED)
+    return made
+
+
+UNLIMITED = 10_000
+err = console(stderr=True)
+out = console()
 
 
 class Report(Protocol):
@@ -152,13 +166,73 @@ def report_table(title: str, heads: Sequence[str], left: Sequence[str]) -> RichT
 
 
 def show(table: RichTable) -> None:
-    """Print a ``report_table``; a right-aligned (number) column is never narrower than
-    its widest cell, so only names and notes wrap."""
+    """Print a ``report_table`` so that no word or number is ever cut.
+
+    Its title goes first, on a line of its own. When the table fits the width without
+    breaking a word, it is drawn, at its natural width when stdout is neither a terminal nor
+    given COLUMNS (pipes, CI logs); otherwise (a narrow terminal) each row becomes a plain
+    line, ``name: head value, head value``, wrapped between words."""
     for col in table.columns:
-        if col.justify == "right":
-            widths = [len(c) for c in col.cells if isinstance(c, (str, Text))]
-            col.min_width = max([col.min_width or 0, *widths])
-    out.print(table)
+        cells = [col.header, *col.cells]
+        words = [w for c in cells if isinstance(c, (str, Text)) for w in _text(c).split()]
+        if col.justify == "right":  # numbers whole, even a short cell under a long head
+            words += [_text(c) for c in col.cells if isinstance(c, (str, Text))]
+        col.min_width = max([col.min_width or 0, *map(len, words)])
+    title, table.title = table.title, None
+    if title is not None:
+        out.print(title, markup=False, highlight=False)
+    if _unbroken_width(table) > out.width:
+        for line in table_lines(table):
+            out.print(line, highlight=False)
+        return
+    lines = out.render_lines(table, out.options, pad=False)
+    out.print(Segments([s for line in lines for s in [*_rstrip(line), Segment.line()]]), end="")
+
+
+def _unbroken_width(table: RichTable) -> int:
+    """The narrowest the table can be drawn without breaking a word: every column at its
+    ``min_width``, plus padding and borders."""
+    padding = sum(table._get_padding_width(i) for i in range(len(table.columns)))
+    return sum(c.min_width or 1 for c in table.columns) + padding + table._extra_width
+
+
+def table_lines(table: RichTable) -> list[Text]:
+    """Each row as one line: its first cell, then ``head value`` for every other cell that
+    says something (``-`` and empty cells are left out; lines within a cell joined by ';')."""
+    columns = [list(col.cells) for col in table.columns]
+    heads = [_text(col.header) for col in table.columns]
+    lines = []
+    for row in zip(*columns):
+        label, *rest = (_cell(c) for c in row)
+        line = Text.assemble(label, ":")
+        for head, cell in zip(heads[1:], rest):
+            if cell.plain.strip() in ("", "-"):
+                continue
+            line.append(" " if len(line) == len(label) + 1 else ", ")
+            line.append(f"{head} ")
+            line.append_text(cell)
+        lines.append(line)
+    return lines
+
+
+def _text(cell: object) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def _cell(cell: object) -> Text:
+    text = cell.copy() if isinstance(cell, Text) else Text(str(cell))
+    return Text("; ").join(text.split("\n")) if "\n" in text.plain else text
+
+
+def _rstrip(segments: list[Segment]) -> list[Segment]:
+    """A rendered line without the blanks after its last character."""
+    out = list(segments)
+    while out and not out[-1].control and not out[-1].text.strip():
+        out.pop()
+    if out and not out[-1].control:
+        last = out[-1]
+        out[-1] = Segment(last.text.rstrip(), last.style)
+    return out
 
 
 def render_migrate(report: MigrateReport) -> None:
@@ -182,7 +256,10 @@ def render_migrate(report: MigrateReport) -> None:
         )  # fmt: skip
     table.add_section()
     rate = report.rows / report.seconds if report.seconds else 0
-    table.add_row("total", f"{report.rows:,}", "", "", "", f"{report.seconds:.2f}", f"{rate:,.0f}")
+    table.add_row(
+        "total", f"{report.rows:,}", f"{report.keys:,}", "", "", f"{report.seconds:.2f}",
+        f"{rate:,.0f}",
+    )  # fmt: skip
     show(table)
     if report.removed is not None:
         out.print(Text(f"--replace: removed {report.removed:,} keys the mapping owns first"))
@@ -310,14 +387,29 @@ def render_verify(report: VerifyReport) -> None:
                 cells = (d.key, d.field, d.mysql, d.redis)
                 shown.add_row(*(Text(x) if x is not None else Text("-", "dim") for x in cells))
             show(shown)
+    everywhere = (
+        set.intersection(*(set(t.notes) for t in report.tables)) if report.tables else set()
+    )
+    for t in report.tables:
         for note in t.notes:
-            out.print(Text(f"{t.table}: {note}", "dim"))
+            if note not in everywhere or len(report.tables) == 1:
+                out.print(Text(f"{t.table}: {note}", "dim"))
+    if len(report.tables) > 1:
+        for note in sorted(everywhere):
+            out.print(Text(f"every table: {note}", "dim"))
     if report.snapshot is not None:
         out.print(Text(f"compared with {report.snapshot.describe()}", "dim"))
-    if report.ok:
+    if not report.ok:
+        err.print("[red]Redis differs from MySQL[/] (see above); exit code 1")
+    elif report.mode == "counts-only":
+        out.print(f"[green]counts match[/] ({report.seconds:.2f} s)")
+    elif report.mode == "full":
         out.print(f"[green]Redis matches MySQL[/] ({report.seconds:.2f} s)")
     else:
-        err.print("[red]Redis differs from MySQL[/] (see above); exit code 1")
+        rows = report.mode.removeprefix("sample ")
+        out.print(
+            f"[green]no difference[/] in {rows} random rows per table ({report.seconds:.2f} s)"
+        )
 
 
 # --- sync -------------------------------------------------------------------------------------

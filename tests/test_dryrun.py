@@ -107,7 +107,7 @@ def test_plain_arguments_stay_bare() -> None:
         (b"a\\ b", '"a\\\\ b"'),
         (b"\xff\x00", '"\\xff\\x00"'),
         (b"line\nbreak\t", '"line\\nbreak\\t"'),
-        ("é".encode(), '"\\xc3\\xa9"'),
+        ("é".encode(), "é"),  # UTF-8 text stays text
     ],
 )
 def test_quoting_follows_redis_cli(arg: bytes, shown: str) -> None:

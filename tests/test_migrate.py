@@ -142,7 +142,7 @@ def test_cli_json_summary(mysql_db, redis_url: str, tmp_path: Path) -> None:  # 
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout)
     (t,) = summary["tables"]
-    assert t["table"] == "emp" and t["rows"] == 2 and t["keys"] == 3
+    assert t["table"] == "emp" and t["rows"] == 2 and t["keys"] == 4  # 2 rows, counter, zset
     assert t["skipped"] == {"NULL score (not in sorted set)": 1}
 
 

@@ -111,7 +111,7 @@ def test_columns_style_and_string_lookup() -> None:
     assert (b"SET", b"emp:1:mgr_id", b"8") in commands
     assert (b"SET", b"emp:SMITH:id", b"1") in commands
     assert (b"SET", b"emp:3:emp_id", b"3") in commands  # all-NULL row
-    assert stats.keys == 5
+    assert stats.keys == 7  # 5 column strings, 2 unique strings
 
 
 def test_sorted_scores_and_nulls_counted() -> None:

@@ -38,24 +38,25 @@ from migrator.source.mysql import Source
 from migrator.source.snapshot import Snapshot
 from migrator.urls import mask_source, mask_target
 
-_SAFE = re.compile(rb"[\x21\x23-\x26\x28-\x7e]+")  # printable ASCII but " and '
-_ESCAPES = {b"\\": "\\\\", b'"': '\\"', b"\n": "\\n", b"\r": "\\r", b"\t": "\\t",
-            b"\a": "\\a", b"\b": "\\b"}  # fmt: skip
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t",
+            "\a": "\\a", "\b": "\\b"}  # fmt: skip
 
 
 def quote(arg: bytes) -> str:
-    """One argument as redis-cli reads it: bare when plain, else quoted like its repr."""
-    if _SAFE.fullmatch(arg):
-        return arg.decode("ascii")
+    """One argument as redis-cli reads it: bare when it is printable text without blanks or
+    quotes, else quoted. UTF-8 text stays text; control and invisible characters and bytes
+    that are not UTF-8 are escaped (``\\n``, ``\\xff``)."""
+    text = arg.decode("utf-8", "surrogateescape")
+    if text and all(c.isprintable() and c not in " \"'" for c in text):
+        return text
     out = []
-    for b in arg:
-        c = bytes((b,))
+    for c in text:
         if c in _ESCAPES:
             out.append(_ESCAPES[c])
-        elif 0x20 <= b < 0x7F:
-            out.append(chr(b))
+        elif c.isprintable():
+            out.append(c)
         else:
-            out.append(f"\\x{b:02x}")
+            out.extend(f"\\x{b:02x}" for b in c.encode("utf-8", "surrogateescape"))
     return '"' + "".join(out) + '"'
 
 

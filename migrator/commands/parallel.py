@@ -48,6 +48,7 @@ from migrator.target.cluster_sink import sink_for, writer_for
 from migrator.target.sink import Client
 
 RANGE = "#range:"
+ENDING_WRITES = (b"SET", b"RPUSH")  # the table's counter and latest lists (finish_commands)
 
 
 @dataclass(frozen=True)
@@ -348,9 +349,8 @@ def load_tables(
         if common["snapshot"]:  # N workers: the end of the table as of now
             src.snapshot()
         commands = finish_commands(src, TablePlan(r), r)
-        commands.append(checkpoint.command(name, None, rows, done=True))
-        sink_for(client).write(commands)
-        report.keys = total.keys + (1 if r.counter else 0) + len(r.table.latest)
+        sink_for(client).write([*commands, checkpoint.command(name, None, rows, done=True)])
+        report.keys = total.all_keys + len({c[1] for c in commands if c[0] in ENDING_WRITES})
         report.rows, report.entries = total.rows, total.entries
         report.skipped, report.rejected = dict(total.skipped), dict(total.rejected)
         report.seconds = time.perf_counter() - started.get(name, time.perf_counter())

@@ -58,6 +58,10 @@ class MigrateReport:
         return sum(t.rows for t in self.tables)
 
     @property
+    def keys(self) -> int:
+        return sum(t.keys for t in self.tables)
+
+    @property
     def rejected(self) -> int:
         return sum(sum(t.rejected.values()) for t in self.tables)
 
@@ -72,6 +76,7 @@ class MigrateReport:
             "target": self.target,
             "seconds": round(self.seconds, 3),
             "rows": self.rows,
+            "keys": self.keys,
             "rejected": self.rejected,
             "snapshot": self.snapshot.as_dict() if self.snapshot is not None else None,
             "consistency": self.consistency,

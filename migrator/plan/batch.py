@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from hashlib import blake2b
 
 from migrator.mapping.model import Template
 
@@ -23,18 +24,32 @@ NULL_UNIQUE = "NULL unique value (not indexed)"
 NULL_INDEX = "NULL index value (not indexed)"
 
 
+def key_id(key: bytes) -> int:
+    """A 64-bit id of a key, the same in every process, to count distinct keys cheaply."""
+    return int.from_bytes(blake2b(key, digest_size=8).digest(), "little")
+
+
 @dataclass
 class Stats:
     rows: int = 0
-    keys: int = 0  # row keys (hashes, column strings) and unique strings written
+    keys: int = 0  # keys written whole by one command: row hashes and strings, unique strings
     entries: int = 0  # members and fields added to index, unique, sorted and tag structures
     skipped: Counter[str] = field(default_factory=Counter)  # not indexed, and why
     rejected: Counter[str] = field(default_factory=Counter)  # rows not written at all, and why
+    # ids (key_id) of the keys rows add to: unique HASHes, index, sorted and tag sets; a set
+    # so that a key written by several batches or workers counts once (memory: one int per key)
+    shared: set[int] = field(default_factory=set)
+
+    @property
+    def all_keys(self) -> int:
+        """Every distinct key written (before the table's counter and latest lists)."""
+        return self.keys + len(self.shared)
 
     def add(self, other: Stats) -> None:
         self.rows += other.rows
         self.keys += other.keys
         self.entries += other.entries
+        self.shared |= other.shared
         self.skipped.update(other.skipped)
         self.rejected.update(other.rejected)
 
@@ -70,7 +85,13 @@ class Batch:
         _append(self.zadds, key, score, member)
         self.stats.entries += 1
 
+    def note_shared(self) -> None:
+        """Count the keys of the coalesced writes (structures that many rows add to)."""
+        for coalesced in (self.hsets, self.sadds, self.zadds):
+            self.stats.shared.update(map(key_id, coalesced))
+
     def finish(self) -> list[Command]:
+        self.note_shared()
         out = self.commands
         out.extend((b"HSET", k, *v) for k, v in self.hsets.items())
         out.extend((b"SADD", k, *v) for k, v in self.sadds.items())

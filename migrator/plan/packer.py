@@ -314,6 +314,7 @@ class Packer:
             stats.skipped[NULL_UNIQUE] += null_unique
         if null_index:
             stats.skipped[NULL_INDEX] += null_index
+        batch.note_shared()
         _coalesced(b"HSET", hsets, out, packed)
         _coalesced(b"SADD", sadds, out, packed)
         _coalesced(b"ZADD", batch.zadds, out)

@@ -203,6 +203,7 @@ class UniqueStrings(Structure):
                 batch.stats.skipped[NULL_UNIQUE] += 1
             else:
                 batch.commands.append((b"SET", key, pk))  # type: ignore[arg-type]
+                batch.stats.keys += 1
                 batch.stats.entries += 1
 
     def patterns(self) -> list[str]:
