@@ -37,7 +37,7 @@ from migrator.commands.dryrun import DryRunReport
 from migrator.commands.reports import MigrateReport
 from migrator.commands.sync import SyncReport, SyncStatus
 from migrator.mapping.scaffold import Draft
-from migrator.mapping.validate import ValidateReport
+from migrator.mapping.validate import ValidateReport, plural
 from migrator.verify.report import DONE, VerifyReport
 
 
@@ -246,6 +246,14 @@ def render_migrate(report: MigrateReport) -> None:
         notes = Text("\n").join(
             [Text(f"{n} {why}") for why, n in t.skipped.items()]
             + [Text(f"{n} rejected: {why}", "red") for why, n in t.rejected.items()]
+            + [
+                Text(
+                    f"{plural(t.duplicate_rows, 'row')} overwritten: "
+                    f"{plural(t.duplicate_keys, 'duplicate key')}",
+                    "red",
+                )
+            ]
+            * bool(t.duplicate_rows)
             + [Text(t.status)] * (t.status != "done")
             + [Text(f"resumed after {t.resumed_from:,} rows")]
             * bool(t.resumed_from and t.status == "done")
@@ -269,6 +277,14 @@ def render_migrate(report: MigrateReport) -> None:
         err.print(Text(note, "yellow"))
     if report.rejected:
         err.print(f"[red]{report.rejected} row(s) were rejected[/] (see the table); exit code 1")
+    if report.duplicate_rows:
+        say(
+            "error",
+            f"{plural(report.duplicate_rows, 'row')} overwritten by a row with the same key "
+            "(see the table): Redis holds one row per key; exit code 1",
+            "the declared primary_key is not unique in MySQL: declare columns that are; "
+            f"'migrator verify {report.mapping}' prints the SQL that lists the duplicates",
+        )
 
 
 def render_init(draft: Draft, text: str, output: str | None) -> None:

@@ -353,6 +353,11 @@ def load_tables(
         report.keys = total.all_keys + len({c[1] for c in commands if c[0] in ENDING_WRITES})
         report.rows, report.entries = total.rows, total.entries
         report.skipped, report.rejected = dict(total.skipped), dict(total.rejected)
+        if r.trusts_declared_key:
+            pk = [r.schema.column(c) for c in r.primary_key]
+            report.duplicate_keys, report.duplicate_rows = src.shared_keys(name, pk)
+            if r.table.kind == "hash":  # a row sharing a key overwrote a hash: no new key
+                report.keys -= report.duplicate_rows
         report.seconds = time.perf_counter() - started.get(name, time.perf_counter())
         progress.finish(name)
 

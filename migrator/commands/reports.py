@@ -20,6 +20,10 @@ class TableReport:
     seconds: float = 0.0
     resumed_from: int = 0
     status: str = "done"
+    # a declared primary_key MySQL does not keep unique: keys several rows share, and the
+    # rows beyond one per such key (Redis holds one row per key)
+    duplicate_keys: int = 0
+    duplicate_rows: int = 0
 
     @property
     def rows_per_second(self) -> float:
@@ -37,6 +41,8 @@ class TableReport:
             "rows_per_second": round(self.rows_per_second, 1),
             "resumed_from": self.resumed_from,
             "status": self.status,
+            "duplicate_keys": self.duplicate_keys,
+            "duplicate_rows": self.duplicate_rows,
         }
 
 
@@ -66,8 +72,12 @@ class MigrateReport:
         return sum(sum(t.rejected.values()) for t in self.tables)
 
     @property
+    def duplicate_rows(self) -> int:
+        return sum(t.duplicate_rows for t in self.tables)
+
+    @property
     def exit_code(self) -> int:
-        return EXIT_DIFFERENCE if self.rejected else EXIT_OK
+        return EXIT_DIFFERENCE if self.rejected or self.duplicate_rows else EXIT_OK
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -83,5 +93,6 @@ class MigrateReport:
             "removed": self.removed,
             "rerun": self.rerun,
             "notes": self.notes,
+            "duplicate_rows": self.duplicate_rows,
             "tables": [t.as_dict() for t in self.tables],
         }

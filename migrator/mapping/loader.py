@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from migrator.errors import MappingError
+from migrator.errors import MappingError, MappingErrors
 from migrator.mapping.model import (
     KINDS,
     Index,
@@ -36,6 +36,10 @@ TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
     "references", "sorted", "latest", "sets",
 )  # fmt: skip
+MISPLACED = (
+    "indent it under its table, 2 spaces deeper than the table's name "
+    "(e.g. 'tables:', '  emp:', '    columns: [...]')"
+)
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -97,11 +101,29 @@ def parse_mapping(
             file=file,
             line=mark.line + 1 if mark else None,
             column=mark.column + 1 if mark else None,
+            hint=yaml_hint(problem, mark.line + 1 if mark else None),
         ) from None
     lines: dict[str, int] = {}
     if node is not None:
         _record_lines(node, "", lines)
     return _Builder(file, lines, environ).mapping(data, name)
+
+
+INDENTATION = ("expected <block end>", "mapping values are not allowed", "did not find expected")
+
+
+def yaml_hint(problem: str, line: int | None) -> str | None:
+    """What to look at for the YAML errors that indentation mistakes cause."""
+    if "\\t" in problem or "\t" in problem:  # PyYAML writes the tab as \\t
+        return "indent with spaces, not tabs"
+    if any(p in problem for p in INDENTATION):
+        where = f"line {line} and the lines above it" if line else "the lines above"
+        return (
+            f"check the indentation of {where}: the keys of one table line up exactly, and "
+            "a table's settings sit 2 spaces deeper than its name (e.g. 'tables:', '  emp:', "
+            "'    columns: [...]'); indent with spaces, not tabs"
+        )
+    return None
 
 
 def _record_lines(node: yaml.Node, path: str, lines: dict[str, int]) -> None:
@@ -204,6 +226,11 @@ class _Builder:
     def mapping(self, data: Any, name: str) -> Mapping:
         if data is None:
             raise self.error("", "the mapping file is empty", "start from 'migrator init'")
+        if isinstance(data, dict):
+            for key in data:
+                if key in TABLE_KEYS and key not in TOP_KEYS:
+                    raise self.error(str(key), f"'{key}' is a table setting, not a top-level key",
+                                     MISPLACED)  # fmt: skip
         top = self.dict_of(data, "", TOP_KEYS)
         if "version" not in top:
             raise self.error("", "'version' is required (write 'version: 1' at the top)")
@@ -215,16 +242,21 @@ class _Builder:
         tables_raw = self.dict_of(top.get("tables"), "tables", tuple(top.get("tables") or ()))
         if not tables_raw:
             raise self.error("tables", "no tables: 'tables' must map at least one table")
-        tables = tuple(
-            self.table(str(tname), tbody, f"tables.{tname}", options)
-            for tname, tbody in tables_raw.items()
-        )
+        tables = []
+        errors: list[MappingError] = []
+        for tname, tbody in tables_raw.items():  # every table's first error, not only one
+            try:
+                tables.append(self.table(str(tname), tbody, f"tables.{tname}", options))
+            except MappingError as e:
+                errors.append(e)
+        if errors:
+            raise MappingErrors(errors) if len(errors) > 1 else errors[0]
         return Mapping(
             version=1,
             source=self.string(source, "source", expand=True) if source is not None else None,
             target=self.string(target, "target", expand=True) if target is not None else None,
             options=options,
-            tables=tables,
+            tables=tuple(tables),
             name=name,
             file=self.file,
             lines=self.lines,
@@ -252,6 +284,20 @@ class _Builder:
         return Options(separator=sep, nulls="omit", batch_size=batch, ignore=tuple(ignore))
 
     def table(self, name: str, body: Any, path: str, options: Options) -> Table:
+        if name in TABLE_KEYS and body is not None and not isinstance(body, dict):
+            raise self.error(path, f"'{name}' is a table setting, not a table", MISPLACED)
+        if isinstance(body, dict):
+            for key, value in body.items():
+                if (
+                    key not in TABLE_KEYS
+                    and isinstance(value, dict)
+                    and not suggest(key, TABLE_KEYS)
+                ):
+                    raise self.error(
+                        f"{path}.{key}",
+                        f"unknown key '{key}'; expected one of: {', '.join(TABLE_KEYS)}",
+                        f"if '{key}' is a table, indent it as much as '{name}'",
+                    )
         d = self.dict_of(body, path, TABLE_KEYS)
         kind = d.get("as", "hash")
         if kind not in KINDS:

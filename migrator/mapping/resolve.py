@@ -42,6 +42,12 @@ class Resolved:
     def counter(self) -> Template | None:
         return self.table.counter or None
 
+    @property
+    def trusts_declared_key(self) -> bool:
+        """The primary key is the mapping's declaration, which MySQL does not keep unique:
+        rows may share a key (migrate and verify count them)."""
+        return self.table.kind != "none" and not self.schema.is_unique(self.primary_key)
+
     def index_sets(self) -> tuple[Index, ...]:
         """Non-unique indexes plus references, each column list once (never twice)."""
         seen: list[tuple[str, ...]] = []

@@ -11,8 +11,11 @@ Choices beyond those defaults, all of them written into the file as comments:
 * a foreign key is written as ``references`` (it names its parent, which ``verify`` checks);
   a non-unique index on exactly the same columns is then left out, since it would be the
   very same SET (docs/mapping.md: "written once, never twice");
-* a UNIQUE index on the same columns as the row key is left out (it would map each key to
-  itself);
+* a UNIQUE index on the primary key is left out (it would map each key to itself), and so
+  is any index that contains the primary key (each SET would hold a single row), a prefix
+  index (``KEY (title(191))``: MySQL indexes the start of a value, Redis keys would hold
+  it whole) and an index on a TEXT or BLOB column; each gets a comment saying why;
+* a table with no key is left out with an example ``primary_key``/``key`` to map it by hand;
 * a column whose name contains a brace cannot be named by a ``{column}`` placeholder; a
   table that needs one in its key is left out, saying why.
 """
@@ -27,7 +30,7 @@ import yaml
 
 from migrator.errors import SourceError
 from migrator.mapping.loader import suggest
-from migrator.mapping.schema import Schema, TableSchema
+from migrator.mapping.schema import IndexInfo, Schema, TableSchema
 from migrator.urls import mask_source
 
 BatchSize = 5000
@@ -94,8 +97,17 @@ def draft_table(ts: TableSchema, schema: Schema, sep: str) -> TableDraft:
     if not pk:
         d.notes.append(
             f"{ts.name}: left out: no primary key and no NOT NULL unique index to key its "
-            "rows; add one in MySQL, or map it by hand with primary_key: [columns...]"
+            "rows; add one in MySQL, or map it by hand with primary_key: [columns...] "
+            "(MySQL will not enforce it; migrate and verify report rows that share a key), "
+            "e.g.:"
         )
+        cols = guess_identity(ts)
+        key = sep.join([esc(ts.name), *(placeholder(c) for c in cols)])
+        d.notes += [
+            f"  {scalar(ts.name)}:",
+            f"    primary_key: {scalar(list(cols))}",
+            f"    key: {scalar(key)}",
+        ]
         return d
     bad = [c for c in pk if not placeable(c)]
     if bad:
@@ -120,14 +132,12 @@ def draft_table(ts: TableSchema, schema: Schema, sep: str) -> TableDraft:
     covered: list[str] = []
     fk_columns = {fk.columns for fk in ts.foreign_keys}
     for ix in ts.indexes:
-        if ix.kind in ("FULLTEXT", "SPATIAL"):
-            d.notes.append(
-                f"{ix.kind} index {ix.name} on {_cols(ix.columns)} left out "
-                "(Redis has no equivalent structure)"
-            )
+        if not ts.primary_key and ix.columns == pk:
+            continue  # the NOT NULL unique index the rows are keyed by (noted above)
+        why = left_out(ix, ts, pk)
+        if why:
+            d.notes.append(why)
         elif ix.unique:
-            if set(ix.columns) == set(pk):
-                continue  # the row key itself
             entry = _names(ix.columns)
             if entry not in unique:
                 unique.append(entry)
@@ -154,6 +164,47 @@ def draft_table(ts: TableSchema, schema: Schema, sep: str) -> TableDraft:
             body[name] = items
     d.body = body
     return d
+
+
+def guess_identity(ts: TableSchema) -> tuple[str, ...]:
+    """Columns that may identify a row of a table without a key, for the draft's example:
+    the first index on NOT NULL columns, else the first index, else the first column."""
+    usable = [ix.columns for ix in ts.indexes if all(placeable(c) for c in ix.columns)]
+    for cols in usable:
+        if all(not ts.column(c).nullable for c in cols):
+            return cols
+    if usable:
+        return usable[0]
+    return next(((c,) for c in ts.column_names if placeable(c)), ts.column_names[:1])
+
+
+def left_out(ix: IndexInfo, ts: TableSchema, pk: tuple[str, ...]) -> str | None:
+    """Why an index gets no Redis structure in the draft (a comment), or None to map it."""
+    what = f"{'UNIQUE ' if ix.unique else ''}index {ix.name} on {ix.shown()}"
+    if ix.kind in ("FULLTEXT", "SPATIAL"):
+        kind = f"{ix.kind} index {ix.name} on {ix.shown()}"
+        return f"{kind} left out (Redis has no equivalent structure)"
+    long = [c for c in ix.columns if ts.column(c).is_long]
+    if long:
+        col = ts.column(long[0])
+        return (
+            f"{what} left out: {col.name} is a {col.column_type.upper()} column; a Redis key "
+            "per value would copy each long value into a key name (add it by hand if you "
+            "need lookups by the whole value)"
+        )
+    if ix.is_prefix:
+        return (
+            f"{what} left out: a prefix index (MySQL indexes only the start of each value), "
+            "while Redis keys would hold whole values (add it by hand if you need lookups "
+            "by the whole value)"
+        )
+    if set(pk) <= set(ix.columns):
+        if ix.unique and set(ix.columns) == set(pk):
+            return f"{what}: the primary key itself; the row key already finds each row"
+        if ix.unique:
+            return f"{what} left out: it contains the primary key, which is unique already"
+        return f"{what} left out: it contains the primary key, so each SET would hold a single row"
+    return None
 
 
 def _join_table(d: TableDraft, ts: TableSchema, body: dict[str, Any], sep: str) -> TableDraft:

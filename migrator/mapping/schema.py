@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from migrator.mapping.kinds import Kind
 
+LONG_TYPES = ("text", "mediumtext", "longtext", "blob", "mediumblob", "longblob")
+
 
 @dataclass(frozen=True)
 class Column:
@@ -19,6 +21,11 @@ class Column:
     def is_integer(self) -> bool:
         return self.kind is Kind.INTEGER
 
+    @property
+    def is_long(self) -> bool:
+        """A TEXT or BLOB column (up to 64 KiB and more), not a short string."""
+        return self.column_type.split("(")[0].strip().lower() in LONG_TYPES
+
 
 @dataclass(frozen=True)
 class IndexInfo:
@@ -26,6 +33,18 @@ class IndexInfo:
     columns: tuple[str, ...]
     unique: bool
     kind: str = "BTREE"  # BTREE (incl. HASH), FULLTEXT or SPATIAL
+    # per column, the prefix MySQL indexes (191 for KEY (title(191))); None: the whole value
+    lengths: tuple[int | None, ...] = ()
+
+    @property
+    def is_prefix(self) -> bool:
+        return any(n is not None for n in self.lengths)
+
+    def shown(self) -> str:
+        """``(title(191), grp)``: the columns as the index definition writes them."""
+        lengths = self.lengths or (None,) * len(self.columns)
+        cols = [c if n is None else f"{c}({n})" for c, n in zip(self.columns, lengths)]
+        return "(" + ", ".join(cols) + ")"
 
 
 @dataclass(frozen=True)

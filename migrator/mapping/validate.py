@@ -10,7 +10,7 @@ from typing import Any, Literal
 from migrator.errors import EXIT_OK, EXIT_USAGE, MappingError, MappingErrors
 from migrator.mapping.loader import suggest
 from migrator.mapping.model import Mapping, Table
-from migrator.mapping.resolve import column_uses, resolve
+from migrator.mapping.resolve import column_uses, default_key, resolve
 from migrator.mapping.schema import Schema, TableSchema
 
 Level = Literal["error", "warning"]
@@ -66,12 +66,12 @@ class ValidateReport:
         """``mappings/emp.yaml: OK, 3 tables`` or ``...: 2 errors, 1 warning``."""
         counts = []
         if self.errors:
-            counts.append(_plural(len(self.errors), "error"))
+            counts.append(plural(len(self.errors), "error"))
         if self.warnings:
-            counts.append(_plural(len(self.warnings), "warning"))
+            counts.append(plural(len(self.warnings), "warning"))
         if not self.errors:
             counts.insert(0, "OK")
-            counts.insert(1, _plural(self.tables, "table"))
+            counts.insert(1, plural(self.tables, "table"))
         text = f"{self.file}: " + ", ".join(counts)
         if self.source is None and not self.errors:
             text += " (file only: no source given; pass --source URL to check the live schema)"
@@ -89,7 +89,7 @@ class ValidateReport:
         }
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
@@ -127,30 +127,63 @@ def _check_table(mapping: Mapping, table: Table, schema: Schema) -> list[Problem
     ]
     out = unknown + _check_references(table, schema, problem)
     out += _check_columns(table, ts, problem)
+    out += _check_key(mapping, table, ts, problem)
     if unknown:
         return out
     try:
-        resolved = resolve(mapping, schema, [table.name])[0]
-    except MappingErrors as e:
-        return out + [problem_from(x) for x in e.errors]
-    except MappingError as e:
-        return [*out, problem_from(e)]
-    pk = resolved.primary_key
-    if table.kind != "none" and not any(
-        set(k) <= set(resolved.key.columns) for k in _enforced_keys(ts)
-    ):
-        out.append(
+        resolve(mapping, schema, [table.name])
+    except (MappingError, MappingErrors) as e:
+        found = {(p.path, p.message) for p in out}
+        errors = e.errors if isinstance(e, MappingErrors) else [e]
+        out += [problem_from(x) for x in errors if (x.path, x.detail) not in found]
+    return out
+
+
+def _check_key(mapping: Mapping, table: Table, ts: TableSchema, problem: Any) -> list[Problem]:
+    """The row key must name a row: contain the declared primary key (trusted, with a warning
+    from ``_check_columns`` when MySQL does not enforce it), else a key MySQL enforces."""
+    path = f"tables.{table.name}"
+    if table.kind == "none":
+        return []
+    pk = table.primary_key or ts.row_identity()
+    if not pk:
+        return [
             problem(
                 "error",
-                f"{path}.key" if table.key is not None else path,
-                f"the row key '{resolved.key.text}' does not contain the primary key "
-                f"{list(ts.primary_key) or list(pk)} or a NOT NULL unique key: rows "
-                "would overwrite each other",
-                "put every primary-key column in the key, e.g. "
-                + mapping.options.separator.join([table.name, *(f"{{{c}}}" for c in pk)]),
+                path,
+                f"table '{table.name}' has no primary key and no NOT NULL unique index to "
+                "key its rows",
+                "declare the columns that identify a row, e.g. primary_key: [col] with "
+                f'key: "{table.name}:{{col}}" (MySQL will not enforce it; migrate and '
+                "verify report rows that share a key)",
             )
+        ]
+    key = table.key or default_key(table.name, pk, mapping.options.separator)
+    where = f"{path}.key" if table.key is not None else path
+    example = mapping.options.separator.join([table.name, *(f"{{{c}}}" for c in pk)])
+    if table.primary_key is not None:
+        if set(pk) <= set(key.columns):
+            return []
+        return [
+            problem(
+                "error",
+                where,
+                f"the row key '{key.text}' does not contain the declared primary key "
+                f"{list(pk)}: rows would overwrite each other",
+                f"put every primary_key column in the key, e.g. {example}",
+            )
+        ]
+    if any(set(k) <= set(key.columns) for k in _enforced_keys(ts)):
+        return []
+    return [
+        problem(
+            "error",
+            where,
+            f"the row key '{key.text}' does not contain the primary key {list(pk)} or a "
+            "NOT NULL unique key: rows would overwrite each other",
+            f"put every primary-key column in the key, e.g. {example}",
         )
-    return out
+    ]
 
 
 def _check_columns(table: Table, ts: TableSchema, problem: Any) -> list[Problem]:
@@ -166,6 +199,8 @@ def _check_columns(table: Table, ts: TableSchema, problem: Any) -> list[Problem]
                 f"{path}.primary_key",
                 f"MySQL does not enforce {list(pk)} as unique: rows with the "
                 "same values would overwrite each other",
+                "migrate and verify report rows that share a key; a UNIQUE index in MySQL "
+                "would guarantee there are none",
             )
         )
     for i, s in enumerate(table.sorted):

@@ -4,6 +4,7 @@ SQLAlchemy's inspector and information_schema into ``migrator.mapping.schema`` o
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -46,9 +47,13 @@ def _read_schema(engine: Engine, only: list[str] | None) -> Schema:
         pk = tuple(inspector.get_pk_constraint(name).get("constrained_columns") or ())
         indexes = []
         for ix in inspector.get_indexes(name):
-            prefix = (ix.get("dialect_options") or {}).get("mysql_prefix") or "BTREE"
+            options = ix.get("dialect_options") or {}
+            prefix = options.get("mysql_prefix") or "BTREE"
             cols = tuple(c for c in ix["column_names"] if c is not None)
-            indexes.append(IndexInfo(str(ix["name"]), cols, bool(ix["unique"]), str(prefix)))
+            lengths = _prefix_lengths(cols, options.get("mysql_length"))
+            indexes.append(
+                IndexInfo(str(ix["name"]), cols, bool(ix["unique"]), str(prefix), lengths)
+            )
         fks = tuple(
             ForeignKey(
                 str(fk.get("name") or ""),
@@ -67,6 +72,15 @@ def _read_schema(engine: Engine, only: list[str] | None) -> Schema:
             row_estimate=int(estimates.get(name) or 0),
         )
     return Schema(str(database), tables, tuple(inspector.get_view_names()))
+
+
+def _prefix_lengths(columns: tuple[str, ...], lengths: Any) -> tuple[int | None, ...]:
+    """Per column, the prefix length of a prefix index (the inspector's ``mysql_length``: a
+    dict by column, or one number for a one-column index), else None."""
+    if isinstance(lengths, int):
+        return tuple(lengths if i == 0 else None for i in range(len(columns)))
+    lengths = lengths or {}
+    return tuple(int(lengths[c]) if lengths.get(c) else None for c in columns)
 
 
 def _columns(conn: sa.Connection, database: str) -> dict[str, list[Column]]:

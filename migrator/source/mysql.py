@@ -153,6 +153,28 @@ class Source:
         row = self.fetch_all(stmt)[0]
         return int(row[0] or 0)
 
+    def shared_keys(self, table: str, columns: Sequence[Column]) -> tuple[int, int]:
+        """For key columns MySQL does not keep unique: (keys that several rows share, rows
+        beyond one per such key, which Redis does not hold as they are). Rows with a NULL in
+        the key are left out (migrate rejects them); text compares byte for byte, as Redis
+        keys do."""
+        t = sa.table(table, *(sa.column(c.name) for c in columns))
+        group = [
+            sa.cast(_expr(c, t), mysql.BINARY()) if c.kind is Kind.TEXT else _expr(c, t)
+            for c in columns
+        ]
+        shared = (
+            sa.select(sa.func.count().label("n"))
+            .select_from(t)
+            .where(*(t.c[c.name].is_not(None) for c in columns))
+            .group_by(*group)
+            .having(sa.func.count() > 1)
+            .subquery()
+        )
+        stmt = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(shared.c.n), 0))
+        keys, rows = self.fetch_all(stmt.select_from(shared))[0]
+        return int(keys or 0), int(rows or 0) - int(keys or 0)
+
     def max_of(self, table: str, column: Column) -> bytes | None:
         stmt = sa.select(sa.func.max(_expr(column)))
         stmt = stmt.select_from(sa.table(table, sa.column(column.name)))
@@ -257,6 +279,16 @@ class Source:
                 cursor.close()
             if got < page_size:
                 return
+
+
+def shared_keys_query(table: str, columns: Sequence[str]) -> str:
+    """The SQL a person runs to list the keys several rows share (``Source.shared_keys``)."""
+    cols = ", ".join(quote_name(c) for c in columns)
+    return f"SELECT {cols}, COUNT(*) FROM {quote_name(table)} GROUP BY {cols} HAVING COUNT(*) > 1"
+
+
+def quote_name(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def keyset_value(raw: bytes | None, kind: Kind) -> Any:

@@ -33,9 +33,10 @@ WRONG_COUNTER = "wrong counter"
 WRONG_LATEST = "wrong latest list"
 STALE = "stale key"
 DANGLING = "dangling reference"
+SHARED_KEY = "row sharing its key"  # a declared primary_key MySQL does not keep unique
 
 MISSING_KINDS = frozenset({MISSING_ROW})
-DIFFERENT_KINDS = frozenset({DIFFERENT_VALUE, MISSING_FIELD, EXTRA_FIELD, WRONG_TYPE})
+DIFFERENT_KINDS = frozenset({DIFFERENT_VALUE, MISSING_FIELD, EXTRA_FIELD, WRONG_TYPE, SHARED_KEY})
 STALE_KINDS = frozenset({STALE})
 
 

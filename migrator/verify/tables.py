@@ -25,11 +25,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from migrator.mapping.resolve import Resolved
+from migrator.mapping.validate import plural
 from migrator.plan.finish import finish_commands
 from migrator.plan.keyspace import KeyPattern, KeySpace
 from migrator.plan.planner import KeyFn, TablePlan, compile_template
 from migrator.progress import Progress
-from migrator.source.mysql import Source, keyset_value
+from migrator.source.mysql import Source, keyset_value, shared_keys_query
 from migrator.target.checkpoint import checkpoint_key
 from migrator.target.keys import scan_space
 from migrator.verify import report as vr
@@ -77,6 +78,7 @@ class Checker:
             tv.finish()
             tv.row_counts(lookup=False)
         tv.flush()
+        tv.shared_keys()
         progress.finish(r.name)
         tv.check.seconds = time.perf_counter() - t0
         return tv
@@ -222,6 +224,24 @@ class TableVerifier(RowChecks):
         self.check.mysql_rows = src.count(self.name)
         if any(n in self.structures for n in CARDINALITY):
             self.check.notes.append("members nobody explains: not looked for with --sample")
+
+    def shared_keys(self) -> None:
+        """Rows that share a declared primary key (MySQL does not keep it unique): Redis
+        holds one row per key, so each row beyond the first is a difference."""
+        if not self.r.trusts_declared_key:
+            return
+        pk = self.r.primary_key
+        keys, rows = self.c.src.shared_keys(self.name, [self.r.schema.column(c) for c in pk])
+        if keys:
+            self.check.add(vr.SHARED_KEY, f"({plural(keys, 'key')})", None,
+                           plural(keys + rows, "row"), plural(keys, "row key"), n=rows)  # fmt: skip
+            if self.check.redis_rows is not None:
+                self.check.redis_rows -= rows  # rows found under a key another row overwrote
+            self.check.notes.append(
+                f"{plural(keys, 'duplicate key')}: the declared primary_key {list(pk)} is not "
+                f"unique in MySQL (rows beyond one per key, not in Redis as they are: {rows}); "
+                f"list the keys with: {shared_keys_query(self.name, pk)}"
+            )
 
     def counts_only(self) -> None:
         self.check.mysql_rows = self.c.src.count(self.name)
