@@ -428,6 +428,7 @@ def sync(
         bool,
         typer.Option("--json", help="Print one JSON status object per second, then the report."),
     ] = False,
+    debug: DebugOpt = False,
 ) -> None:
     """Keep Redis in step with MySQL: load a consistent snapshot on the first run, then
     follow the binary log (row format) until Ctrl-C or SIGTERM.

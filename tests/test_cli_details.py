@@ -218,3 +218,9 @@ def test_dry_run_sample_shows_utf8_text(mysql_db: MySQLDatabase, tmp_path: Path)
     assert "HSET city:1 name Zürich" in done.stdout
     assert "HSET city:2 name 東京" in done.stdout
     assert command_line((b"SET", "ü".encode())) == "SET ü"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_takes_debug_after_it(name: str) -> None:
+    params = typer.main.get_command(app).commands[name].params  # type: ignore[attr-defined]
+    assert "--debug" in [o for p in params for o in getattr(p, "opts", ())], name
