@@ -60,14 +60,16 @@ class PrivateMariaDB:
 
     def start(self, timeout: float = 60.0) -> None:
         data = self.dir / "data"
-        subprocess.run(
+        done = subprocess.run(
             [
                 "mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
                 "--auth-root-authentication-method=normal", "--skip-test-db",
             ],
-            check=True,
             capture_output=True,
         )  # fmt: skip
+        if done.returncode != 0:
+            out = (done.stdout + done.stderr).decode(errors="replace")[-2000:]
+            raise RuntimeError(f"mariadb-install-db failed ({done.returncode}):\n{out}")
         args = [
             MARIADBD, "--no-defaults", "--user=root", f"--datadir={data}", f"--port={self.port}",
             "--bind-address=127.0.0.1", f"--socket={self.dir / 'sock'}",

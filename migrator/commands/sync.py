@@ -352,7 +352,7 @@ class Follower:
             self.ctl.close()
 
     def _loop(self, until_caught_up: bool, report: SyncReport) -> None:
-        last_status = time.monotonic()
+        last_status = last_head = time.monotonic()
         window_rows, window_start = 0, time.monotonic()
         caught_up = False
         while True:
@@ -393,6 +393,9 @@ class Follower:
             if idle or ended:
                 caught_up = self.queue.empty()
             now = time.monotonic()
+            if not caught_up and not group and now - last_head >= 0.5 and self.queue.empty():
+                # busy logs of other databases may leave no silence for a heartbeat
+                caught_up, last_head = self._at_head(), now
             if self.on_status and (now - last_status >= self.status_interval or ended):
                 rate = window_rows / max(now - window_start, 1e-9)
                 self.on_status(self._status(report, rate, caught_up))
@@ -408,6 +411,20 @@ class Follower:
             if self.stop.is_set():
                 report.stopped = "stopped"
                 return
+
+    def _at_head(self) -> bool:
+        """Whether everything up to the end of the binary log is applied."""
+        conn = self.src.raw_connection()
+        cursor = conn.cursor()
+        try:
+            cursor.execute("SHOW MASTER STATUS")
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
+        if not row:
+            return False
+        file, pos = (v.decode() if isinstance(v, bytes) else str(v) for v in row[:2])
+        return (self.position.file, self.position.pos) >= (file, int(pos))
 
     def _status(self, report: SyncReport, rate: float, caught_up: bool) -> SyncStatus:
         lag = 0.0 if caught_up or not self.last_commit else max(0.0, time.time() - self.last_commit)

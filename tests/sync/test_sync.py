@@ -200,3 +200,24 @@ def test_sync_into_a_redis_cluster(binlog_db, redis_cluster) -> None:  # type: i
         _verify(binlog_db, target)
     finally:
         redis_cluster.flush()
+
+
+def test_missing_privileges_are_named_with_the_grant(binlog_db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    user = f"ro_{binlog_db.name[-8:]}"
+    binlog_db.run(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'; "
+                  f"GRANT SELECT ON `{binlog_db.name}`.* TO '{user}'@'%'")  # fmt: skip
+    try:
+        url = binlog_db.url.replace("root@", f"{user}:pw@")
+        with pytest.raises(SourceError) as caught:
+            sync(_mapping(), source=url, target=redis_url, until_caught_up=True,
+                 server_id=next(_ids))  # fmt: skip
+        assert caught.value.exit_code == 2
+        assert "REPLICATION SLAVE" in caught.value.message
+        assert "REPLICATION CLIENT" in caught.value.message
+        assert "GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*" in (
+            caught.value.hint or ""
+        )
+        assert "pw" not in str(caught.value)
+    finally:
+        binlog_db.run(f"DROP USER '{user}'@'%'")
