@@ -100,7 +100,7 @@ def test_delete_removes_the_row_and_every_membership() -> None:
         (b"ZREM", b"emp:by:salary", b"1"),
     ]
     assert d.counters == {}  # counters are never lowered
-    assert d.dirty_latest == {0}  # the latest list is rebuilt from MySQL
+    assert d.dirty_latest == {("emp", 0)}  # the latest list is rebuilt from MySQL
 
 
 def test_primary_key_change_is_a_delete_plus_an_insert() -> None:
@@ -122,10 +122,9 @@ def test_latest_is_dirty_only_when_order_value_or_key_moves() -> None:
         delta.change(row, _row(plan, ename=b"B", hired=b"2020-01-01 00:00:00")).dirty_latest
         == set()
     )
-    assert delta.change(row, _row(plan, ename=b"A", hired=b"2021-01-01 00:00:00")).dirty_latest == {
-        0
-    }
-    assert delta.change(None, row).dirty_latest == {0}
+    moved = _row(plan, ename=b"A", hired=b"2021-01-01 00:00:00")
+    assert delta.change(row, moved).dirty_latest == {("emp", 0)}
+    assert delta.change(None, row).dirty_latest == {("emp", 0)}
 
 
 def test_tag_sets_in_both_directions() -> None:
@@ -162,4 +161,38 @@ def test_columns_style_rows() -> None:
     assert delta.change(None, before).commands == [
         (b"SET", b"emp:1:ename", b"A"),
         (b"SET", b"emp:1:salary", b"1.00"),
+    ]
+
+
+def test_a_group_is_its_net_effect_coalesced_per_key() -> None:
+    plan, delta = _delta()
+    one = _row(plan, email=b"a@x", mgr_id=b"8")
+    two = _row(plan, emp_id=b"2", email=b"c@x", mgr_id=b"8")
+    d = delta.change(None, one)
+    delta.change(None, two, d)
+    delta.change(one, _row(plan, email=b"b@x", mgr_id=b"8"), d)  # a -> b
+    delta.change(two, _row(plan, emp_id=b"2", email=b"a@x", mgr_id=b"8"), d)  # c -> a
+    commands = d.commands
+    assert (b"HSET", b"emp:uniques:email", b"a@x", b"2", b"c@x", b"1") not in commands
+    uniques = [c for c in commands if c[1] == b"emp:uniques:email"]
+    assert uniques == [
+        (b"HDEL", b"emp:uniques:email", b"c@x"),  # written, then removed: the net is removed
+        (b"HSET", b"emp:uniques:email", b"a@x", b"2", b"b@x", b"1"),
+    ]
+    assert (b"SADD", b"emp:indices:mgr_id:8", b"1", b"2") in commands  # one SADD for both
+    assert [c for c in commands if c[0] == b"DEL"] == [(b"DEL", b"emp:1"), (b"DEL", b"emp:2")]
+    assert (b"HSET", b"emp:1", b"email", b"b@x", b"mgr_id", b"8") in commands
+    assert d.counters == {b"emp:id": 2} and d.rows == 4
+
+
+def test_a_deleted_row_in_a_group_leaves_nothing_behind() -> None:
+    plan, delta = _delta()
+    row = _row(plan, ename=b"A", email=b"a@x", mgr_id=b"8")
+    d = delta.change(None, row)
+    delta.change(row, None, d)
+    assert d.commands == [
+        (b"DEL", b"emp:1"),
+        (b"HDEL", b"emp:uniques:email", b"a@x"),
+        (b"DEL", b"login:A:id"),
+        (b"SREM", b"emp:indices:mgr_id:8", b"1"),
     ]

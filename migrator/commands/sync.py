@@ -435,12 +435,11 @@ class Follower:
 
     def _apply(self, group: list[Transaction]) -> None:
         total = Delta()
-        dirty: set[tuple[str, int]] = set()
+        deltas = self.deltas
         for txn in group:
             for change in txn.changes:
-                d = self.deltas[change.table].change(change.before, change.after)
-                total.add(d)
-                dirty |= {(change.table, n) for n in d.dirty_latest}
+                deltas[change.table].change(change.before, change.after, total)
+        dirty = total.dirty_latest
         commands: list[Command] = total.commands
         commands += [raise_counter(k, v) for k, v in total.counters.items()]
         if dirty:

@@ -15,7 +15,9 @@ Each structure contributes *entries* for a row, ``(type, key, sub) -> value``:
 
 A change is the difference of the two entry maps: what the old row had and the new one has
 not is removed (HDEL, DEL, SREM, ZREM; a row hash that loses its key is DELeted whole), what
-is new or changed is written (HSET, SET, SADD, ZADD). So an UPDATE writes only changed fields,
+is new or changed is written (HSET, SET, SADD, ZADD). Changes accumulate in a ``Delta`` as
+the last operation on each entry, so a group of transactions becomes its net effect, with
+the writes to one key coalesced into one command. So an UPDATE writes only changed fields,
 HDELs the columns that became NULL, and *moves* each unique entry, index/reference/tag
 membership and score whose value changed; an INSERT writes what ``migrate`` writes (after a
 DEL of the row key, so a row is never mixed with an older one), a DELETE removes the row key
@@ -51,25 +53,82 @@ Entries = dict[EntryKey, bytes]
 Collect = Callable[[Row, Entries], None]
 
 
+REMOVED = object()  # the last operation on an entry removed it
+
+
 @dataclass
 class Delta:
-    """What one or more row changes need: commands in order, counter candidates, and the
-    latest lists to rebuild (by index into ``table.latest``)."""
+    """The net effect of row changes applied in order: the last operation on each entry (its
+    value, or REMOVED), row hashes deleted whole, counter candidates, and the latest lists to
+    rebuild (``(table, index into table.latest)``). A group of transactions gives one Delta,
+    whose ``commands`` (coalesced per key, as migrate's batches are) bring Redis from the
+    state before the group to the state after it."""
 
-    commands: list[Command] = field(default_factory=list)
+    ops: dict[EntryKey, object] = field(default_factory=dict)
+    row_dels: dict[bytes, None] = field(default_factory=dict)
     counters: dict[bytes, int] = field(default_factory=dict)  # counter key -> highest pk seen
-    dirty_latest: set[int] = field(default_factory=set)
+    dirty_latest: set[tuple[str, int]] = field(default_factory=set)
     rows: int = 0
     rejected: int = 0  # rows whose key has a NULL (not written, as migrate)
+    _row_fields: dict[bytes, list[EntryKey]] = field(default_factory=dict, repr=False)
+
+    def put(self, ek: EntryKey, value: object) -> None:
+        self.ops[ek] = value
+        if ek[0] == "H":
+            self._row_fields.setdefault(ek[1], []).append(ek)
+
+    def delete_row(self, key: bytes) -> None:
+        """DEL of a row hash: what the group wrote to its fields before is wiped with it."""
+        self.row_dels[key] = None
+        for ek in self._row_fields.pop(key, ()):
+            self.ops.pop(ek, None)
+
+    def raise_counter(self, key: bytes, value: int) -> None:
+        if value > self.counters.get(key, value - 1):
+            self.counters[key] = value
 
     def add(self, other: Delta) -> None:
-        self.commands += other.commands
-        for k, v in other.counters.items():
-            if v > self.counters.get(k, v - 1):
-                self.counters[k] = v
+        for key in other.row_dels:
+            self.delete_row(key)
+        for ek, value in other.ops.items():
+            self.put(ek, value)
+        for key, value in other.counters.items():
+            self.raise_counter(key, value)
         self.dirty_latest |= other.dirty_latest
         self.rows += other.rows
         self.rejected += other.rejected
+
+    @property
+    def commands(self) -> list[Command]:
+        """DEL of whole row hashes (one key each: Cluster-safe), then every removal, then
+        every write, coalesced per key."""
+        removes: dict[tuple[bytes, bytes], list[bytes]] = {}
+        adds: dict[tuple[bytes, bytes], list[bytes]] = {}
+        for (kind, key, sub), value in self.ops.items():
+            if value is REMOVED:
+                if kind == "H":
+                    if key not in self.row_dels:  # else gone with the row's DEL
+                        removes.setdefault((b"HDEL", key), []).append(sub)
+                elif kind == "h":
+                    removes.setdefault((b"HDEL", key), []).append(sub)
+                elif kind == "s":
+                    removes.setdefault((b"DEL", key), [])
+                elif kind == "S":
+                    removes.setdefault((b"SREM", key), []).append(sub)
+                else:
+                    removes.setdefault((b"ZREM", key), []).append(sub)
+            elif kind in ("H", "h"):
+                adds.setdefault((b"HSET", key), []).extend((sub, value))  # type: ignore[arg-type]
+            elif kind == "s":
+                adds.setdefault((b"SET", key), []).append(value)  # type: ignore[arg-type]
+            elif kind == "S":
+                adds.setdefault((b"SADD", key), []).append(sub)
+            else:
+                adds.setdefault((b"ZADD", key), []).extend((value, sub))  # type: ignore[arg-type]
+        out: list[Command] = [(b"DEL", key) for key in self.row_dels]
+        out.extend((cmd, key, *args) for (cmd, key), args in removes.items())
+        out.extend((cmd, key, *args) for (cmd, key), args in adds.items())
+        return out
 
 
 class TableDelta:
@@ -77,6 +136,7 @@ class TableDelta:
 
     def __init__(self, plan: TablePlan) -> None:
         self.plan = plan
+        self.name = plan.table.name
         self.collectors: list[Collect] = [
             c for s in plan.structures for c in [_collector(plan, s)] if c is not None
         ]
@@ -84,6 +144,7 @@ class TableDelta:
         self.counter_key = counter.render({}).encode() if counter else None
         self.latest_positions = [plan.pos[latest.order_by] for latest in plan.table.latest]
         self.npk = len(plan.resolved.primary_key)
+        self.whole_rows = plan.table.kind == "hash"
 
     def entries(self, row: Row | None) -> Entries:
         out: Entries = {}
@@ -93,66 +154,42 @@ class TableDelta:
             collect(row, out)
         return out
 
-    def change(self, before: Row | None, after: Row | None) -> Delta:
-        """The delta of one row change: (None, row) insert, (row, None) delete, else update."""
-        delta = Delta(rows=1)
-        plan = self.plan
-        old_key = plan.row_key(before) if before is not None else None
-        new_key = plan.row_key(after) if after is not None else None
+    def change(self, before: Row | None, after: Row | None, into: Delta | None = None) -> Delta:
+        """Add one row change to ``into`` (a new Delta by default) and return it: (None, row)
+        an insert, (row, None) a delete, else an update."""
+        delta = Delta() if into is None else into
+        delta.rows += 1
+        row_key = self.plan.row_key
+        old_key = row_key(before) if before is not None else None
+        new_key = row_key(after) if after is not None else None
         if after is not None and new_key is None:
             delta.rejected += 1
         old, new = self.entries(before), self.entries(after)
-        removes: dict[tuple[bytes, bytes], list[bytes]] = {}
-        adds: dict[tuple[bytes, bytes], list[bytes]] = {}
-        deleted_rows: list[bytes] = []
-        if old_key is not None and old_key != new_key and plan.table.kind == "hash":
-            deleted_rows.append(old_key)  # the whole row hash goes
+        dropped = None
+        if old_key is not None and old_key != new_key and self.whole_rows:
+            delta.delete_row(old_key)  # the whole row hash goes
+            dropped = old_key
         for ek in old:
-            if ek in new:
-                continue
-            kind, key, sub = ek
-            if kind == "H":
-                if key not in deleted_rows:
-                    removes.setdefault((b"HDEL", key), []).append(sub)
-            elif kind == "h":
-                removes.setdefault((b"HDEL", key), []).append(sub)
-            elif kind == "s":
-                removes.setdefault((b"DEL", key), [])
-            elif kind == "S":
-                removes.setdefault((b"SREM", key), []).append(sub)
-            else:
-                removes.setdefault((b"ZREM", key), []).append(sub)
-        if new_key is not None and new_key != old_key and plan.table.kind == "hash":
-            deleted_rows.append(new_key)  # an inserted row never mixes with an older one
+            if ek not in new and not (ek[0] == "H" and ek[1] == dropped):
+                delta.put(ek, REMOVED)
+        if new_key is not None and new_key != old_key and self.whole_rows:
+            delta.delete_row(new_key)  # an inserted row never mixes with an older one
         for ek, value in new.items():
-            if old.get(ek) == value:
-                continue
-            kind, key, sub = ek
-            if kind in ("H", "h"):
-                adds.setdefault((b"HSET", key), []).extend((sub, value))
-            elif kind == "s":
-                adds.setdefault((b"SET", key), []).append(value)
-            elif kind == "S":
-                adds.setdefault((b"SADD", key), []).append(sub)
-            else:
-                adds.setdefault((b"ZADD", key), []).extend((value, sub))
-        out = delta.commands
-        out.extend((b"DEL", key) for key in dict.fromkeys(deleted_rows))  # one key each: Cluster
-        out.extend((cmd, key, *args) for (cmd, key), args in removes.items())
-        out.extend((cmd, key, *args) for (cmd, key), args in adds.items())
+            if old.get(ek) != value:
+                delta.put(ek, value)
         if self.counter_key is not None and after is not None and new_key is not None:
             pk = after[0]
             if pk is not None and pk.lstrip(b"-").isdigit():
-                delta.counters[self.counter_key] = int(pk)
+                delta.raise_counter(self.counter_key, int(pk))
         for n, i in enumerate(self.latest_positions):
             if _latest_may_change(before, after, i, self.npk):
-                delta.dirty_latest.add(n)
+                delta.dirty_latest.add((self.name, n))
         return delta
 
     def changes(self, pairs: Iterable[tuple[Row | None, Row | None]]) -> Delta:
         total = Delta()
         for before, after in pairs:
-            total.add(self.change(before, after))
+            self.change(before, after, total)
         return total
 
 

@@ -4,17 +4,17 @@ python-mysql-replication decodes each value through several generic Python calls
 reads, bitmap tests, name lookups, NULL-source bookkeeping): ~70 us per row on these
 machines, most of sync's time. This module reads a rows event's body in one piece and decodes
 each column with a small function chosen once per table map (``struct`` on a bytes buffer),
-giving the same Python values the library gives (ints, floats, Decimal, bytes or str,
-date/datetime/timedelta, or the text of a zero date), which ``binlog_values`` then encodes
-exactly as before. Column types it does not know (MySQL's binary JSON, the pre-5.6 TIME)
-make ``decoder_for`` return None, and the reader falls back to the library for that table.
+giving the same Python values the library gives (ints, floats, bytes or str, timedelta...),
+which ``binlog_values`` then encodes exactly as before — except DECIMAL, DATE and DATETIME,
+decoded straight to their text (the encoders pass bytes through). Column types it does not
+know (MySQL's binary JSON, the pre-5.6 TIME) make ``decoder_for`` return None, and the
+reader falls back to the library for that table.
 tests/sync/test_binlog_values.py checks both paths against the snapshot for every type.
 """
 
 from __future__ import annotations
 
 import datetime
-import decimal
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -98,8 +98,9 @@ def _decimal(precision: int, scale: int) -> Decode:
         if sizes[rest_frac]:
             value = int.from_bytes(raw[pos : pos + sizes[rest_frac]], "big")
             frac.append(f"{value:0{rest_frac}d}")
-        text = ("-" if negative else "") + ("".join(parts) or "0") + "." + "".join(frac)
-        return decimal.Decimal(text), off + size
+        whole = "".join(parts).lstrip("0") or "0"
+        text = ("-" if negative else "") + whole + ("." + "".join(frac) if scale else "")
+        return text.encode(), off + size  # as format(Decimal, "f") writes it
 
     return read
 
@@ -120,12 +121,10 @@ def _datetime2(fsp: int) -> Decode:
         ymd, hms = v >> 17, v % (1 << 17)
         year, month = divmod(ymd >> 5, 13)
         day, hour, minute, second = ymd % 32, hms >> 12, (hms >> 6) % 64, hms % 64
-        try:
-            value: Any = datetime.datetime(year, month, day, hour, minute, second, micro)
-        except ValueError:  # a zero or partly-zero date: its text
-            frac = f".{micro:06d}"[: fsp + 1] if fsp else ""
-            value = f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}{frac}"
-        return value, off + 5 + size
+        text = b"%04d-%02d-%02d %02d:%02d:%02d" % (year, month, day, hour, minute, second)
+        if fsp:
+            text += (b".%06d" % micro)[: fsp + 1]
+        return text, off + 5 + size  # zero and partly-zero dates too, as MySQL prints them
 
     return read
 
@@ -171,11 +170,7 @@ def _time2(fsp: int) -> Decode:
 
 def _date(buf: bytes, off: int) -> tuple[Any, int]:
     v = int.from_bytes(buf[off : off + 3], "little")
-    year, month, day = v >> 9, (v >> 5) & 15, v & 31
-    try:
-        return datetime.date(year, month, day), off + 3
-    except ValueError:
-        return f"{year:04d}-{month:02d}-{day:02d}", off + 3
+    return b"%04d-%02d-%02d" % (v >> 9, (v >> 5) & 15, v & 31), off + 3
 
 
 def _year(buf: bytes, off: int) -> tuple[Any, int]:

@@ -63,6 +63,8 @@ def _fraction(micro: int, fsp: int) -> str:
 
 
 def datetime_text(value: Any, fsp: int) -> bytes:
+    if isinstance(value, bytes):  # already the text (binlog_rows' fast path)
+        return value
     if isinstance(value, str):  # a zero or partly-zero date, as patch_zero_dates gives it
         return value.encode()
     v: datetime.datetime = value
@@ -82,6 +84,8 @@ def timestamp_text(value: Any, fsp: int) -> bytes:
 
 
 def date_text(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
     if isinstance(value, str):
         return value.encode()
     return f"{value.year:04d}-{value.month:02d}-{value.day:02d}".encode()
@@ -123,8 +127,8 @@ def float_text(value: float) -> bytes:
     return float32_text(repr(float(value)).encode())
 
 
-def decimal_text(value: decimal.Decimal) -> bytes:
-    return format(value, "f").encode()
+def decimal_text(value: decimal.Decimal | bytes) -> bytes:
+    return value if isinstance(value, bytes) else format(value, "f").encode()
 
 
 def text_bytes(value: Any) -> bytes:
