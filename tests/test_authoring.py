@@ -231,6 +231,23 @@ def test_loader_reports_an_error_in_every_table_at_once(tmp_path: Path) -> None:
     ]
 
 
+def test_loader_reports_every_mistaken_key_of_a_table(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "version: 1\ntables:\n  emp:\n    indexs: [a]\n    as: hashes\n"
+        "    counter: 'emp:{id}'\n    sorted: [{key: top}]\n    dept:\n"
+    )
+    report = validate(path, environ={})
+    got = {p.path: p for p in report.errors}
+    assert sorted(got) == [
+        "tables.emp.as", "tables.emp.counter", "tables.emp.dept", "tables.emp.indexs",
+        "tables.emp.sorted[0]",
+    ]  # fmt: skip
+    assert got["tables.emp.indexs"].hint == "did you mean 'indexes'?"
+    assert got["tables.emp.dept"].hint == "if 'dept' is a table, indent it as much as 'emp'"
+    assert "'score' is required" in got["tables.emp.sorted[0]"].message
+
+
 def test_yaml_indentation_mistakes_get_a_hint(tmp_path: Path) -> None:
     cases = {
         # a table setting one level too far left: read as a table named 'indexes'

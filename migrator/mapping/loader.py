@@ -249,6 +249,8 @@ class _Builder:
                 tables.append(self.table(str(tname), tbody, f"tables.{tname}", options))
             except MappingError as e:
                 errors.append(e)
+            except MappingErrors as e:
+                errors.extend(e.errors)
         if errors:
             raise MappingErrors(errors) if len(errors) > 1 else errors[0]
         return Mapping(
@@ -284,58 +286,68 @@ class _Builder:
         return Options(separator=sep, nulls="omit", batch_size=batch, ignore=tuple(ignore))
 
     def table(self, name: str, body: Any, path: str, options: Options) -> Table:
+        """One table; every key's first error is reported, not only the table's first."""
         if name in TABLE_KEYS and body is not None and not isinstance(body, dict):
             raise self.error(path, f"'{name}' is a table setting, not a table", MISPLACED)
-        if isinstance(body, dict):
-            for key, value in body.items():
-                if (
-                    key not in TABLE_KEYS
-                    and isinstance(value, dict)
-                    and not suggest(key, TABLE_KEYS)
-                ):
-                    raise self.error(
-                        f"{path}.{key}",
-                        f"unknown key '{key}'; expected one of: {', '.join(TABLE_KEYS)}",
-                        f"if '{key}' is a table, indent it as much as '{name}'",
-                    )
-        d = self.dict_of(body, path, TABLE_KEYS)
-        kind = d.get("as", "hash")
-        if kind not in KINDS:
-            raise self.error(
-                f"{path}.as", f"unknown 'as: {kind}'; expected one of: {', '.join(KINDS)}",
-                suggest(kind, KINDS),
-            )  # fmt: skip
-        counter: Template | bool | None = None
-        if "counter" in d:
-            raw = d["counter"]
-            if raw is False:
-                counter = False
-            elif raw is True or raw is None:
-                counter = None
-            else:
-                counter = self.template(raw, f"{path}.counter")
-                if not counter.is_literal:
-                    raise self.error(
-                        f"{path}.counter",
-                        "a counter key cannot have placeholders (one counter per table)",
-                        f"write a fixed name such as '{name}:id', or 'counter: false'",
-                    )
-        return Table(
-            name=name,
-            primary_key=self.names(d["primary_key"], f"{path}.primary_key")
-            if d.get("primary_key") is not None
-            else None,
-            key=self.template(d["key"], f"{path}.key") if d.get("key") is not None else None,
-            kind=kind,
-            columns=self._columns(d, path),
-            counter=counter,  # type: ignore[arg-type]
-            unique=self.each(d, "unique", path, self.unique),
-            indexes=self.each(d, "indexes", path, self.index),
-            references=self.each(d, "references", path, self.reference),
-            sorted=self.each(d, "sorted", path, self.sorted),
-            latest=self.each(d, "latest", path, self.latest),
-            sets=self.each(d, "sets", path, self.set_spec),
+        d = body if isinstance(body, dict) else self.dict_of(body, path, TABLE_KEYS)
+        errors = [
+            self.unknown_table_key(name, path, k, v) for k, v in d.items() if k not in TABLE_KEYS
+        ]
+        fields: dict[str, Any] = {}
+
+        def parse(field: str, read: Callable[[], Any]) -> None:
+            try:
+                fields[field] = read()
+            except MappingError as e:
+                errors.append(e)
+
+        def optional(key: str, read: Callable[[Any, str], Any]) -> Callable[[], Any]:
+            return lambda: read(d[key], f"{path}.{key}") if d.get(key) is not None else None
+
+        parse("kind", lambda: self.kind(d.get("as", "hash"), f"{path}.as"))
+        parse("primary_key", optional("primary_key", self.names))
+        parse("key", optional("key", self.template))
+        parse("columns", lambda: self._columns(d, path))
+        parse("counter", lambda: self.counter(d, path, name))
+        for key, read in (
+            ("unique", self.unique), ("indexes", self.index), ("references", self.reference),
+            ("sorted", self.sorted), ("latest", self.latest), ("sets", self.set_spec),
+        ):  # fmt: skip
+            parse(key, lambda key=key, read=read: self.each(d, key, path, read))  # type: ignore[misc]
+        if errors:
+            raise errors[0] if len(errors) == 1 else MappingErrors(errors)
+        return Table(name=name, **fields)
+
+    def unknown_table_key(self, table: str, path: str, key: Any, value: Any) -> MappingError:
+        hint = suggest(key, TABLE_KEYS)
+        if hint is None and (value is None or isinstance(value, dict)):
+            hint = f"if '{key}' is a table, indent it as much as '{table}'"
+        expected = ", ".join(TABLE_KEYS)
+        return self.error(
+            f"{path}.{key}", f"unknown key '{key}'; expected one of: {expected}", hint
         )
+
+    def kind(self, value: Any, path: str) -> str:
+        if value not in KINDS:
+            raise self.error(
+                path, f"unknown 'as: {value}'; expected one of: {', '.join(KINDS)}",
+                suggest(value, KINDS),
+            )  # fmt: skip
+        return str(value)
+
+    def counter(self, d: dict[str, Any], path: str, name: str) -> Template | bool | None:
+        if "counter" not in d or d["counter"] is True or d["counter"] is None:
+            return None
+        if d["counter"] is False:
+            return False
+        counter = self.template(d["counter"], f"{path}.counter")
+        if not counter.is_literal:
+            raise self.error(
+                f"{path}.counter",
+                "a counter key cannot have placeholders (one counter per table)",
+                f"write a fixed name such as '{name}:id', or 'counter: false'",
+            )
+        return counter
 
     def _columns(self, d: dict[str, Any], path: str) -> tuple[str, ...] | None:
         if "columns" not in d or d["columns"] is None:
