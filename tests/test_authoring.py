@@ -156,6 +156,11 @@ def test_duplicate_declared_keys_are_reported_by_migrate_and_verify(
         SIGNUPS_SQL + "INSERT INTO wp_signups VALUES ('k1', 'dup', 'y'), ('k2', 'x', 'z');"
     )
     path = by_hand(mysql_db, tmp_path)
+    checked = cli("validate", str(path))
+    assert checked.returncode == 0, checked.stderr
+    said = " ".join(checked.stderr.split())
+    assert "2 keys of wp_signups shared by several rows today (2 rows beyond one" in said
+    assert "GROUP BY `activation_key` HAVING COUNT(*) > 1" in said
     done = cli("migrate", str(path), "--target", redis_url, "--json")
     assert done.returncode == 1, done.stderr
     (table,) = json.loads(done.stdout)["tables"]

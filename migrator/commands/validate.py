@@ -7,8 +7,16 @@ from typing import Any
 
 from migrator.errors import MappingError, MappingErrors
 from migrator.mapping.loader import load_mapping
-from migrator.mapping.validate import ValidateReport, check_schema, problem_from
-from migrator.source.mysql import Source
+from migrator.mapping.model import Mapping
+from migrator.mapping.schema import Schema
+from migrator.mapping.validate import (
+    Problem,
+    ValidateReport,
+    check_schema,
+    plural,
+    problem_from,
+)
+from migrator.source.mysql import Source, shared_keys_query
 from migrator.urls import mask_source
 
 
@@ -34,6 +42,38 @@ def validate(
         return report
     with Source(url) as src:
         schema = src.schema()
-    report.source = mask_source(url)
-    report.problems += check_schema(mapping, schema)
+        report.source = mask_source(url)
+        report.problems += check_schema(mapping, schema)
+        report.problems += shared_keys(mapping, schema, src, report.problems)
     return report
+
+
+def shared_keys(
+    mapping: Mapping, schema: Schema, src: Source, problems: list[Problem]
+) -> list[Problem]:
+    """For each declared primary_key MySQL does not keep unique (validate warns of it): the
+    keys that rows share today, and the SQL that lists them."""
+    out = []
+    for table in mapping.tables:
+        path = f"tables.{table.name}"
+        ts = schema.tables.get(table.name)
+        pk = table.primary_key
+        if ts is None or pk is None or table.kind == "none" or ts.is_unique(pk):
+            continue
+        if any(p.level == "error" and p.path.startswith(path) for p in problems):
+            continue  # unknown columns: nothing to count with
+        keys, rows = src.shared_keys(table.name, [ts.column(c) for c in pk])
+        if keys:
+            where = f"{path}.primary_key"
+            out.append(
+                Problem(
+                    "warning",
+                    f"{plural(keys, 'key')} of {table.name} shared by several rows today "
+                    f"({plural(rows, 'row')} beyond one per key would be overwritten)",
+                    where,
+                    mapping.file,
+                    mapping.line_of(where),
+                    f"list them with: {shared_keys_query(table.name, pk)}",
+                )
+            )
+    return out
