@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -75,6 +76,11 @@ def template_regex(template: Template) -> re.Pattern[bytes]:
             seen.add(p)
             out.append(b"(?P<g%d>.*)" % p)
     return re.compile(b"".join(out), re.DOTALL)
+
+
+def _loose(template: Template) -> bytes:
+    """The template's regex without groups (every placeholder ``.*``), for alternations."""
+    return b"".join(re.escape(p.encode()) if isinstance(p, str) else b".*" for p in template.parts)
 
 
 def invert(template: Template, key: bytes) -> dict[str, bytes] | None:
@@ -135,9 +141,19 @@ class KeySpace:
         self.compiled = {p: p.regex() for p in self.all}
         self.tables = [plan.table.name for plan in plans]
         self.seps = seps = {plan.table.name: plan.sep for plan in plans}
-        # most specific first; the head is checked before the regex (most keys fail there)
+        # most specific first: one regex of alternatives tried in that order, so one C call
+        # classifies a key (a placeholder used twice is checked again with its own regex)
         self.ordered = sorted(self.all, key=lambda p: -p.literal_chars)
-        self._tests = [(p.head, self.compiled[p].fullmatch, p) for p in self.ordered]
+        self._classify = re.compile(
+            b"|".join(b"(?P<p%d>%b)" % (i, _loose(p.template)) for i, p in enumerate(self.ordered)),
+            re.DOTALL,
+        ).fullmatch
+        self._exact_repeats = {
+            f"p{i}": self.compiled[p].fullmatch
+            for i, p in enumerate(self.ordered)
+            if len(p.template.columns) < sum(isinstance(x, int) for x in p.template.parts)
+        }
+        self._by_group = {f"p{i}": p for i, p in enumerate(self.ordered)}
         spaces: dict[bytes, str] = {}
         for p in self.all:
             ns = namespace(p, seps[p.table])
@@ -146,20 +162,30 @@ class KeySpace:
         #: namespace -> table, longest first
         self.spaces = sorted(spaces.items(), key=lambda kv: -len(kv[0]))
         self.exact = {p.template.text.encode(): p for p in self.all if p.template.is_literal}
-        self.ignore = [glob_regex(g) for g in ignore]
+        globs = [glob_regex(g).pattern for g in ignore]
+        self._ignore = re.compile(b"|".join(globs), re.DOTALL).fullmatch if globs else None
 
     # -- one key -----------------------------------------------------------------------------
     def ignored(self, key: bytes) -> bool:
-        return key.startswith(TOOL_PREFIX) or any(g.fullmatch(key) for g in self.ignore)
+        return key.startswith(TOOL_PREFIX) or (
+            self._ignore is not None and self._ignore(key) is not None
+        )
 
     def owner(self, key: bytes) -> tuple[str, KeyPattern | None] | None:
         """(table, the most specific pattern the key fits, or None when it fits none but lies
         in the table's key space); None when the key is not the mapping's."""
         if self.ignored(key):
             return None
-        for head, fits, p in self._tests:
-            if key.startswith(head) and fits(key):
+        m = self._classify(key)
+        if m is not None:
+            group = m.lastgroup or ""
+            exact = self._exact_repeats.get(group)
+            if exact is None or exact(key):
+                p = self._by_group[group]
                 return p.table, p
+            for p in self.ordered:  # a repeated placeholder differed: the slow way
+                if self.compiled[p].fullmatch(key):
+                    return p.table, p
         for ns, table in self.spaces:
             if key.startswith(ns):
                 return table, None
@@ -168,6 +194,34 @@ class KeySpace:
     def invert(self, pattern: KeyPattern, key: bytes) -> dict[str, bytes] | None:
         """The placeholder values a key was rendered from (None if it does not match)."""
         return invert(pattern.template, key)
+
+    def tally(
+        self, keys: Sequence[bytes], tables: Iterable[str]
+    ) -> tuple[Counter[str], list[tuple[bytes, str, KeyPattern | None]]]:
+        """For a page of scanned keys: how many per-row keys each of ``tables`` owns, and every
+        other key those tables own (with its table and pattern, None when it fits none). The
+        per-row keys, nearly all of a page, are classified and counted without a Python step
+        per key beyond one regex call (verify's stale-key scan of a million keys)."""
+        wanted = set(tables)
+        rows = {f"p{i}": p.table for i, p in enumerate(self.ordered)
+                if p.family == "row" and p.table in wanted
+                and f"p{i}" not in self._exact_repeats}  # fmt: skip
+        keys = [k for k in keys if not k.startswith(TOOL_PREFIX)]
+        if self._ignore is not None:
+            ignore = self._ignore
+            keys = [k for k in keys if ignore(k) is None]
+        classify = self._classify
+        groups = [m.lastgroup if m is not None else None for m in map(classify, keys)]
+        counts: Counter[str] = Counter()
+        for group, n in Counter(groups).items():
+            if group in rows:
+                counts[rows[group]] += n
+        others = []
+        for key in [k for k, g in zip(keys, groups) if g not in rows]:
+            got = self.owner(key)
+            if got is not None and got[0] in wanted:
+                others.append((key, got[0], got[1]))
+        return counts, others
 
     # -- SCAN --------------------------------------------------------------------------------
     def globs(self, tables: Iterable[str] | None = None) -> list[str]:

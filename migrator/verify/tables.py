@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -97,10 +98,11 @@ class Checker:
                 return
         t0 = time.perf_counter()
         by_name = {tv.name: tv for tv in verifiers}
-        rows: dict[str, int] = dict.fromkeys(by_name, 0)
-        scanned = scan_space(self.reader.client, self.space, list(by_name))
-        for page in self.space.owned(scanned, list(by_name)):
-            for key, table, p in page:
+        rows: Counter[str] = Counter()
+        for page in scan_space(self.reader.client, self.space, list(by_name)):
+            counted, others = self.space.tally(page, by_name)
+            rows.update(counted)
+            for key, table, p in others:
                 tv = by_name[table]
                 if p is None:
                     tv.stray(key, "(fits none of the table's key patterns)")
