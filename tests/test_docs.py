@@ -178,3 +178,25 @@ def test_json_shapes_in_commands_md_are_real(
     assert outputs[3]["tables"][0]["examples"]
     for documented, actual in zip(shapes, outputs):
         _documented_keys_exist(documented, actual)
+
+
+def test_nothing_in_the_repository_cites_documents_outside_it() -> None:
+    """Code, tests, scripts and docs cite docs/ (the design documents beside the repository
+    are not shipped): no section numbers of a spec, no paths into ../shared."""
+    own = {"tests/test_docs.py", "tests/test_scaffold.py"}  # they assert the absence
+    cited = re.compile(r"\bSPEC\b|\.\./shared|shared/(?:SPEC|notes|seeds|testdata)")
+    found = []
+    for path in REPO.rglob("*"):
+        rel = path.relative_to(REPO).as_posix()
+        if (
+            not path.is_file()
+            or path.suffix
+            not in {".py", ".md", ".yaml", ".yml", ".toml", ".sh", ".sql", ".cfg", ""}
+            or rel in own
+            or rel.startswith(("tests/data/", ".venv/", ".git/", "dist/", "build/"))
+            or ".egg-info/" in rel
+        ):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        found += [f"{rel}: {m.group(0)}" for m in cited.finditer(text)]
+    assert not found

@@ -2,7 +2,7 @@
 move every structure of the table from the old row's state to the new one's.
 
 Rows have the snapshot's shape (``TablePlan.select`` order, values already the Redis text of
-SPEC section 3), so keys and values are byte-identical to what ``migrate`` writes: every key
+docs/values.md), so keys and values are byte-identical to what ``migrate`` writes: every key
 below comes from the ``TablePlan``'s own compiled key functions.
 
 Each structure contributes *entries* for a row, ``(type, key, sub) -> value``:

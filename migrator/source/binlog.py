@@ -190,7 +190,7 @@ def ddl_table(query: str, schema: str, database: str, tables: Sequence[str]) -> 
 
 def patch_zero_dates() -> None:
     """Make the library return zero and partly-zero dates (``0000-00-00``, ``2020-00-15``)
-    as their text instead of None, so they are written as MySQL prints them (SPEC 3), and
+    as their text instead of None, so they are written as MySQL prints them (docs/values.md), and
     read negative TIME(n) fractions right. Patches its DATE, DATETIME, DATETIME2 and TIME2
     readers (python-mysql-replication 1.0.x; tests/sync/test_binlog_values.py checks them)."""
     cls: Any = _row_event.RowsEvent

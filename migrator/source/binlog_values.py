@@ -1,4 +1,4 @@
-"""Binary-log values -> the Redis text the snapshot writes for them (SPEC section 3).
+"""Binary-log values -> the Redis text the snapshot writes for them (docs/values.md).
 
 The snapshot reads MySQL's text protocol (``migrator.source.mysql``), so a value arrives as
 the bytes the server prints. python-mysql-replication decodes the binary log into Python

@@ -1,5 +1,5 @@
-"""The binary log's values, encoded, are the very bytes the snapshot writes (SPEC 3): the same
-rows read both ways from a private MariaDB with the row binary log."""
+"""The binary log's values, encoded, are the very bytes the snapshot writes (docs/values.md): the
+same rows read both ways from a private MariaDB with the row binary log."""
 
 from __future__ import annotations
 
