@@ -120,6 +120,7 @@ def test_schema_allows_exactly_the_loaders_keys() -> None:
 
     assert keys(schema) == set(loader.TOP_KEYS)
     assert keys(defs["options"]) == set(loader.OPTION_KEYS)
+    assert keys(defs["options"]["properties"]["retries"]) == set(loader.RETRY_KEYS)
     assert keys(defs["table"]) == set(loader.TABLE_KEYS)
     # the object forms' keys, as loader._Builder spells them
     assert keys(defs["unique"]) == {"columns", "key"}
@@ -197,6 +198,16 @@ DOCUMENTS: list[Any] = [
     {**BASE, "options": {"ignore": "acct:*"}},
     {**BASE, "options": {"ignore": [""]}},
     {**BASE, "options": {"ignore": [1]}},
+    {**BASE, "options": {"retries": None}},
+    {**BASE, "options": {"retries": {"attempts": 3, "backoff": 0.1, "max_backoff": 2}}},
+    {**BASE, "options": {"retries": {"attempts": 0, "backoff": 0, "max_backoff": 0.5}}},
+    {**BASE, "options": {"retries": {"attempts": -1}}},
+    {**BASE, "options": {"retries": {"attempts": 1.5}}},
+    {**BASE, "options": {"retries": {"attempts": True}}},
+    {**BASE, "options": {"retries": {"backoff": -1}}},
+    {**BASE, "options": {"retries": {"max_backoff": "10"}}},
+    {**BASE, "options": {"retries": {"tries": 3}}},
+    {**BASE, "options": {"retries": 3}},
     {**BASE, "options": []},
     table(primary_key="id"),
     table(primary_key=["a", "b"]),

@@ -8,7 +8,7 @@ import pytest
 
 from migrator.errors import MappingError
 from migrator.mapping.loader import expand_env, load_mapping, parse_mapping
-from migrator.mapping.model import Template
+from migrator.mapping.model import Retries, Template
 
 FULL = """\
 version: 1
@@ -79,6 +79,14 @@ def test_defaults_are_left_for_the_live_schema() -> None:
     assert emp.primary_key is None and emp.key is None and emp.columns is None
     assert emp.counter is None and emp.kind == "hash"
     assert m.options.separator == ":" and m.options.batch_size == 5000
+    assert m.options.retries == Retries(attempts=8, backoff=0.5, max_backoff=10.0)
+
+
+def test_retries_option() -> None:
+    m = parse_mapping(
+        "version: 1\noptions:\n  retries: {attempts: 3, backoff: 0.1}\ntables: {a: }\n"
+    )
+    assert m.options.retries == Retries(attempts=3, backoff=0.1, max_backoff=10.0)
 
 
 def test_env_expansion() -> None:
@@ -120,6 +128,10 @@ def test_template_placeholders_and_escapes() -> None:
         ("version: 1\ntables:\n  emp:\n    latest:\n      - key: l\n        order_by: d\n"
          "        limit: 0\n", "tables.emp.latest[0].limit", 7, ["positive integer"]),
         ("version: 2\ntables: {a: }\n", "version", 1, ["unsupported version"]),
+        ("version: 1\noptions:\n  retries:\n    attempts: -1\ntables: {a: }\n",
+         "options.retries.attempts", 4, ["whole number"]),
+        ("version: 1\noptions:\n  retries:\n    tries: 3\ntables: {a: }\n",
+         "options.retries.tries", 4, ["unknown key 'tries'"]),
         ("version: 1\ntables:\n  emp:\n    counter: 'emp:{id}'\n", "tables.emp.counter", 4,
          ["cannot have placeholders", "counter: false"]),
         ("tables: {a: }\n", "", None, ["'version' is required"]),

@@ -21,6 +21,7 @@ from migrator.mapping.model import (
     Mapping,
     Options,
     Reference,
+    Retries,
     SetSpec,
     Sorted,
     Table,
@@ -31,7 +32,8 @@ from migrator.mapping.model import (
 T = TypeVar("T")
 
 TOP_KEYS = ("version", "source", "target", "options", "tables")
-OPTION_KEYS = ("separator", "nulls", "batch_size", "ignore")
+OPTION_KEYS = ("separator", "nulls", "batch_size", "ignore", "retries")
+RETRY_KEYS = ("attempts", "backoff", "max_backoff")
 TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
     "references", "sorted", "latest", "sets",
@@ -283,7 +285,23 @@ class _Builder:
                 f"{path}.ignore",
                 f"expected a list of key globs such as ['acct:session:*'], got {ignore!r}",
             )
-        return Options(separator=sep, nulls="omit", batch_size=batch, ignore=tuple(ignore))
+        retries = self.retries(d.get("retries"), f"{path}.retries")
+        return Options(
+            separator=sep, nulls="omit", batch_size=batch, ignore=tuple(ignore), retries=retries
+        )
+
+    def retries(self, value: Any, path: str) -> Retries:
+        d = self.dict_of(value, path, RETRY_KEYS)
+        attempts = d.get("attempts", Retries.attempts)
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+            raise self.error(f"{path}.attempts", f"expected a whole number >= 0, got {attempts!r}")
+        seconds = {}
+        for key in ("backoff", "max_backoff"):
+            v = d.get(key, getattr(Retries, key))
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise self.error(f"{path}.{key}", f"expected seconds >= 0, got {v!r}")
+            seconds[key] = float(v)
+        return Retries(attempts, **seconds)
 
     def table(self, name: str, body: Any, path: str, options: Options) -> Table:
         """One table; every key's first error is reported, not only the table's first."""

@@ -75,12 +75,23 @@ def _glob_escape(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class Retries:
+    """How transient failures are retried (migrator/retry.py): ``attempts`` retries in a
+    row at most, waiting ``backoff`` seconds, doubled each time up to ``max_backoff``."""
+
+    attempts: int = 8
+    backoff: float = 0.5
+    max_backoff: float = 10.0
+
+
+@dataclass(frozen=True)
 class Options:
     separator: str = ":"
     nulls: Literal["omit"] = "omit"
     batch_size: int = 5000
     #: globs (Redis SCAN syntax) of keys under the mapping's key space that it does not own
     ignore: tuple[str, ...] = ()
+    retries: Retries = Retries()
 
 
 @dataclass(frozen=True)
