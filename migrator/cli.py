@@ -4,6 +4,8 @@ What it prints (messages, progress bars, report tables) is ``migrator.render``."
 
 from __future__ import annotations
 
+import os
+import shlex
 import signal
 import sys
 import threading
@@ -36,6 +38,7 @@ from migrator.render import (
     render_verify,
     say,
 )
+from migrator.urls import mask_source, mask_target
 
 app = typer.Typer(
     name="migrator",
@@ -116,7 +119,11 @@ def fail(e: MigratorError) -> None:
 
 def run(fn: Callable[[], int], resume: str | None = None) -> None:
     """Call a command, turning user errors into messages and exit codes. ``resume``: how
-    to continue after Ctrl-C, for a command that leaves work half done."""
+    to continue after Ctrl-C or SIGTERM (both stop it the same way, workers included), for a
+    command that leaves work half done."""
+    previous = signal.getsignal(signal.SIGTERM)
+    if resume is not None:
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         code = fn()
     except MigratorError as e:
@@ -126,6 +133,37 @@ def run(fn: Callable[[], int], resume: str | None = None) -> None:
         raise typer.Exit(130) from None
     else:
         raise typer.Exit(code)
+    finally:
+        if resume is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM: stop like Ctrl-C (workers too), then say how to resume
+
+
+def resume_command(mapping: str, options: dict[str, object]) -> str:
+    """The command that continues this run: every option that was given (those set through
+    their environment variable are left to it), ``--resume``, passwords masked with a note
+    to supply them again. ``options``: flag -> value (None or False: not given)."""
+    from_env = {"--source": "MIGRATOR_SOURCE_URL", "--target": "MIGRATOR_TARGET_URL",
+                "--workers": "MIGRATOR_WORKERS"}  # fmt: skip
+    words = ["migrator", "migrate", shlex.quote(mapping)]
+    masked = False
+    for flag, value in options.items():
+        if value is None or value is False:
+            continue
+        if flag in from_env and os.environ.get(from_env[flag]) == str(value):
+            continue
+        if value is True:
+            words.append(flag)
+            continue
+        text = str(value)
+        shown = {"--source": mask_source, "--target": mask_target}.get(flag, str)(text)
+        masked = masked or shown != text
+        words += [flag, shlex.quote(shown)]
+    command = " ".join([*words, "--resume"])
+    return command + (" (passwords are shown as ***: type them again)" if masked else "")
 
 
 @app.callback(invoke_without_command=True)
@@ -187,6 +225,17 @@ def migrate(
             "m.yaml --replace.",
         ),
     ] = False,
+    retries: Annotated[
+        int | None,
+        typer.Option(
+            "--retries",
+            metavar="N",
+            min=0,
+            help="Retries in a row of a transient failure (lost connection, deadlock, "
+            "LOADING...) before giving up with exit 3 (default: the mapping's "
+            "options.retries.attempts, else 8), e.g. --retries 20.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -198,6 +247,10 @@ def migrate(
     read in a snapshot of its own, taken when that range starts: every range is consistent
     in itself, but ranges and tables are not one moment. A run over an earlier one
     overwrites what changed and removes nothing: use verify --fix, or --replace."""
+    again = resume_command(mapping, {
+        "--source": source, "--target": target, "--tables": tables, "--batch-size": batch_size,
+        "--workers": workers, "--retries": retries, "--replace": replace, "--json": as_json,
+    })  # fmt: skip
 
     def go() -> int:
         with progress_bars() as progress:
@@ -205,14 +258,14 @@ def migrate(
                 mapping, source=source, target=target, tables=_tables(tables),
                 batch_size=batch_size, resume=resume, progress=progress, workers=workers,
                 replace=replace,
+                retries=retries, resume_command=again,
             )  # fmt: skip
         emit(report, as_json, render_migrate)
         return report.exit_code
 
     run(
         go,
-        resume="Redis holds the batches written so far (checkpointed); "
-        f"'migrator migrate {mapping} --resume' continues from there",
+        resume=f"Redis holds the batches written so far (checkpointed); to continue: {again}",
     )
 
 

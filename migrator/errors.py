@@ -79,3 +79,11 @@ class TargetError(MigratorError):
     """Redis refused a write (wrong type at a key, out of memory...)."""
 
     exit_code = EXIT_DIFFERENCE
+
+
+class TargetLost(MigratorError):
+    """The target no longer holds what this run wrote (restarted empty, flushed, failed over
+    to a replica that lacks writes). migrate reloads what is missing; when it cannot, this
+    stops the command with exit 3."""
+
+    exit_code = EXIT_CONNECT

@@ -12,6 +12,9 @@ class Progress(Protocol):
 
     def finish(self, table: str) -> None: ...
 
+    def note(self, table: str, message: str) -> None:
+        """Something worth seeing on the table's line: a retry, a reload after a loss."""
+
 
 class NullProgress:
     """Reports nothing."""
@@ -23,6 +26,9 @@ class NullProgress:
         pass
 
     def finish(self, table: str) -> None:
+        pass
+
+    def note(self, table: str, message: str) -> None:
         pass
 
 

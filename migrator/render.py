@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
@@ -87,7 +88,10 @@ def emit(report: R, as_json: bool, human: Callable[[R], None]) -> None:
 
 
 class RichProgress:
-    """One bar per table: rows, rows/s, ETA from the row estimate."""
+    """One bar per table: rows, rows/s, ETA from the row estimate; then the last note
+    (a retry, a reload after the target lost data), kept NOTE_SECONDS after rows move on."""
+
+    NOTE_SECONDS = 3.0
 
     def __init__(self, console: Console) -> None:
         # fits 80 columns: name, bar, rows done/total, rows/s, ETA (elapsed when wider)
@@ -99,9 +103,11 @@ class RichProgress:
             *([TimeElapsedColumn()] if console.width >= 100 else []),
             TextColumn("eta"),
             TimeRemainingColumn(),
+            TextColumn("{task.fields[note]}", style="yellow"),
         ]
         self.bars = Progress(*columns, console=console, transient=False)
         self.tasks: dict[str, TaskID] = {}
+        self.noted: dict[str, float] = {}
 
     def __enter__(self) -> RichProgress:
         self.bars.start()
@@ -111,9 +117,17 @@ class RichProgress:
         self.bars.stop()
 
     def start(self, table: str, total: int | None) -> None:
+        if table in self.tasks:  # started again (a reload after the target lost data)
+            self.bars.reset(self.tasks[table], total=total, rate="", done=_done(0, total))
+            return
         self.tasks[table] = self.bars.add_task(
-            escape(table), total=total, rate="", done=_done(0, total)
+            escape(table), total=total, rate="", done=_done(0, total), note=""
         )
+
+    def note(self, table: str, message: str) -> None:
+        if table in self.tasks:
+            self.noted[table] = time.monotonic()
+            self.bars.update(self.tasks[table], note=message[:60])
 
     def advance(self, table: str, rows: int) -> None:
         task_id = self.tasks[table]
@@ -124,6 +138,9 @@ class RichProgress:
         speed = task.speed
         done = _done(task.completed, task.total)
         self.bars.update(task_id, rate=f"{speed:,.0f}" if speed else "", done=done)
+        if table in self.noted and time.monotonic() - self.noted[table] > self.NOTE_SECONDS:
+            del self.noted[table]
+            self.bars.update(task_id, note="")
 
     def finish(self, table: str) -> None:
         task_id = self.tasks[table]
@@ -139,14 +156,21 @@ def _done(completed: float, total: float | None) -> str:
     return f"{completed:,.0f}/{total:,.0f}" if total else f"{completed:,.0f}"
 
 
+class NotesOnly(stages.NullProgress):
+    """Where bars cannot be drawn (stderr is no terminal): each note as a line on stderr."""
+
+    def note(self, table: str, message: str) -> None:
+        plain(f"note: {table}: {message}", to_stderr=True)
+
+
 @contextmanager
 def progress_bars(wanted: bool = True) -> Iterator[stages.Progress]:
-    """Bars on stderr when it is a terminal (and ``wanted``), else the silent default."""
+    """Bars on stderr when it is a terminal (and ``wanted``), else notes only."""
     if wanted and err.is_terminal:
         with RichProgress(err) as bars:
             yield bars
     else:
-        yield stages.NULL_PROGRESS
+        yield NotesOnly()
 
 
 def report_table(title: str, heads: Sequence[str], left: Sequence[str]) -> RichTable:

@@ -89,9 +89,13 @@ def test_resume_continues_after_the_checkpoint(
         "INSERT INTO e SELECT seq, CONCAT('n', seq) FROM seq_1_to_50;"
     )
     mapping = parse_mapping("version: 1\ntables:\n  e:\n", name="resumable")
-    # a run that stopped after row 30 had acknowledged batches up to there
-    Checkpoint(redis_client, "resumable").client.execute_command(
-        *Checkpoint(redis_client, "resumable").command("e", [b"30"], 30)
+    # a run that stopped after row 30 had acknowledged batches up to there: a whole run's
+    # checkpoint (marker and binding), its table state set back to row 30, the rows gone
+    migrate(mapping, source=mysql_db.url, target=redis_url)
+    redis_client.delete(*(k for k in redis_client.scan_iter() if not k.startswith(b"migrator:")))
+    marker, _ = Checkpoint(redis_client, "resumable").run()
+    redis_client.execute_command(
+        *Checkpoint(redis_client, "resumable", marker).command("e", [b"30"], 30)
     )
     report = migrate(mapping, source=mysql_db.url, target=redis_url, resume=True)
     (t,) = report.tables

@@ -1,25 +1,41 @@
-"""``migrator migrate``: load every mapped table into Redis (worker processes in parallel.py)."""
+"""``migrator migrate``: load every mapped table into Redis (worker processes in parallel.py).
+
+A run is bound to what it loads and guarded against a target that loses it (issue 10):
+
+* it starts by writing its marker and binding into the checkpoint (target/checkpoint.py):
+  the fingerprint of the resolved mapping (mapping/fingerprint.py) and the source's identity;
+  ``--resume`` refuses (exit 2) a checkpoint bound to something else, naming what changed;
+* transient failures are retried by policy (retry.py; ``options.retries``, ``--retries``);
+* when the target loses data mid-run (target/guard.py), every task is stopped, the run
+  continues from what the target still vouches for, and the report lists the recovery;
+  after ``attempts`` such losses it stops with exit 3.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
+from typing import Any
 
-from migrator.commands.parallel import default_workers, load_tables
+from migrator.commands.parallel import RANGE, default_workers, load_tables
 from migrator.commands.reports import MigrateReport
 from migrator.commands.session import load, opened, source_url, target_url
-from migrator.errors import ConnectError, MigratorError, TargetError
-from migrator.mapping.model import Mapping
+from migrator.errors import ConnectError, MigratorError, TargetError, TargetLost
+from migrator.mapping.fingerprint import changes, fingerprint
+from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
+from migrator.retry import Retrying
 from migrator.source.mysql import Source
 from migrator.target.checkpoint import Checkpoint, TableState
 from migrator.target.cluster import connect_any
 from migrator.target.cluster_sink import sink_for
+from migrator.target.guard import Guard, new_token, run_id
 from migrator.target.keys import remove_owned
-from migrator.target.sink import Client
+from migrator.target.sink import Client, transient
 from migrator.urls import mask_source, mask_target
 
 
@@ -34,6 +50,8 @@ def migrate(
     progress: Progress = NULL_PROGRESS,
     workers: int | None = None,
     replace: bool = False,
+    retries: int | None = None,
+    resume_command: str | None = None,
 ) -> MigrateReport:
     """Load every mapped table into Redis. Returns a report; raises MigratorError.
 
@@ -45,7 +63,9 @@ def migrate(
     min(4, CPUs). ``replace`` first removes every key the mapping owns (SCAN + UNLINK, never
     FLUSHDB; ``options.ignore`` and other mappings' keys stay), then loads; a ``--resume``
     of an interrupted replace finishes the removal first. Without it, a run over an earlier
-    one overwrites what changed but removes nothing (``report.notes`` says how to)."""
+    one overwrites what changed but removes nothing (``report.notes`` says how to).
+    ``retries`` overrides ``options.retries.attempts``; ``resume_command`` is how the
+    caller says to continue after a failure (default ``migrator migrate FILE --resume``)."""
 
     m = load(mapping)
     if batch_size is not None and batch_size < 1:
@@ -57,23 +77,17 @@ def migrate(
         workers = int(raw)
     if workers is not None and workers < 1:
         raise MigratorError("--workers must be at least 1", "e.g. --workers 2")
+    if retries is not None and retries < 0:
+        raise MigratorError("--retries must be 0 or more", "e.g. --retries 8")
+    policy = m.options.retries
+    if retries is not None:
+        policy = dataclasses.replace(policy, attempts=retries)
     size = batch_size or m.options.batch_size
+    again = resume_command or f"migrator migrate {m.file or 'MAPPING'} --resume"
     started = time.perf_counter()
     with opened(m, source, tables) as (src, resolved):
-        client = connect_any(target_url(m, target))
-        checkpoint = Checkpoint(client, m.name)
-        earlier = checkpoint.load()
-        state = earlier if resume else {}
-        if not resume:
-            checkpoint.clear()
+        src.retrying = Retrying(policy)
         n_workers = workers or default_workers(sum(r.schema.row_estimate for r in resolved))
-        common = {
-            "source": source_url(m, source),
-            "target": target_url(m, target),
-            "mapping": m.name,
-            "batch_size": size,
-            "snapshot": n_workers > 1,
-        }
         report = MigrateReport(
             mapping=m.file or m.name,
             source=mask_source(src.url),
@@ -81,17 +95,61 @@ def migrate(
             tables=[],
         )
         try:
+            client = connect_any(target_url(m, target))
+            run = {"mapping": fingerprint(m, resolved), "source": src.identity()}
+            checkpoint = Checkpoint(client, m.name)
+            earlier = checkpoint.load()
+            state = begin(checkpoint, run, resume, m)
+            report.recoveries = untrusted(src, client, checkpoint, resolved, state)
+            assert checkpoint.token is not None
+            guard = Guard(checkpoint.key, checkpoint.token, run_id(client))
+            guard.attach(client)
+        except (TargetError, ConnectError, TargetLost) as e:
+            raise partial(e, again) from None
+        common: dict[str, Any] = {
+            "source": source_url(m, source),
+            "target": target_url(m, target),
+            "mapping": m.name,
+            "batch_size": size,
+            "snapshot": n_workers > 1,
+            "retries": policy,
+            "token": checkpoint.token,
+            "run_id": guard.run_id,
+        }
+        for what in report.recoveries:
+            progress.note(what.split(":", 1)[0], what)
+        resumed = bool(state)
+        try:
             if (replace and not (resume and state)) or REPLACING in state:
                 report.removed = _replace(m, src, client, checkpoint, resolved, state)
             if n_workers == 1:
                 report.snapshot = src.snapshot()
-            report.tables = load_tables(
-                src, client, checkpoint, resolved, state, progress, n_workers, common
-            )
-        except (TargetError, ConnectError) as e:
-            raise partial(e, m) from None
+            losses = 0
+            while True:
+                try:
+                    report.tables = load_tables(
+                        src, client, checkpoint, resolved, state, progress, n_workers, common
+                    )
+                    break
+                except TargetLost as e:
+                    losses += 1
+                    if losses > policy.attempts:
+                        raise
+                    state, what = recover(client, checkpoint, guard, run, policy)
+                    report.recoveries.append(f"{e.message}; {what}")
+                    common["run_id"] = guard.run_id
+                    for r in resolved:
+                        progress.note(r.name, f"target lost data: {what}")
+        except (TargetError, ConnectError, TargetLost) as e:
+            raise partial(e, again) from None
         client.close()
-        report.consistency = consistency(report, n_workers, resumed=bool(state))
+        report.consistency = consistency(report, n_workers, resumed=resumed)
+        if src.retaken:  # the snapshot's connection was lost and taken again
+            report.consistency += (
+                f"; the connection to MySQL was lost {len(src.retaken)} time(s) and the "
+                f"snapshot taken again: rows read after that are as of "
+                f"{src.retaken[-1].describe()}"
+            )
         if earlier and not resume and not replace:
             report.rerun = True
             report.notes.append(rerun_note(m, earlier, resolved))
@@ -152,10 +210,113 @@ def rerun_note(m: Mapping, earlier: dict[str, TableState], resolved: list[Resolv
     )
 
 
-def partial(e: TargetError | ConnectError, m: Mapping) -> MigratorError:
+def begin(
+    checkpoint: Checkpoint, run: dict[str, Any], resume: bool, m: Mapping
+) -> dict[str, TableState]:
+    """The table states to start from: none for a fresh run (its marker and binding
+    written), else the checkpoint's, once it is proven bound to this mapping and source."""
+    if resume:
+        marker, was = checkpoint.run()
+        states = checkpoint.load()
+        if states and (marker is None or was is None):
+            raise MigratorError(
+                f"--resume refused: the checkpoint in the target ({checkpoint.key}) records "
+                "neither the mapping nor the source it was made for (an older migrator)",
+                f"start over without --resume: migrator migrate {m.file or 'MAPPING'}",
+            )
+        if marker is not None and was is not None:
+            refuse_changed(was, run, states, m)
+            bound = {**was, "source": run["source"]}
+            bound["mapping"] = {
+                "options": run["mapping"]["options"],
+                "tables": {**was["mapping"].get("tables", {}), **run["mapping"]["tables"]},
+            }
+            checkpoint.token = marker
+            checkpoint.bind(bound)
+            return states
+    checkpoint.begin(new_token(), run)
+    return {}
+
+
+def untrusted(
+    src: Source,
+    client: Client,
+    checkpoint: Checkpoint,
+    resolved: list[Resolved],
+    states: dict[str, TableState],
+) -> list[str]:
+    """Trust a table's checkpoint only while the target holds what it vouches for: the row
+    key of the last row it says was written (of the table's last row, once done). A table
+    whose key is missing (evicted, deleted, restored from elsewhere) loads again from its
+    start: its states are dropped here and in the target. Returns what was dropped, why."""
+    out = []
+    for r in resolved:
+        if r.table.kind == "none" or not set(r.key.columns) <= set(r.primary_key):
+            continue  # no row key made of the primary key alone to look for
+        own = {f: s for f, s in states.items() if f == r.name or f.startswith(r.name + RANGE)}
+        vouched = [s.after for s in own.values() if s.rows and s.after is not None]
+        state = own.get(r.name)
+        if state is not None and state.done:
+            pk = [r.schema.column(c) for c in r.primary_key]
+            vouched = [tuple(v or b"" for v in row) for row in src.latest(r.name, pk, pk[0], 1)]
+        keys = [row_key(r, after) for after in vouched]
+        missing = [k for k in keys if not client.exists(k)]
+        if missing:
+            for f in own:
+                del states[f]
+            checkpoint.forget(list(own))
+            out.append(
+                f"{r.name}: the checkpoint says rows up to {missing[0].decode(errors='replace')} "
+                "were written, but the target lacks that key: loading the table again"
+            )
+    return out
+
+
+def row_key(r: Resolved, pk: tuple[bytes, ...]) -> bytes:
+    values = {c: v.decode("utf-8", "surrogateescape") for c, v in zip(r.primary_key, pk)}
+    return r.key.render(values).encode("utf-8", "surrogateescape")
+
+
+def refuse_changed(
+    was: dict[str, Any], now: dict[str, Any], states: dict[str, TableState], m: Mapping
+) -> None:
+    """Exit 2 when the checkpoint was made for another source or another mapping."""
+    changed = []
+    if was.get("source") != now["source"]:
+        before, after = was.get("source") or {}, now["source"]
+        changed.append(
+            f"the source (was database '{before.get('database')}' on {before.get('server')}, "
+            f"now '{after['database']}' on {after['server']})"
+        )
+    tables = sorted({name.split(RANGE, 1)[0] for name in states})
+    changed += changes(was.get("mapping", {}), now["mapping"], tables)
+    if changed:
+        raise MigratorError(
+            "--resume refused: the checkpoint was made for another mapping or source; "
+            f"changed since: {'; '.join(changed)}",
+            f"start over without --resume (migrator migrate {m.file or 'MAPPING'}), "
+            "or resume with the mapping and source the checkpoint was made with",
+        )
+
+
+def recover(
+    client: Client, checkpoint: Checkpoint, guard: Guard, run: dict[str, Any], policy: Retries
+) -> tuple[dict[str, TableState], str]:
+    """After the target lost data: wait for it, then continue from what it still holds."""
+    guard.armed = False  # the next connections are expected to meet the new server
+
+    def reconcile() -> tuple[dict[str, TableState], str]:
+        states, what = checkpoint.reconcile(run)
+        guard.run_id = run_id(client)
+        return states, what
+
+    try:
+        return Retrying(policy).call(reconcile, transient, "Redis")
+    finally:
+        guard.armed = True
+
+
+def partial(e: MigratorError, again: str) -> MigratorError:
     """The same error, saying that Redis now holds part of the load and how to go on."""
-    then = (
-        "Redis holds the batches written before it (checkpointed); once fixed, "
-        f"'migrator migrate {m.file or 'MAPPING'} --resume' continues from there"
-    )
+    then = f"Redis holds the batches written before it (checkpointed); once fixed: {again}"
     return type(e)(e.message, f"{e.hint}; {then}" if e.hint else then)

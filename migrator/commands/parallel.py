@@ -7,17 +7,26 @@ worker, or a key that is not a single integer column, a table is one task whose 
 table's own name (the classic checkpoint). With N workers, a single integer key's MIN..MAX is
 split into N ranges, fields ``<table>#range:<after>:<until>``, all registered before any row
 is written, so that ``--resume`` finds the same ranges again whatever ``--workers`` it gets.
+The last range has no upper bound (``<table>#range:<after>:``): rows inserted after the
+split are loaded too.
 Tasks of all tables run in a pool: N-1 spawned processes plus a thread of this process. When
 a table's tasks are all done, its counter and latest lists are rebuilt once, and the table is
 marked done.
+
+Worker processes die with their parent: on Linux the kernel sends them SIGKILL when it dies
+(``PR_SET_PDEATHSIG``), elsewhere a watchdog thread sees the parent pid change; on Ctrl-C,
+SIGTERM or an error the parent terminates them (their writes are idempotent and a batch is
+checkpointed only once acknowledged, so a killed worker loses nothing ``--resume`` needs).
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,15 +45,18 @@ import sqlalchemy as sa
 
 from migrator.commands.reports import TableReport
 from migrator.mapping.kinds import Kind
+from migrator.mapping.model import Retries
 from migrator.mapping.resolve import Resolved
 from migrator.plan.finish import finish_commands
 from migrator.plan.planner import Stats, TablePlan
 from migrator.plan.values import converter
 from migrator.progress import Progress
+from migrator.retry import Retrying
 from migrator.source.mysql import Selector, Source, keyset_value
-from migrator.target.checkpoint import Checkpoint, TableState
+from migrator.target.checkpoint import Checkpoint, TableState, checkpoint_key
 from migrator.target.cluster import connect_any
 from migrator.target.cluster_sink import sink_for, writer_for
+from migrator.target.guard import Guard
 from migrator.target.sink import Client
 
 RANGE = "#range:"
@@ -63,14 +75,24 @@ class Task:
     mapping: str
     batch_size: int
     snapshot: bool  # read in a snapshot of its own (with N workers), else in the caller's
+    retries: Retries
+    token: str | None  # the run's marker (target/guard.py)
+    run_id: str  # the target server's run_id when the tasks were made ("" unknown)
 
     @property
     def split(self) -> bool:
         return self.field != self.resolved.name
 
 
-def run_task(task: Task, src: Source, client: Client, report: Callable[[int], None]) -> Stats:
-    """Load one task's rows; returns what they amounted to."""
+def run_task(
+    task: Task,
+    src: Source,
+    client: Client,
+    report: Callable[[int], None],
+    note: Callable[[str], None],
+    stop: threading.Event | None = None,
+) -> Stats:
+    """Load one task's rows; returns what they amounted to. ``note`` hears each retry."""
     resolved = task.resolved
     plan = TablePlan(resolved)
     cols = tuple(resolved.schema.column(n) for n in plan.select)
@@ -78,14 +100,16 @@ def run_task(task: Task, src: Source, client: Client, report: Callable[[int], No
     pk = resolved.primary_key
     kinds = [resolved.schema.column(c).kind for c in pk]
     after = None if task.after is None else [keyset_value(v, k) for v, k in zip(task.after, kinds)]
-    checkpoint = Checkpoint(client, task.mapping)
+    checkpoint = Checkpoint(client, task.mapping, task.token)
     if task.snapshot:
         src.snapshot()
-    writer = writer_for(client)
+    retrying = Retrying(task.retries, note, stop)
+    writer = writer_for(client, retrying)
     done, total = task.rows, Stats()
     batches = src.batches(
-        resolved.name, selector, pk, task.batch_size, after=after, until=task.until
-    )
+        resolved.name, selector, pk, task.batch_size, after=after, until=task.until,
+        retrying=retrying,
+    )  # fmt: skip
     try:
         for rows in batches:
             payload, count, stats = writer.pack(plan, rows)
@@ -105,7 +129,7 @@ def run_task(task: Task, src: Source, client: Client, report: Callable[[int], No
     if task.split:
         last.append(checkpoint.command(task.field, None, done, done=True))
     if last:
-        sink_for(client).write(last)
+        sink_for(client, retrying).write(last)
     return total
 
 
@@ -123,7 +147,8 @@ def tasks_for(
         tasks = []
         for f, s in ranges.items():
             if not s.done:
-                until = int(f.rsplit(":", 1)[1])
+                bound = f.rsplit(":", 1)[1]
+                until = int(bound) if bound else None  # the last range: open-ended
                 tasks.append(Task(resolved, f, s.after, until, s.rows, **common))
         return tasks, sum(s.rows for s in ranges.values())
     state = states.get(name)
@@ -133,14 +158,18 @@ def tasks_for(
     if not bounds:
         return [Task(resolved, name, None, None, 0, **common)], 0
     tasks = [
-        Task(resolved, f"{name}{RANGE}{a}:{u}", (str(a).encode(),), u, 0, **common)
+        Task(resolved, f"{name}{RANGE}{a}:{'' if u is None else u}", (str(a).encode(),), u, 0,
+             **common)
         for a, u in bounds
-    ]
+    ]  # fmt: skip
     return tasks, 0
 
 
-def _split(src: Source, resolved: Resolved, workers: int, batch_size: int) -> list[tuple[int, int]]:
-    """(after, until) ranges covering MIN..MAX of a single integer key, or [] to not split."""
+def _split(
+    src: Source, resolved: Resolved, workers: int, batch_size: int
+) -> list[tuple[int, int | None]]:
+    """(after, until) ranges covering MIN..MAX of a single integer key, the last one without
+    an upper bound (rows inserted meanwhile belong to it); or [] to not split."""
     pk = resolved.primary_key
     if workers < 2 or len(pk) != 1 or resolved.schema.column(pk[0]).kind is not Kind.INTEGER:
         return []
@@ -153,10 +182,11 @@ def _split(src: Source, resolved: Resolved, workers: int, batch_size: int) -> li
         return []
     lo, hi = int(lo_raw), int(hi_raw)
     step = max(1, (hi - lo + workers) // workers)
-    out, start = [], lo - 1
+    out: list[tuple[int, int | None]] = []
+    start = lo - 1
     while start < hi:
         until = min(hi, start + step)
-        out.append((start, until))
+        out.append((start, until if until < hi else None))
         start = until
     return out
 
@@ -166,10 +196,37 @@ _QUEUE: Any = None
 _OPEN: dict[str, Any] = {}
 
 
-def _init_worker(progress: Any) -> None:
+def _init_worker(progress: Any, parent: int) -> None:
     global _QUEUE
     _QUEUE = progress
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent(parent)
+
+
+#: prctl(2) option: the signal this process gets when its parent dies (Linux)
+PR_SET_PDEATHSIG = 1
+WATCHDOG_SECONDS = 0.5
+
+
+def die_with_parent(parent: int) -> None:
+    """End this process when ``parent`` dies: SIGKILL from the kernel on Linux, plus (on
+    every platform) a watchdog thread that sees the parent pid change."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl: the watchdog alone
+            pass
+    if os.getppid() != parent:  # died before we asked
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(WATCHDOG_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
 @contextmanager
@@ -193,8 +250,11 @@ def _in_worker(task: Task) -> Stats:
     client = _OPEN.get(task.target)
     if client is None:
         client = _OPEN[task.target] = connect_any(task.target)
+        if task.token is not None:
+            Guard(checkpoint_key(task.mapping), task.token, task.run_id).attach(client)
     name = task.resolved.name
-    return run_task(task, src, client, lambda n: _QUEUE.put((name, n)))
+    return run_task(task, src, client, lambda n: _QUEUE.put((name, n)),
+                    lambda text: _QUEUE.put((name, text)))  # fmt: skip
 
 
 class Pool:
@@ -210,7 +270,7 @@ class Pool:
         self.local = ThreadPoolExecutor(1, thread_name_prefix="migrate-task")
         self.remote = (
             ProcessPoolExecutor(
-                workers - 1, ctx, initializer=_init_worker, initargs=(self.progress,)
+                workers - 1, ctx, initializer=_init_worker, initargs=(self.progress, os.getpid())
             )
             if workers > 1
             else None
@@ -242,27 +302,57 @@ class Pool:
                 raise InterruptedError("stopped")
             self.progress.put((name, n))
 
-        return run_task(task, self.local_source, self.client, report)
+        def note(text: str) -> None:
+            self.progress.put((name, text))
 
-    def drain(self, advance: Callable[[str, int], None], timeout: float) -> None:
+        return run_task(task, self.local_source, self.client, report, note, self.stop)
+
+    def drain(self, advance: Callable[[str, int], None], note: Callable[[str, str], None],
+              timeout: float) -> None:  # fmt: skip
+        """Hand on what tasks reported: rows done (int) or a retry's note (str)."""
         while True:
             try:
-                name, n = (
+                name, what = (
                     self.progress.get(timeout=timeout) if timeout else self.progress.get_nowait()
                 )
             except queue.Empty:
                 return
-            advance(name, n)
+            if isinstance(what, str):
+                note(name, what)
+            else:
+                advance(name, what)
             timeout = 0.0
 
     def close(self, cancel: bool = False) -> None:
+        """Wait for the tasks to end; ``cancel``: stop them now (worker processes are
+        terminated, then killed if they outlive STOP_SECONDS)."""
         if cancel:
             self.stop.set()
         if self.remote is not None:
+            if cancel:
+                self._terminate()
             self.remote.shutdown(wait=True, cancel_futures=cancel)
         self.local.shutdown(wait=True, cancel_futures=cancel)
         if self.local_source is not None and self.own_source:
             self.local_source.close()
+
+    def _terminate(self) -> None:
+        # ProcessPoolExecutor has no public way to stop running tasks (3.14's
+        # terminate_workers()); its process table is the one handle on them
+        procs = list((getattr(self.remote, "_processes", None) or {}).values())
+        for p in procs:
+            with suppress(Exception):
+                p.terminate()
+        deadline = time.monotonic() + STOP_SECONDS
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                with suppress(Exception):
+                    p.kill()
+
+
+#: how long terminated workers get before SIGKILL
+STOP_SECONDS = 1.0
 
 
 def run_all(
@@ -271,9 +361,10 @@ def run_all(
     advance: Callable[[str, int], None],
     on_done: Callable[[Task, Stats], None],
     on_start: Callable[[Task], object] = lambda task: None,
+    note: Callable[[str, str], None] = lambda table, text: None,
 ) -> None:
-    """Run every task on the pool, reporting each start, progress and each finished task. On
-    an error the other running tasks are stopped (local) or left to finish their range."""
+    """Run every task on the pool, reporting each start, progress, retry and finished task.
+    On an error (or Ctrl-C) every other running task is stopped."""
     waiting = list(tasks)
     running: dict[Future[Stats], tuple[Task, bool]] = {}
     try:
@@ -286,13 +377,13 @@ def run_all(
                 on_start(waiting[0])
                 running[started[0]] = (waiting.pop(0), started[1])
             finished, _ = wait(list(running), timeout=0.05, return_when=FIRST_COMPLETED)
-            pool.drain(advance, 0.0 if finished else 0.05)
+            pool.drain(advance, note, 0.0 if finished else 0.05)
             for fut in finished:
                 task, remote = running.pop(fut)
                 on_done(task, fut.result())
                 if not remote:  # free only now: on_done may read the shared source
                     pool.local_busy = False
-        pool.drain(advance, 0.0)
+        pool.drain(advance, note, 0.0)
     except BaseException:
         pool.close(cancel=True)
         raise
@@ -343,13 +434,20 @@ def load_tables(
     started: dict[str, float] = {}
     tasks: list[Task] = []
 
+    def note(name: str, text: str) -> None:
+        reports[name].retries += 1
+        progress.note(name, text)
+
+    def sink(name: str) -> Any:
+        return sink_for(client, Retrying(common["retries"], lambda text: note(name, text)))
+
     def finish(name: str) -> None:
         r, report, total = by_name[name], reports[name], totals[name]
         rows = report.resumed_from + total.rows
         if common["snapshot"]:  # N workers: the end of the table as of now
             src.snapshot()
         commands = finish_commands(src, TablePlan(r), r)
-        sink_for(client).write([*commands, checkpoint.command(name, None, rows, done=True)])
+        sink(name).write([*commands, checkpoint.command(name, None, rows, done=True)])
         report.keys = total.all_keys + len({c[1] for c in commands if c[0] in ENDING_WRITES})
         report.rows, report.entries = total.rows, total.entries
         report.skipped, report.rejected = dict(total.skipped), dict(total.rejected)
@@ -370,7 +468,7 @@ def load_tables(
         own = {f: s for f, s in states.items() if f == name or f.startswith(name + RANGE)}
         table_tasks, report.resumed_from = tasks_for(src, r, own, workers, common)
         if not own and any(t.split for t in table_tasks):  # register the ranges first
-            sink_for(client).write([checkpoint.command(t.field, t.after, 0) for t in table_tasks])
+            sink(name).write([checkpoint.command(t.field, t.after, 0) for t in table_tasks])
         progress.start(name, r.schema.row_estimate or None)
         if report.resumed_from:
             progress.advance(name, report.resumed_from)
@@ -392,5 +490,6 @@ def load_tables(
         run_all(
             pool, tasks, progress.advance, on_done,
             on_start=lambda task: started.setdefault(task.resolved.name, time.perf_counter()),
+            note=note,
         )  # fmt: skip
     return [reports[r.name] for r in resolved]

@@ -24,6 +24,7 @@ class TableReport:
     # rows beyond one per such key (Redis holds one row per key)
     duplicate_keys: int = 0
     duplicate_rows: int = 0
+    retries: int = 0  # transient failures ridden out (retry.py)
 
     @property
     def rows_per_second(self) -> float:
@@ -43,6 +44,7 @@ class TableReport:
             "status": self.status,
             "duplicate_keys": self.duplicate_keys,
             "duplicate_rows": self.duplicate_rows,
+            "retries": self.retries,
         }
 
 
@@ -58,6 +60,7 @@ class MigrateReport:
     removed: int | None = None  # --replace: keys removed before the load
     rerun: bool = False  # Redis held an earlier run of this mapping
     notes: list[str] = field(default_factory=list)
+    recoveries: list[str] = field(default_factory=list)  # target losses reloaded (guard.py)
 
     @property
     def rows(self) -> int:
@@ -94,5 +97,7 @@ class MigrateReport:
             "rerun": self.rerun,
             "notes": self.notes,
             "duplicate_rows": self.duplicate_rows,
+            "retries": sum(t.retries for t in self.tables),
+            "recoveries": self.recoveries,
             "tables": [t.as_dict() for t in self.tables],
         }

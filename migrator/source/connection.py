@@ -69,3 +69,28 @@ def setup_session(dbapi_conn: Any, _record: Any) -> None:
             cursor.execute(statement)
     finally:
         cursor.close()
+
+
+#: MySQL/MariaDB errors worth a retry: the connection was lost or killed (2006, 2013, 2055,
+#: MariaDB 1927), the server was shutting down or full (1053, 1040), a query was interrupted
+#: (1317), a lock wait timed out or a deadlock was broken (1205, 1213); 2002/2003: the server
+#: does not answer (yet) when reconnecting
+TRANSIENT_CODES = {
+    1040: "too many connections", 1053: "the server is shutting down",
+    1205: "lock wait timeout", 1213: "deadlock", 1317: "query interrupted",
+    1927: "the connection was killed", 2002: "cannot connect", 2003: "cannot connect",
+    2006: "the server has gone away", 2013: "lost the connection", 2055: "lost the connection",
+}  # fmt: skip
+
+
+def transient(exc: BaseException) -> str | None:
+    """Why a failure of the source is worth a retry (``migrator.retry``), or None."""
+    if isinstance(exc, ConnectError):  # reconnecting after a loss; bounded by the policy
+        return exc.message
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()) or (None,))
+    code = args[0] if isinstance(args[0], int) else None
+    if code in TRANSIENT_CODES:
+        return f"{TRANSIENT_CODES[code]} ({code})"
+    if type(exc).__name__ == "InterfaceError":  # a connection the driver already closed
+        return "the connection is unusable"
+    return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,14 @@ from migrator.errors import ConnectError, MigratorError, SourceError
 from migrator.mapping.kinds import Kind
 from migrator.mapping.schema import Column, Schema
 from migrator.plan.values import Converter, converter
-from migrator.source.connection import connect_error, first_line, parse_url, setup_session
+from migrator.retry import Retrying
+from migrator.source.connection import (
+    connect_error,
+    first_line,
+    parse_url,
+    setup_session,
+    transient,
+)
 from migrator.source.drivers import raw_connect, unbuffered_cursor
 from migrator.source.introspect import read_schema
 from migrator.source.snapshot import Snapshot, start_snapshot
@@ -47,8 +55,11 @@ class Selector:
 class Source:
     """A read-only MySQL source."""
 
-    def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
+    def __init__(
+        self, url: str, *, connect_timeout: int = 10, retrying: Retrying | None = None
+    ) -> None:
         self.url = parse_url(url)
+        self.retrying = retrying or Retrying()  # transient failures of reads (retry.py)
         self.connect_timeout = connect_timeout
         self.engine: Engine = sa.create_engine(
             self.url,
@@ -60,6 +71,9 @@ class Source:
         self._raw: Any = None
         #: the snapshot every read on the raw connection sees (None: each query its own)
         self.taken: Snapshot | None = None
+        #: snapshots taken again after the connection holding the last one was lost
+        self.retaken: list[Snapshot] = []
+        self._resnapshot = False
 
     def __enter__(self) -> Source:
         return self
@@ -68,14 +82,23 @@ class Source:
         self.close()
 
     def close(self) -> None:
-        if self._raw is not None:
-            try:
-                self._raw.close()
-            except Exception:  # already gone
-                pass
-            self._raw = None
+        self._drop()
         self.taken = None
         self.engine.dispose()
+
+    def _lost(self) -> None:
+        """The raw connection failed (and is retried): forget it; a snapshot it held is
+        taken again on the next connection, at a later moment (``retaken``)."""
+        self._drop()
+        if self.taken is not None:
+            self._resnapshot = True
+
+    def _drop(self) -> None:
+        """Forget the raw connection (lost, or closing); the next read opens a new one."""
+        if self._raw is not None:
+            with suppress(Exception):  # already gone
+                self._raw.close()
+            self._raw = None
 
     @property
     def shown_url(self) -> str:
@@ -108,6 +131,9 @@ class Source:
         """A DBAPI connection with type conversion off: every value is bytes or None."""
         if self._raw is None:
             self._raw = raw_connect(self.url, self.connect_timeout)
+            if self._resnapshot:
+                self._resnapshot = False
+                self.retaken.append(self.snapshot())
         return self._raw
 
     def snapshot(self) -> Snapshot:
@@ -132,16 +158,40 @@ class Source:
         try:
             cursor.execute(str(compiled), _params(compiled, bound))
         except Exception as e:
-            cursor.close()
+            with suppress(Exception):
+                cursor.close()
+            if transient(e):
+                raise
             raise SourceError(f"query failed on the source: {first_line(e)}") from None
         return cursor
 
     def fetch_all(self, stmt: sa.sql.Executable) -> list[RawRow]:
-        cursor = self._execute(stmt)
-        try:
-            return [tuple(r) for r in cursor.fetchall()]
-        finally:
-            cursor.close()
+        """Every row of ``stmt``; a lost connection, deadlock... is retried (retry.py)."""
+
+        def once() -> list[RawRow]:
+            try:
+                cursor = self._execute(stmt)
+                try:
+                    return [tuple(r) for r in cursor.fetchall()]
+                finally:
+                    with suppress(Exception):
+                        cursor.close()
+            except Exception as e:
+                if transient(e):
+                    self._lost()
+                raise
+
+        return self.retrying.call(once, transient, "reading MySQL")
+
+    def identity(self) -> dict[str, str]:
+        """Which server and database this is (a checkpoint is bound to them):
+        ``@@server_uuid`` where there is one (MySQL), else host, port and ``@@server_id``."""
+        who = sa.text("SELECT @@hostname, @@port, @@server_id, DATABASE()")
+        host, port, server_id, db = (_text(v) for v in self.fetch_all(who)[0])
+        server = f"{host}:{port} (server_id {server_id})"
+        with suppress(SourceError):  # MariaDB has no server_uuid
+            server = _text(self.fetch_all(sa.text("SELECT @@server_uuid"))[0][0]) or server
+        return {"server": server, "database": db}
 
     def selector(self, table: str, names: Sequence[str]) -> Selector:
         ts = self.schema().tables[table]
@@ -229,10 +279,14 @@ class Source:
         after: Sequence[Any] | None = None,
         page_size: int | None = None,
         until: Any = None,
+        retrying: Retrying | None = None,
     ) -> Generator[list[RawRow], None, None]:
         """Rows in primary-key order, ``batch_size`` at a time, by keyset pagination:
         ``WHERE pk > :last ORDER BY pk LIMIT n`` (expanded for composite keys).
-        ``until`` (single-column keys) stops at ``pk <= until``, for key ranges of workers."""
+        ``until`` (single-column keys) stops at ``pk <= until``, for key ranges of workers.
+        A lost connection (``KILL``, a restart), a deadlock or a lock wait timeout is retried
+        as ``retrying`` says, on a new connection, from the last row handed out."""
+        retrying = retrying or self.retrying
         page_size = page_size or max(batch_size, 20000)
         t = sa.table(table, *(sa.column(n) for n in selector.names))
         pk_cols = [t.c[n] for n in pk]
@@ -252,31 +306,41 @@ class Source:
         nxt = base.where(keyset).compile(dialect=self.engine.dialect)
         last = list(after) if after is not None else None
         convert = selector.needs_conversion
+        failures = 0  # in a row, since rows last arrived
         while True:
             stmt = first if last is None else nxt
             bound = dict(stmt.params)
             bound["_limit"] = page_size
             if last is not None:
                 bound.update({f"_k{i}": v for i, v in enumerate(last)})
-            cursor = self.raw_connection().cursor(unbuffered_cursor(self.raw_connection()))
+            cursor = None
+            got = 0
             try:
+                cursor = self.raw_connection().cursor(unbuffered_cursor(self.raw_connection()))
                 cursor.execute(str(stmt), _params(stmt, bound))
-                got = 0
                 while True:
                     rows = cursor.fetchmany(batch_size)
                     if not rows:
                         break
                     got += len(rows)
+                    failures = 0
                     if convert:
                         rows = [_convert(r, selector) for r in rows]
                     last = [keyset_value(v, k) for v, k in zip(rows[-1], pk_kinds)]
                     yield rows
             except Exception as e:
-                if isinstance(e, GeneratorExit):
-                    raise
-                raise SourceError(f"reading {table} failed: {first_line(e)}") from None
+                reason = transient(e)
+                if reason is None:
+                    raise SourceError(f"reading {table} failed: {first_line(e)}") from None
+                cursor = None  # its connection is gone: closing it could block or raise
+                self._lost()
+                failures += 1
+                retrying.failed(failures, reason, f"reading {table} from MySQL")
+                continue  # the same page again, after the last row handed out
             finally:
-                cursor.close()
+                if cursor is not None:
+                    with suppress(Exception):
+                        cursor.close()
             if got < page_size:
                 return
 
@@ -322,3 +386,9 @@ def _expr(column: Column, t: Any = None) -> Any:
     if column.kind is Kind.FLOAT:
         return sa.type_coerce(col, sa.Float) + sa.literal_column("0e0")
     return col
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    return "" if value is None else str(value)

@@ -1,5 +1,11 @@
-"""Run state in Redis, under ``migrator:<mapping>:checkpoint``: per table, the last primary
-key of the last acknowledged batch, the rows done, and whether the table finished."""
+"""Run state in Redis, under ``migrator:<mapping>:checkpoint``: per table (or key range), the
+last primary key of the last acknowledged batch, the rows done, and whether it finished.
+
+Two fields belong to the run rather than to a table: ``@marker``, the run's random token,
+which every checkpoint write checks first (``guard.CHECKPOINT_SCRIPT``: a target that lost
+the marker lost the data it vouched for), and ``@run``, what the checkpoint is bound to (the
+fingerprint of the resolved mapping and of the source, JSON), which ``--resume`` compares.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from migrator.target.guard import CHECKPOINT_SCRIPT, MARKER, RUN, new_token
 from migrator.target.sink import Client
 
 Command = tuple[bytes, ...]
@@ -25,19 +32,57 @@ def checkpoint_key(mapping_name: str) -> str:
 
 
 class Checkpoint:
-    def __init__(self, client: Client, mapping_name: str) -> None:
+    def __init__(self, client: Client, mapping_name: str, token: str | None = None) -> None:
         self.client = client
         self.key = checkpoint_key(mapping_name)
+        self.token = token  # the run's marker: set, every checkpoint write checks it
 
     def clear(self) -> None:
         self.client.delete(self.key)
 
+    def begin(self, token: str, run: dict[str, Any]) -> None:
+        """Start afresh: no table state, this run's marker and binding."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.delete(self.key)
+        pipe.hset(self.key, mapping={MARKER: token, RUN: json.dumps(run, sort_keys=True)})
+        pipe.execute()
+        self.token = token
+
+    def bind(self, run: dict[str, Any]) -> None:
+        """Record what the checkpoint is bound to now (a resume keeps marker and tables)."""
+        self.client.hset(self.key, RUN, json.dumps(run, sort_keys=True))
+
+    def forget(self, fields: list[str]) -> None:
+        """Drop these tables' (or ranges') states: they load again from their start."""
+        if fields:
+            self.client.hdel(self.key, *fields)
+
+    def run(self) -> tuple[str | None, dict[str, Any] | None]:
+        """The marker and the binding found in the target (None where absent)."""
+        marker, run = self.client.hmget(self.key, [MARKER, RUN])
+        return (
+            marker.decode() if isinstance(marker, bytes) else marker,
+            json.loads(run) if run else None,
+        )
+
+    def reconcile(self, run: dict[str, Any]) -> tuple[dict[str, TableState], str]:
+        """After the target lost data: what it still vouches for, and what that means.
+        The run's marker is still there -> its checkpoint (data and checkpoint are an
+        ordered prefix of what was written); gone -> nothing (the run starts over)."""
+        marker, _ = self.run()
+        if self.token is not None and marker == self.token:
+            return self.load(), "continuing from the checkpoint the target still holds"
+        self.begin(self.token or new_token(), run)
+        return {}, "its data is gone: loading every table again"
+
     def load(self) -> dict[str, TableState]:
         out = {}
         for table, raw in self.client.hgetall(self.key).items():
+            name = table.decode() if isinstance(table, bytes) else str(table)
+            if name in (MARKER, RUN):
+                continue
             data: dict[str, Any] = json.loads(raw)
             after = data.get("after")
-            name = table.decode() if isinstance(table, bytes) else str(table)
             out[name] = TableState(
                 tuple(bytes.fromhex(v) for v in after) if after is not None else None,
                 int(data.get("rows", 0)),
@@ -48,11 +93,16 @@ class Checkpoint:
     def command(
         self, table: str, after: Sequence[bytes | None] | None, rows: int, done: bool = False
     ) -> Command:
-        """The HSET that records a table's progress; sent with the next batch, so it is only
-        written once every earlier batch was acknowledged."""
+        """The write that records a table's progress; sent with the next batch, so it is only
+        written once every earlier batch was acknowledged. With a marker it is a script that
+        writes only while the target still holds the run's marker (else ``-MIGRATORLOST``)."""
         state = {
             "after": [v.hex() for v in after if v is not None] if after is not None else None,
             "rows": rows,
             "done": done,
         }
-        return (b"HSET", self.key.encode(), table.encode(), json.dumps(state).encode())
+        value = json.dumps(state).encode()
+        if self.token is None:
+            return (b"HSET", self.key.encode(), table.encode(), value)
+        return (b"EVAL", CHECKPOINT_SCRIPT.encode(), b"1", self.key.encode(),
+                self.token.encode(), table.encode(), value)  # fmt: skip

@@ -33,9 +33,9 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from migrator.errors import ConnectError, MigratorError, TargetError
+from migrator.errors import ConnectError, MigratorError
 from migrator.plan.resp import resp
-from migrator.target.sink import Client, connect, refused
+from migrator.target.sink import Client, TransientReply, connect, refused
 from migrator.urls import mask_target
 
 Command = tuple[bytes, ...]
@@ -239,9 +239,10 @@ class Router:
                 self.refresh()
             time.sleep(min(0.05 * 2**round_, 1.0) if round_ else 0)
             todo = again
-        raise TargetError(
-            f"the Redis Cluster kept redirecting or refusing {len(todo)} command(s)",
-            "is it resharding or failing over? Try again once cluster_state is ok",
+        # a MOVED/TRYAGAIN storm: the caller's retry policy waits and sends the batch again
+        raise TransientReply(
+            f"the cluster kept redirecting or refusing {len(todo)} command(s) "
+            "(resharding or failing over?)"
         )
 
     def _ask_node(self, e: AskError) -> ClusterNode:

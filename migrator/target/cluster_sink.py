@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from redis.cluster import RedisCluster
 
+from migrator.retry import Retrying
 from migrator.target.cluster import Router, first_error
 from migrator.target.sink import BackgroundWriter, Client, PackedWriter, RedisSink, retry
 
@@ -21,15 +22,18 @@ Command = tuple[bytes, ...]
 class ClusterSink:
     """RedisSink for a cluster: each batch split per primary, every reply checked."""
 
-    def __init__(self, client: RedisCluster) -> None:
+    def __init__(self, client: RedisCluster, retrying: Retrying | None = None) -> None:
         self.client = client
         self.router = Router(client)
+        self.retrying = retrying
         self.commands_sent = 0
 
     def write(self, commands: Sequence[Command]) -> None:
         if not commands:
             return
-        replies = retry(lambda: self.router.send(commands), what="the Redis Cluster")
+        replies = retry(
+            lambda: self.router.send(commands), what="the Redis Cluster", retrying=self.retrying
+        )
         first_error(commands, replies)
         self.commands_sent += len(commands)
 
@@ -52,8 +56,11 @@ class ClusterWriter(BackgroundWriter):
 
     thread_name = "cluster-writer"
 
-    def __init__(self, client: RedisCluster, depth: int = 2) -> None:
+    def __init__(
+        self, client: RedisCluster, depth: int = 2, retrying: Retrying | None = None
+    ) -> None:
         self.router = Router(client)
+        self.retrying = retrying
         super().__init__(depth)
 
     def pack(self, plan: TablePlan, rows: Sequence[Row]) -> tuple[list[Command], int, Stats]:
@@ -62,18 +69,21 @@ class ClusterWriter(BackgroundWriter):
 
     def _deliver(self, payload: list[Command], count: int, pending: Command | None) -> None:
         commands = payload if pending is None else [pending, *payload]
-        replies = retry(lambda: self.router.send(commands), what="the Redis Cluster")
+        replies = retry(
+            lambda: self.router.send(commands), what="the Redis Cluster", retrying=self.retrying
+        )
         first_error(commands, replies)
 
 
-def writer_for(client: Client) -> Writer:
-    """The hot path's writer for this target."""
+def writer_for(client: Client, retrying: Retrying | None = None) -> Writer:
+    """The hot path's writer for this target; transient failures retried as ``retrying``
+    says (default policy when None)."""
     if isinstance(client, RedisCluster):
-        return ClusterWriter(client)
-    return PackedWriter(client)
+        return ClusterWriter(client, retrying=retrying)
+    return PackedWriter(client, retrying=retrying)
 
 
-def sink_for(client: Client) -> RedisSink | ClusterSink:
+def sink_for(client: Client, retrying: Retrying | None = None) -> RedisSink | ClusterSink:
     if isinstance(client, RedisCluster):
-        return ClusterSink(client)
-    return RedisSink(client)
+        return ClusterSink(client, retrying)
+    return RedisSink(client, retrying)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -16,6 +15,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from migrator.errors import ConnectError, MigratorError, TargetError
 from migrator.plan.resp import resp
+from migrator.retry import Retrying
+from migrator.target.guard import LOST_REPLY, lost
 from migrator.urls import mask_target
 
 Command = tuple[bytes, ...]
@@ -30,6 +31,10 @@ class Sink(Protocol):
     def write(self, commands: Sequence[Command]) -> None: ...
 
 
+def _loading(e: BaseException) -> str | None:
+    return "loading its data (LOADING)" if isinstance(e, redis.BusyLoadingError) else None
+
+
 def connect(url: str, *, timeout: float = 10.0) -> redis.Redis:
     """A checked Redis client; failures become ConnectError without the password."""
     try:
@@ -41,8 +46,8 @@ def connect(url: str, *, timeout: float = 10.0) -> redis.Redis:
             f"not a Redis URL: {mask_target(url)} ({e})",
             "write it as redis://[:password@]host:6379/0",
         ) from None
-    try:
-        client.ping()
+    try:  # a server still loading its data is waited for (bounded)
+        Retrying().call(client.ping, _loading, f"Redis at {mask_target(url)}")
     except redis.AuthenticationError:
         raise ConnectError(
             f"Redis at {mask_target(url)} refused the password",
@@ -58,25 +63,47 @@ def connect(url: str, *, timeout: float = 10.0) -> redis.Redis:
     return client
 
 
-def retry(fn: Callable[[], T], *, attempts: int = 5, what: str = "Redis") -> T:
-    """Run ``fn``, retrying only transient failures (dropped connections, timeouts)."""
-    delay = 0.2
-    for attempt in range(1, attempts + 1):
-        try:
-            return fn()
-        except (RedisConnectionError, RedisTimeoutError) as e:
-            if attempt == attempts:
-                raise ConnectError(f"lost the connection to {what}: {e}") from None
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
-    raise AssertionError("unreachable")
+#: error replies that say "not now" rather than "no": retried like a dropped connection
+TRANSIENT_REPLIES = ("LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN")
+
+
+#: error replies that decide a whole batch's fate, ahead of the first error
+URGENT = (LOST_REPLY.encode(), *(r.encode() for r in TRANSIENT_REPLIES))
+
+
+class TransientReply(RedisConnectionError):
+    """Redis answered an error that passes (``LOADING``, ``BUSY``, ``TRYAGAIN``...), or a
+    cluster kept redirecting: the batch is sent again after a pause."""
+
+
+def transient(exc: BaseException) -> str | None:
+    """Why a failure of the target is worth a retry (``migrator.retry``), or None."""
+    if isinstance(exc, TransientReply):
+        return str(exc).splitlines()[0]
+    if isinstance(exc, redis.BusyLoadingError):
+        return "loading its data (LOADING)"
+    if isinstance(exc, RedisTimeoutError):
+        return "timed out"
+    if isinstance(exc, RedisConnectionError | OSError):
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"connection lost ({first})"
+    if isinstance(exc, ResponseError) and str(exc).startswith(TRANSIENT_REPLIES):
+        return f"answered {str(exc).splitlines()[0]}"
+    return None
+
+
+def retry(fn: Callable[[], T], *, what: str = "Redis", retrying: Retrying | None = None) -> T:
+    """Run ``fn``, retrying transient failures (dropped connections, timeouts, LOADING...)
+    as ``retrying`` says (default: the default policy, silently); then ConnectError."""
+    return (retrying or Retrying()).call(fn, transient, what)
 
 
 class RedisSink:
     """Sends each batch as one packed pipeline (no MULTI) and checks every reply."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, retrying: Retrying | None = None) -> None:
         self.client = client
+        self.retrying = retrying
         self.commands_sent = 0
 
     def write(self, commands: Sequence[Command]) -> None:
@@ -85,7 +112,7 @@ class RedisSink:
         if not commands:
             return
         payload = resp(commands)
-        retry(lambda: self._send(payload, commands))
+        retry(lambda: self._send(payload, commands), retrying=self.retrying)
         self.commands_sent += len(commands)
 
     def _send(self, payload: bytes, commands: Sequence[Command]) -> None:
@@ -101,7 +128,9 @@ class RedisSink:
                     reply = e
                 if isinstance(reply, list) and cmd[0] == b"EXEC":  # errors of queued commands
                     reply = next((r for r in reply if isinstance(r, Exception)), reply)
-                if isinstance(reply, Exception) and error is None:
+                if isinstance(reply, Exception) and (
+                    error is None or str(reply).encode().startswith(URGENT)
+                ):
                     error = (cmd, reply)
         except BaseException:
             conn.disconnect()
@@ -112,7 +141,7 @@ class RedisSink:
             raise refused(*error)
 
     def execute(self, *args: Any) -> Any:
-        return retry(lambda: self.client.execute_command(*args))
+        return retry(lambda: self.client.execute_command(*args), retrying=self.retrying)
 
 
 class RecordingSink:
@@ -194,8 +223,11 @@ class PackedWriter(BackgroundWriter):
     (``TablePlan.pack``). Every command on this path (HSET, SADD, ZADD, SET) has a one-line
     reply, so replies are counted by line and only an error line (``-...``) is looked at."""
 
-    def __init__(self, client: redis.Redis, depth: int = 2) -> None:
+    def __init__(
+        self, client: redis.Redis, depth: int = 2, retrying: Retrying | None = None
+    ) -> None:
         self.client = client
+        self.retrying = retrying
         super().__init__(depth)
 
     @staticmethod
@@ -206,7 +238,7 @@ class PackedWriter(BackgroundWriter):
     def _deliver(self, payload: bytes, count: int, pending: Command | None) -> None:
         if pending is not None:
             payload, count = resp([pending]) + payload, count + 1
-        retry(lambda: self._send(payload, count))
+        retry(lambda: self._send(payload, count), retrying=self.retrying)
 
     def _send(self, payload: bytes, count: int) -> None:
         pool = self.client.connection_pool
@@ -237,11 +269,18 @@ class PackedWriter(BackgroundWriter):
             _refused(payload, replies)
 
 
-def refused(cmd: Command, error: object) -> TargetError:
+def refused(cmd: Command, error: object) -> MigratorError | TransientReply:
     """The error for a command Redis refused: the command, its key, Redis' message, and a
-    hint where a key of another type is in the way."""
+    hint where a key of another type is in the way. A refused checkpoint (the run marker is
+    gone) is ``TargetLost``; a passing refusal (``LOADING``...) a ``TransientReply``."""
     message = str(error)
+    if message.startswith(LOST_REPLY):
+        return lost("its run marker is gone (restarted empty, flushed, or an older snapshot)")
+    if message.startswith(TRANSIENT_REPLIES):
+        return TransientReply(f"answered {message.splitlines()[0]}")
     key = cmd[1].decode("utf-8", "replace") if len(cmd) > 1 else ""
+    if cmd[0].upper() == b"EVAL" and len(cmd) > 3:
+        key = cmd[3].decode("utf-8", "replace")
     return TargetError(
         f"Redis refused {cmd[0].decode()} {key}: {message}",
         "a key of another type may be in the way: clear it, or use an empty database"
@@ -251,9 +290,11 @@ def refused(cmd: Command, error: object) -> TargetError:
 
 
 def _refused(payload: bytes, replies: bytes | bytearray) -> None:
-    """Raise TargetError naming the first command Redis refused."""
+    """Raise the error of the first command Redis refused (a lost marker or a passing
+    refusal first: they decide what happens to the whole batch)."""
     lines = bytes(replies).split(b"\r\n")
-    n = next(i for i, line in enumerate(lines) if line[:1] == b"-")
+    errors = [i for i, line in enumerate(lines) if line[:1] == b"-"]
+    n = next((i for i in errors if lines[i][1:].startswith(URGENT)), errors[0])
     raise refused(_nth_command(payload, n), lines[n][1:].decode("utf-8", "replace"))
 
 

@@ -16,7 +16,6 @@ from typing import Any
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from migrator.errors import MigratorError
 from migrator.plan.resp import resp
 from migrator.target.cluster import is_cluster
 from migrator.target.cluster_sink import sink_for
@@ -122,7 +121,7 @@ def _send(client: redis.Redis, payload: bytes, commands: Sequence[Command]) -> N
         raise _first_error(bytes(replies), commands)
 
 
-def _first_error(replies: bytes, commands: Sequence[Command]) -> MigratorError:
+def _first_error(replies: bytes, commands: Sequence[Command]) -> Exception:
     n = len(commands)
     lines = replies.split(b"\r\n")
     i = next(i for i, line in enumerate(lines) if line[:1] == b"-")

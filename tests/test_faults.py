@@ -1,0 +1,420 @@
+"""migrate under faults (issue 10 items 1-4), each injected by the test on servers it starts:
+its own redis-server restarted empty, restarted from its AOF (LOADING), flushed, stopped for
+good; KILL of the reading MySQL connection; kill -9 / SIGTERM / SIGINT of a parent with
+workers; a mapping or source that changed under a --resume. Each ends with verify exit 0
+after the documented recovery, and leaves no process behind (tests/faults.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from migrator.commands import migrate, verify
+from migrator.errors import EXIT_CONNECT, EXIT_USAGE, MigratorError, TargetLost
+from migrator.progress import NullProgress
+from migrator.target.checkpoint import Checkpoint
+from tests.faults import (
+    RedisProcess,
+    descendants,
+    kill_connections,
+    reap,
+    redis_process,
+    redis_server_problem,
+    wait_for,
+    wait_gone,
+)
+
+pytestmark = pytest.mark.skipif(bool(redis_server_problem()), reason=str(redis_server_problem()))
+
+ROWS = 20_000
+MAPPING = """\
+version: 1
+options:
+  batch_size: {batch}
+  retries: {{attempts: {attempts}, backoff: 0.1, max_backoff: 1}}
+tables:
+  t:
+    indexes: [grp]
+    latest:
+      - key: "t:latest"
+        order_by: created
+        limit: 20
+"""
+
+
+def make_table(db: Any, rows: int = ROWS) -> None:
+    db.run(
+        "CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(40), grp INT, created DATETIME,"
+        " KEY ix_grp (grp));"
+        f"INSERT INTO t SELECT seq, CONCAT('name ', seq), seq % 97,"
+        f" TIMESTAMP('2020-01-01') + INTERVAL seq MINUTE FROM seq_1_to_{rows};"
+        "ANALYZE TABLE t;"
+    )
+
+
+@pytest.fixture
+def table(mysql_db: Any) -> Any:
+    make_table(mysql_db)
+    return mysql_db
+
+
+def mapping_file(tmp_path: Path, batch: int = 50, attempts: int = 8) -> Path:
+    path = tmp_path / "faults.yaml"
+    path.write_text(MAPPING.format(batch=batch, attempts=attempts))
+    return path
+
+
+@pytest.fixture
+def redis_own(tmp_path: Path) -> Iterator[RedisProcess]:
+    with redis_process(tmp_path) as server:
+        yield server
+
+
+class Notes(NullProgress):
+    """A progress that keeps every note (retries, reloads) a run shows."""
+
+    def __init__(self) -> None:
+        self.notes: list[tuple[str, str]] = []
+
+    def note(self, table: str, message: str) -> None:
+        self.notes.append((table, message))
+
+
+def verified(path: Path, db: Any, url: str) -> None:
+    report = verify(path, source=db.url, target=url)
+    assert report.exit_code == 0, report.as_dict()
+
+
+def keys_at_least(server: RedisProcess, n: int) -> Any:
+    return lambda: server.dbsize() >= n
+
+
+# -- item 1: no false success ---------------------------------------------------------------------
+
+
+def test_target_restarted_empty_mid_run_is_reloaded(
+    table: Any, redis_own: RedisProcess, tmp_path: Path
+) -> None:
+    path = mapping_file(tmp_path)
+    notes = Notes()
+    with redis_own.bounce_when(keys_at_least(redis_own, 4000), down=1.0):
+        report = migrate(path, source=table.url, target=redis_own.url, progress=notes)
+    assert redis_own.restarts == 1
+    assert report.recoveries and "loading every table again" in report.recoveries[0]
+    assert any("target lost data" in m for _, m in notes.notes), notes.notes
+    assert report.tables[0].rows == ROWS  # the reload's own count: every row again
+    verified(path, table, redis_own.url)
+
+
+def test_target_restarted_from_its_aof_continues_from_its_checkpoint(
+    table: Any, tmp_path: Path
+) -> None:
+    """A restart that keeps the data (AOF, fsync always) changes the run_id: the run goes on
+    from the checkpoint the target holds; the restart's LOADING replies are waited out."""
+    path = mapping_file(tmp_path)
+    notes = Notes()
+    with redis_process(tmp_path, appendonly=True, load_delay_us=200) as server:
+        with server.bounce_when(keys_at_least(server, 4000), down=0.2):
+            report = migrate(path, source=table.url, target=server.url, progress=notes)
+        assert server.restarts == 1
+        assert report.recoveries, notes.notes
+        assert "restarted or failed over" in report.recoveries[0]
+        assert "continuing from the checkpoint" in report.recoveries[0]
+        assert report.tables[0].resumed_from > 0  # not reloaded from the start
+        verified(path, table, server.url)
+
+
+def test_target_flushed_mid_run_is_reloaded(
+    table: Any, redis_own: RedisProcess, tmp_path: Path
+) -> None:
+    path = mapping_file(tmp_path)
+    stop = threading.Event()
+
+    def flush_once() -> None:
+        wait_for("keys in the target", keys_at_least(redis_own, 4000), 60, every=0.01)
+        client = redis_own.client()
+        client.flushall()
+        client.close()
+
+    flusher = threading.Thread(target=flush_once, daemon=True)
+    flusher.start()
+    try:
+        report = migrate(path, source=table.url, target=redis_own.url)
+    finally:
+        stop.set()
+        flusher.join(60)
+    assert report.recoveries and "run marker is gone" in report.recoveries[0]
+    verified(path, table, redis_own.url)
+
+
+def test_loss_without_retries_stops_with_exit_3_and_resume_loads_what_is_missing(
+    table: Any, redis_own: RedisProcess, tmp_path: Path
+) -> None:
+    path = mapping_file(tmp_path, attempts=0)
+    bounce = redis_own.bounce_when(keys_at_least(redis_own, 4000), down=0.3)
+    with bounce, pytest.raises(MigratorError) as stopped:
+        migrate(path, source=table.url, target=redis_own.url)
+    assert stopped.value.exit_code == EXIT_CONNECT
+    assert isinstance(stopped.value, TargetLost) or "still failing" in stopped.value.message
+    assert "--resume" in (stopped.value.hint or "")
+    report = migrate(path, source=table.url, target=redis_own.url, resume=True)
+    assert report.tables[0].status == "done"
+    verified(path, table, redis_own.url)
+
+
+def test_a_checkpoint_whose_rows_the_target_lacks_is_not_trusted(
+    table: Any, redis_own: RedisProcess, tmp_path: Path
+) -> None:
+    """A finished run; then the target loses the rows but keeps (or gets back) the
+    checkpoint: --resume loads the table again instead of saying "done earlier"."""
+    path = mapping_file(tmp_path)
+    migrate(path, source=table.url, target=redis_own.url)
+    client = redis_own.client()
+    saved = client.hgetall("migrator:faults:checkpoint")
+    client.flushall()
+    client.hset("migrator:faults:checkpoint", mapping=saved)
+    client.close()
+    report = migrate(path, source=table.url, target=redis_own.url, resume=True)
+    assert report.tables[0].status == "done" and report.tables[0].rows == ROWS
+    assert report.recoveries and "lacks that key" in report.recoveries[0]
+    verified(path, table, redis_own.url)
+
+
+# -- item 2: transient failures are retried -------------------------------------------------------
+
+
+def test_killed_mysql_connection_is_retried_from_the_last_position(
+    table: Any, redis_own: RedisProcess, tmp_path: Path
+) -> None:
+    path = mapping_file(tmp_path)
+    notes = Notes()
+    killed: list[int] = []
+
+    def killer() -> None:
+        for at in (3000, 12000):  # twice, mid-read
+            wait_for("keys in the target", keys_at_least(redis_own, at), 60, every=0.005)
+            killed.append(kill_connections(table))
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    report = migrate(path, source=table.url, target=redis_own.url, progress=notes)
+    thread.join(60)
+    assert sum(killed) >= 2, killed
+    retries = [m for _, m in notes.notes if m.startswith("retry ")]
+    assert retries and "reading t from MySQL" in retries[0], notes.notes
+    assert report.tables[0].retries == len(retries) and report.tables[0].rows == ROWS
+    assert report.as_dict()["retries"] == len(retries)
+    verified(path, table, redis_own.url)
+
+
+def test_busy_script_is_waited_out(table: Any, tmp_path: Path) -> None:
+    """A Lua script that runs too long makes Redis answer BUSY to everyone until SCRIPT KILL."""
+    path = mapping_file(tmp_path)
+    notes = Notes()
+    with redis_process(tmp_path, extra=("--busy-reply-threshold", "50")) as server:
+        blocked = threading.Event()
+
+        def busy() -> None:
+            wait_for("keys in the target", keys_at_least(server, 3000), 60, every=0.005)
+            client = server.client(timeout=30)
+            blocked.set()
+            try:
+                client.eval("local i = 0 while true do i = i + 1 end", 0)
+            except Exception:  # killed by SCRIPT KILL: expected
+                pass
+            finally:
+                client.close()
+
+        def kill_script() -> None:
+            blocked.wait(60)
+            time.sleep(1.0)
+            wait_for("SCRIPT KILL", lambda: server.client().script_kill(), 10)
+
+        threads = [threading.Thread(target=f, daemon=True) for f in (busy, kill_script)]
+        for t in threads:
+            t.start()
+        report = migrate(path, source=table.url, target=server.url, progress=notes)
+        for t in threads:
+            t.join(60)
+        assert any("BUSY" in m for _, m in notes.notes), notes.notes
+        assert report.tables[0].retries >= 1 and not report.recoveries
+        verified(path, table, server.url)
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIGRATOR_") or "TEST" in k}
+    return subprocess.run(
+        [sys.executable, "-m", "migrator", *args],
+        capture_output=True, text=True, env={**env, "COLUMNS": "200"}, timeout=timeout,
+    )  # fmt: skip
+
+
+def test_retries_run_out_exit_3_with_a_resume_hint_that_repeats_every_option(
+    table: Any, tmp_path: Path
+) -> None:
+    path = mapping_file(tmp_path, batch=100)
+    with redis_process(tmp_path, password="s3cr#t") as server:
+        target = f"redis://:s3cr%23t@127.0.0.1:{server.port}/0"
+        args = ["migrate", str(path), "--source", table.url, "--target", target,
+                "--tables", "t", "--batch-size", "20", "--retries", "2"]  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "migrator", *args], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            wait_for("keys in the target", keys_at_least(server, 2000), 60, every=0.01)
+            server.stop(kill=True)  # gone for good
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == EXIT_CONNECT, err
+        assert "still failing after 2 retries" in err and "Traceback" not in err
+        assert "s3cr" not in err  # never the password, in no form
+        hint = err.split("once fixed: ", 1)[1].split("\n")[0]
+        assert hint.startswith(f"migrator migrate {path} --source {table.url} ")
+        assert f"--target 'redis://:***@127.0.0.1:{server.port}/0'" in hint
+        assert "--tables t --batch-size 20 --retries 2 --resume" in hint
+        assert "passwords are shown as ***: type them again" in hint
+        # following it (with the password typed again) continues and completes the load
+        server.start()
+        again = hint.split(" (passwords")[0].replace("***", "s3cr%23t").replace("'", "")
+        done = cli(*again.split()[1:])
+        assert done.returncode == 0, done.stderr
+        verified(path, table, target)
+
+
+# -- item 3: workers die with their parent --------------------------------------------------------
+BIG = 60_000
+
+
+@pytest.fixture
+def big_table(mysql_db: Any) -> Any:
+    make_table(mysql_db, BIG)
+    return mysql_db
+
+
+def start_with_workers(
+    path: Path, db: Any, server: RedisProcess, *extra: str
+) -> tuple[subprocess.Popen[str], list[int]]:
+    """migrate --workers 3 in a subprocess, once its workers write; and the workers' pids."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "migrator", "migrate", str(path), "--source", db.url,
+         "--target", server.url, "--workers", "3", "--batch-size", "20", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_for("two worker processes", lambda: len(descendants(proc.pid)) >= 2, 60)
+        wait_for("keys in the target", keys_at_least(server, 5000), 60, every=0.01)
+    except BaseException:
+        reap([proc.pid, *descendants(proc.pid)])
+        raise
+    return proc, descendants(proc.pid)
+
+
+def checkpoint_ranges(server: RedisProcess) -> dict[str, Any]:
+    client = server.client()
+    try:
+        states = Checkpoint(client, "faults").load()
+    finally:
+        client.close()
+    return {f: s for f, s in states.items() if "#range:" in f}
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_workers_die_with_their_parent_and_resume_completes(
+    big_table: Any, redis_own: RedisProcess, tmp_path: Path, how: signal.Signals
+) -> None:
+    path = mapping_file(tmp_path)
+    proc, workers = start_with_workers(path, big_table, redis_own)
+    try:
+        proc.send_signal(how)
+        left = wait_gone(workers, 2.0)
+        assert not left, f"workers alive 2 s after {how.name} of their parent: {left}"
+        proc.wait(10)
+        err = proc.stderr.read() if proc.stderr else ""
+        if how is not signal.SIGKILL:  # stopped like Ctrl-C: says so, and how to go on
+            assert proc.returncode == 130, err
+            assert "interrupted" in err and "--batch-size 20 --workers 3 --resume" in err
+            assert "--resume" in err and "Traceback" not in err
+    finally:
+        reap([proc.pid, *workers])
+    ranges = checkpoint_ranges(redis_own)
+    assert len(ranges) == 3 and not all(s.done for s in ranges.values()), ranges
+    done = cli("migrate", str(path), "--source", big_table.url, "--target", redis_own.url,
+               "--workers", "3", "--resume")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    verified(path, big_table, redis_own.url)
+
+
+# -- item 4: a checkpoint is bound to what it resumes ---------------------------------------------
+
+
+def interrupted_run(path: Path, db: Any, server: RedisProcess) -> None:
+    """A run with workers, killed mid-way (its key ranges registered, some rows loaded)."""
+    proc, workers = start_with_workers(path, db, server)
+    proc.kill()
+    proc.wait(10)
+    reap(wait_gone(workers, 2.0))
+
+
+def test_resume_with_an_edited_mapping_or_another_source_is_refused(
+    big_table: Any, redis_own: RedisProcess, tmp_path: Path, mysql_server_url: str
+) -> None:
+    path = mapping_file(tmp_path)
+    interrupted_run(path, big_table, redis_own)
+    edited = path  # edited in place: the same mapping name, so the same checkpoint
+    edited.write_text(
+        path.read_text() + '    sorted:\n      - key: "t:by:grp"\n        score: grp\n'
+    )
+    refused = cli("migrate", str(edited), "--source", big_table.url, "--target", redis_own.url,
+                  "--resume")  # fmt: skip
+    assert refused.returncode == EXIT_USAGE, refused.stderr
+    assert "--resume refused" in refused.stderr and "tables.t: sorted" in refused.stderr
+    assert f"migrator migrate {edited}" in refused.stderr  # how to start over
+    # the same table in another database: another source
+    from tests.services import create_database, drop_database, new_database_name
+
+    other = create_database(mysql_server_url, new_database_name())
+    try:
+        make_table(other, 100)
+        with pytest.raises(MigratorError) as e:
+            migrate(path, source=other.url, target=redis_own.url, resume=True)
+        assert e.value.exit_code == EXIT_USAGE
+        assert f"was database '{big_table.name}'" in e.value.message
+        assert f"now '{other.name}'" in e.value.message
+    finally:
+        drop_database(mysql_server_url, other.name)
+    # the documented way out: start over
+    done = cli("migrate", str(edited), "--source", big_table.url, "--target", redis_own.url)
+    assert done.returncode == 0, done.stderr
+    verified(edited, big_table, redis_own.url)
+
+
+def test_rows_inserted_after_the_split_are_loaded(
+    big_table: Any, redis_own: RedisProcess, tmp_path: Path
+) -> None:
+    path = mapping_file(tmp_path)
+    interrupted_run(path, big_table, redis_own)
+    ranges = checkpoint_ranges(redis_own)
+    last = max(ranges, key=lambda f: int(f.split(":")[1]))
+    assert last.endswith(":") and not ranges[last].done, ranges  # open-ended, not finished
+    late = f"seq_{BIG + 1}_to_{BIG + 500}"
+    big_table.run(f"INSERT INTO t SELECT seq, CONCAT('late ', seq), 1, NOW() FROM {late}")
+    done = cli("migrate", str(path), "--source", big_table.url, "--target", redis_own.url,
+               "--workers", "3", "--resume")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    client = redis_own.client()
+    assert client.exists(f"t:{BIG + 500}") == 1
+    client.close()
+    verified(path, big_table, redis_own.url)
