@@ -281,6 +281,7 @@ def render_migrate(report: MigrateReport) -> None:
             + [Text(t.status)] * (t.status != "done")
             + [Text(f"resumed after {t.resumed_from:,} rows")]
             * bool(t.resumed_from and t.status == "done")
+            + [Text(f"{t.retries} retries", "yellow")] * bool(t.retries)
         )
         table.add_row(
             Text(t.table), f"{t.rows:,}", f"{t.keys:,}", f"{t.entries:,}", notes or "-",
@@ -299,6 +300,8 @@ def render_migrate(report: MigrateReport) -> None:
         out.print(Text(f"source read: {report.consistency}", "dim"))
     for note in report.notes:
         err.print(Text(note, "yellow"))
+    for what in report.recoveries:
+        say("warning", what)
     if report.rejected:
         err.print(f"[red]{report.rejected} row(s) were rejected[/] (see the table); exit code 1")
     if report.duplicate_rows:

@@ -6,6 +6,7 @@ after the documented recovery, and leaves no process behind (tests/faults.py).""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from migrator.progress import NullProgress
 from migrator.target.checkpoint import Checkpoint
 from tests.faults import (
     RedisProcess,
+    connections_of,
     descendants,
     kill_connections,
     reap,
@@ -59,6 +61,15 @@ def make_table(db: Any, rows: int = ROWS) -> None:
         f" TIMESTAMP('2020-01-01') + INTERVAL seq MINUTE FROM seq_1_to_{rows};"
         "ANALYZE TABLE t;"
     )
+
+
+BIG = 60_000
+
+
+@pytest.fixture
+def big_table(mysql_db: Any) -> Any:
+    make_table(mysql_db, BIG)
+    return mysql_db
 
 
 @pytest.fixture
@@ -193,27 +204,33 @@ def test_a_checkpoint_whose_rows_the_target_lacks_is_not_trusted(
 
 
 def test_killed_mysql_connection_is_retried_from_the_last_position(
-    table: Any, redis_own: RedisProcess, tmp_path: Path
+    big_table: Any, redis_own: RedisProcess, tmp_path: Path
 ) -> None:
+    """KILL of the reading connection, twice: read again from the last position, each retry
+    on stderr (a 'note:' line where stderr is no terminal) and counted in the report."""
     path = mapping_file(tmp_path)
-    notes = Notes()
-    killed: list[int] = []
-
-    def killer() -> None:
-        for at in (3000, 12000):  # twice, mid-read
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "migrator", "migrate", str(path), "--source", big_table.url,
+         "--target", redis_own.url, "--batch-size", "20", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    killed = []
+    try:
+        # twice, mid-read (the whole load is ~60,100 keys; a page is 20,000 rows)
+        for at in (3000, 30000):
             wait_for("keys in the target", keys_at_least(redis_own, at), 60, every=0.005)
-            killed.append(kill_connections(table))
-
-    thread = threading.Thread(target=killer, daemon=True)
-    thread.start()
-    report = migrate(path, source=table.url, target=redis_own.url, progress=notes)
-    thread.join(60)
-    assert sum(killed) >= 2, killed
-    retries = [m for _, m in notes.notes if m.startswith("retry ")]
-    assert retries and "reading t from MySQL" in retries[0], notes.notes
-    assert report.tables[0].retries == len(retries) and report.tables[0].rows == ROWS
-    assert report.as_dict()["retries"] == len(retries)
-    verified(path, table, redis_own.url)
+            wait_for("a connection to kill", lambda: connections_of(big_table), 10, every=0.005)
+            killed.append(kill_connections(big_table))
+        out, err = proc.communicate(timeout=120)
+    finally:
+        reap([proc.pid])
+    assert all(killed), killed
+    assert proc.returncode == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("note: t: retry ")]
+    assert notes and "reading t from MySQL" in notes[0], err
+    report = json.loads(out)
+    assert report["retries"] == len(notes) >= 2 and report["rows"] == BIG
+    verified(path, big_table, redis_own.url)
 
 
 def test_busy_script_is_waited_out(table: Any, tmp_path: Path) -> None:
@@ -295,15 +312,6 @@ def test_retries_run_out_exit_3_with_a_resume_hint_that_repeats_every_option(
 
 
 # -- item 3: workers die with their parent --------------------------------------------------------
-BIG = 60_000
-
-
-@pytest.fixture
-def big_table(mysql_db: Any) -> Any:
-    make_table(mysql_db, BIG)
-    return mysql_db
-
-
 def start_with_workers(
     path: Path, db: Any, server: RedisProcess, *extra: str
 ) -> tuple[subprocess.Popen[str], list[int]]:

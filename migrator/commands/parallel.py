@@ -438,12 +438,16 @@ def load_tables(
         reports[name].retries += 1
         progress.note(name, text)
 
+    def retrying(name: str) -> Retrying:
+        return Retrying(common["retries"], lambda text: note(name, text))
+
     def sink(name: str) -> Any:
-        return sink_for(client, Retrying(common["retries"], lambda text: note(name, text)))
+        return sink_for(client, retrying(name))
 
     def finish(name: str) -> None:
         r, report, total = by_name[name], reports[name], totals[name]
         rows = report.resumed_from + total.rows
+        src.retrying = retrying(name)  # the counter and latest queries
         if common["snapshot"]:  # N workers: the end of the table as of now
             src.snapshot()
         commands = finish_commands(src, TablePlan(r), r)
