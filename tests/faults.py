@@ -68,6 +68,7 @@ class RedisProcess:
     port: int = field(default_factory=lambda: free_ports(1)[0])
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
+    stopped_at: list[float] = field(default_factory=list)  # time.monotonic() of each stop
 
     @property
     def url(self) -> str:
@@ -118,6 +119,7 @@ class RedisProcess:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
+        self.stopped_at.append(time.monotonic())
         proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         try:
             proc.wait(STOP_SECONDS)

@@ -78,7 +78,7 @@ def table(mysql_db: Any) -> Any:
     return mysql_db
 
 
-def mapping_file(tmp_path: Path, batch: int = 50, attempts: int = 8) -> Path:
+def mapping_file(tmp_path: Path, batch: int = 20, attempts: int = 8) -> Path:
     path = tmp_path / "faults.yaml"
     path.write_text(MAPPING.format(batch=batch, attempts=attempts))
     return path
@@ -174,6 +174,7 @@ def test_loss_without_retries_stops_with_exit_3_and_resume_loads_what_is_missing
     bounce = redis_own.bounce_when(keys_at_least(redis_own, 4000), down=0.3)
     with bounce, pytest.raises(MigratorError) as stopped:
         migrate(path, source=table.url, target=redis_own.url)
+        assert redis_own.stopped_at, "the run ended before the fault: make the table bigger"
     assert stopped.value.exit_code == EXIT_CONNECT
     assert isinstance(stopped.value, TargetLost) or "still failing" in stopped.value.message
     assert "--resume" in (stopped.value.hint or "")

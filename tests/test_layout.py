@@ -11,7 +11,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "migrator"
 
-GROUND = {"errors", "progress", "retry", "urls"}
+GROUND = {"errors", "lifeline", "progress", "retry", "urls"}
 # what each part may import from migrator, besides itself and the ground modules
 ALLOWED = {
     "ground": set(),

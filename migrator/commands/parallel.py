@@ -21,12 +21,10 @@ checkpointed only once acknowledged, so a killed worker loses nothing ``--resume
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
 import queue
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -43,6 +41,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from migrator import lifeline
 from migrator.commands.reports import TableReport
 from migrator.mapping.kinds import Kind
 from migrator.mapping.model import Retries
@@ -192,41 +191,7 @@ def _split(
 
 
 # -- running tasks: in this process, or in spawned worker processes -----------------------------
-_QUEUE: Any = None
 _OPEN: dict[str, Any] = {}
-
-
-def _init_worker(progress: Any, parent: int) -> None:
-    global _QUEUE
-    _QUEUE = progress
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    die_with_parent(parent)
-
-
-#: prctl(2) option: the signal this process gets when its parent dies (Linux)
-PR_SET_PDEATHSIG = 1
-WATCHDOG_SECONDS = 0.5
-
-
-def die_with_parent(parent: int) -> None:
-    """End this process when ``parent`` dies: SIGKILL from the kernel on Linux, plus (on
-    every platform) a watchdog thread that sees the parent pid change."""
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):  # no prctl: the watchdog alone
-            pass
-    if os.getppid() != parent:  # died before we asked
-        os._exit(1)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(WATCHDOG_SECONDS)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
 @contextmanager
@@ -253,8 +218,8 @@ def _in_worker(task: Task) -> Stats:
         if task.token is not None:
             Guard(checkpoint_key(task.mapping), task.token, task.run_id).attach(client)
     name = task.resolved.name
-    return run_task(task, src, client, lambda n: _QUEUE.put((name, n)),
-                    lambda text: _QUEUE.put((name, text)))  # fmt: skip
+    return run_task(task, src, client, lambda n: lifeline.progress.put((name, n)),
+                    lambda text: lifeline.progress.put((name, text)))  # fmt: skip
 
 
 class Pool:
@@ -270,7 +235,10 @@ class Pool:
         self.local = ThreadPoolExecutor(1, thread_name_prefix="migrate-task")
         self.remote = (
             ProcessPoolExecutor(
-                workers - 1, ctx, initializer=_init_worker, initargs=(self.progress, os.getpid())
+                workers - 1,
+                ctx,
+                initializer=lifeline.init_worker,
+                initargs=(self.progress, os.getpid()),
             )
             if workers > 1
             else None
