@@ -206,8 +206,8 @@ def show(table: RichTable) -> None:
     if title is not None:
         out.print(title, markup=False, highlight=False)
     if _unbroken_width(table) > out.width:
-        for line in table_lines(table):
-            out.print(line, highlight=False)
+        for line in table_lines(table, out.width):
+            out.print(line, highlight=False, soft_wrap=True)
         return
     lines = out.render_lines(table, out.options, pad=False)
     out.print(Segments([s for line in lines for s in [*_rstrip(line), Segment.line()]]), end="")
@@ -220,21 +220,29 @@ def _unbroken_width(table: RichTable) -> int:
     return sum(c.min_width or 1 for c in table.columns) + padding + table._extra_width
 
 
-def table_lines(table: RichTable) -> list[Text]:
-    """Each row as one line: its first cell, then ``head value`` for every other cell that
-    says something (``-`` and empty cells are left out; lines within a cell joined by ';')."""
+def table_lines(table: RichTable, width: int) -> list[Text]:
+    """Each row as plain lines: its first cell, then ``head value`` for every other cell that
+    says something (``-`` and empty cells are left out; lines within a cell joined by ';'),
+    wrapped to ``width`` between those pairs, continuation lines indented."""
     columns = [list(col.cells) for col in table.columns]
     heads = [_text(col.header) for col in table.columns]
     lines = []
     for row in zip(*columns):
         label, *rest = (_cell(c) for c in row)
+        pairs = [
+            Text.assemble(f"{head} ", cell)
+            for head, cell in zip(heads[1:], rest)
+            if cell.plain.strip() not in ("", "-")
+        ]
         line = Text.assemble(label, ":")
-        for head, cell in zip(heads[1:], rest):
-            if cell.plain.strip() in ("", "-"):
-                continue
-            line.append(" " if len(line) == len(label) + 1 else ", ")
-            line.append(f"{head} ")
-            line.append_text(cell)
+        for i, pair in enumerate(pairs):
+            if i < len(pairs) - 1:
+                pair.append(",")
+            if len(line) + 1 + len(pair) > width and line.plain.strip():
+                lines.append(line)
+                line = Text(" ")
+            line.append(" ")
+            line.append_text(pair)
         lines.append(line)
     return lines
 

@@ -224,3 +224,21 @@ def test_dry_run_sample_shows_utf8_text(mysql_db: MySQLDatabase, tmp_path: Path)
 def test_every_command_takes_debug_after_it(name: str) -> None:
     params = typer.main.get_command(app).commands[name].params  # type: ignore[attr-defined]
     assert "--debug" in [o for p in params for o in getattr(p, "opts", ())], name
+
+
+def test_plain_lines_wrap_between_pairs_with_an_indent() -> None:
+    from rich.text import Text
+
+    from migrator import render
+
+    table = render.report_table("t", ("table", "MySQL rows", "Redis rows", "status"), ("table",))
+    table.add_row(Text("a_long_table_name"), "1,234,567", "-", Text("DIFFERENT"))
+    table.add_row(Text("b"), "2", "2", Text("ok"))
+    lines = [x.plain for x in render.table_lines(table, 30)]
+    assert lines == [
+        "a_long_table_name:",
+        "  MySQL rows 1,234,567,",
+        "  status DIFFERENT",
+        "b: MySQL rows 2, Redis rows 2,",
+        "  status ok",
+    ]
