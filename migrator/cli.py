@@ -477,6 +477,15 @@ def sync(
             show_envvar=True,
         ),
     ] = None,
+    reload: Annotated[
+        bool,
+        typer.Option(
+            "--reload",
+            help="Forget the stored position: remove the mapping's keys and load a new "
+            "snapshot (after DDL, a mapping change or a purged binary log), e.g. "
+            "migrator sync m.yaml --reload.",
+        ),
+    ] = False,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="Print one JSON status object per second, then the report."),
@@ -503,6 +512,7 @@ def sync(
                 report = sync_command(
                     mapping, source=source, target=target, until_caught_up=until_caught_up,
                     server_id=server_id, stop=stop, on_status=on_status, progress=bars,
+                    reload=reload,
                 )  # fmt: skip
         finally:
             for sig, handler in previous.items():

@@ -513,7 +513,10 @@ def render_sync(report: SyncReport) -> None:
             f"as of {snap.moment} UTC, binlog {snap.binlog_file}:{snap.binlog_position}"
         )
         rows = sum(t.rows for t in report.loaded)
-        out.print(f"  {rows:,} rows in {len(report.loaded)} table(s) -> {report.target}")
+        removed = (
+            f" ({report.removed:,} keys of an earlier load removed first)" if report.removed else ""
+        )
+        out.print(f"  {rows:,} rows in {len(report.loaded)} table(s) -> {report.target}{removed}")
     out.print(
         f"sync {report.mapping}: applied {report.transactions:,} transaction(s), "
         f"{report.rows_changed:,} row change(s) in {report.seconds:.1f} s; "

@@ -19,6 +19,7 @@ once sync has caught up (no pending transactions) they are exact too.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import queue
 import threading
@@ -36,6 +37,7 @@ from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Command, Stats
 from migrator.plan.delta import Delta, TableDelta
 from migrator.plan.finish import finish_commands
+from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.plan.values import converter
 from migrator.progress import NULL_PROGRESS, Progress
@@ -52,6 +54,7 @@ from migrator.source.mysql import Selector, Source
 from migrator.source.snapshot import Snapshot, start_snapshot
 from migrator.target.cluster import connect_any, is_cluster
 from migrator.target.cluster_sink import sink_for, writer_for
+from migrator.target.keys import remove_owned
 from migrator.target.sync_state import SyncState, apply_group, raise_counter
 from migrator.urls import mask_target
 
@@ -94,6 +97,7 @@ class SyncReport:
     target: str
     snapshot: Snapshot | None  # set when this run loaded the snapshot (first run)
     loaded: list[TableReport] = field(default_factory=list)
+    removed: int = 0  # keys of an earlier load removed before the first run's load
     started_at: BinlogPosition | None = None
     position: BinlogPosition | None = None
     transactions: int = 0
@@ -110,6 +114,7 @@ class SyncReport:
             "target": self.target,
             "snapshot": self.snapshot.as_dict() if self.snapshot is not None else None,
             "loaded": [t.as_dict() for t in self.loaded],
+            "removed": self.removed,
             "started_at": self.started_at.as_dict() if self.started_at else None,
             "position": self.position.as_dict() if self.position else None,
             "transactions": self.transactions,
@@ -138,6 +143,11 @@ def snapshot_position(snapshot: Snapshot) -> BinlogPosition:
             "sync needs the position to follow the log from; see the settings above",
         )
     return BinlogPosition(snapshot.binlog_file, snapshot.binlog_position, snapshot.gtid or "")
+
+
+def mapping_fingerprint(m: Mapping) -> str:
+    """What the loaded keys depend on in the mapping (tables, keys, structures, options)."""
+    return hashlib.sha256(repr((m.tables, m.options)).encode()).hexdigest()[:16]
 
 
 def position_fields(pos: BinlogPosition) -> dict[str, str]:
@@ -174,10 +184,11 @@ def sync(
     progress: Progress = NULL_PROGRESS,
     on_applied: Callable[[list[Transaction]], None] | None = None,
     heartbeat: float = 0.2,
+    reload: bool = False,
 ) -> SyncReport:
-    """Load a consistent snapshot on the first run, then apply the binary log until ``stop``
-    is set (or, with ``until_caught_up``, until nothing is pending). Raises MigratorError;
-    ``SchemaChanged`` (exit 1) on DDL of a mapped table."""
+    """Load a consistent snapshot on the first run (or with ``reload``), then apply the binary
+    log until ``stop`` is set (or, with ``until_caught_up``, until nothing is pending). Raises
+    MigratorError; ``SchemaChanged`` (exit 1) on DDL of a mapped table."""
     m = load(mapping)
     stop = stop or threading.Event()
     started = time.perf_counter()
@@ -200,6 +211,17 @@ def sync(
                 f"sync into another Redis database, or delete the key {state.key.decode()} "
                 "and the mapping's keys first",
             )
+        shape = mapping_fingerprint(m)
+        if reload:
+            state.clear()
+            stored = {}
+        elif stored.get("file") and stored.get("mapping") not in (None, shape):
+            raise MigratorError(
+                "the mapping changed since sync loaded its snapshot (tables, keys or "
+                "structures differ), so Redis lacks what the new mapping adds",
+                f"reload: 'migrator sync {m.file or 'MAPPING'} --reload' removes the mapping's "
+                "keys and loads a new snapshot",
+            )
         report = SyncReport(
             mapping=m.file or m.name,
             source=src.shown_url,
@@ -209,13 +231,24 @@ def sync(
         if not stored.get("file"):
             if on_status:
                 on_status(SyncStatus("loading", "snapshot"))
+            # a first run starts clean: keys of rows gone since an earlier load (or an
+            # interrupted first run) would otherwise stay
+            space = KeySpace([TablePlan(r) for r in resolved], m.options.ignore)
+            report.removed = remove_owned(client, space, [r.name for r in resolved])
             report.snapshot, report.loaded = load_snapshot(src, client, resolved, m, progress, stop)
             pos = snapshot_position(report.snapshot)
             stored = position_fields(pos)
             apply_group(
                 client,
                 [],
-                state.command({**stored, "source": ident, "loaded_at": report.snapshot.moment}),
+                state.command(
+                    {
+                        **stored,
+                        "source": ident,
+                        "loaded_at": report.snapshot.moment,
+                        "mapping": shape,
+                    }
+                ),
             )
         start = BinlogPosition(stored["file"], int(stored["pos"]), stored.get("gtid", ""))
         report.started_at = report.position = start
@@ -472,12 +505,21 @@ class Follower:
 
     def _schema_changed(self, ddl: SchemaChange) -> None:
         self.state.clear()
+        if ddl.statement_dml:
+            raise SchemaChanged(
+                f"table '{ddl.table}' was changed by a statement logged as SQL, not as rows, "
+                f"at {ddl.position}: {_short(ddl.query)}; sync cannot apply it exactly and "
+                "stopped before it (everything up to it is applied)",
+                "a session wrote with binlog_format=STATEMENT or MIXED: SET GLOBAL "
+                "binlog_format = 'ROW' and make every client use it; then 'migrator sync "
+                "MAPPING --reload' removes the mapping's keys and loads a new snapshot",
+            )
         raise SchemaChanged(
             f"table '{ddl.table}' changed at {ddl.position}: {_short(ddl.query)}; sync stopped "
             "before it (everything up to it is applied)",
             "the mapping may no longer fit: run 'migrator validate MAPPING' against the source "
-            "and adjust it; then remove the mapping's keys from Redis (migrate --replace) and "
-            "run 'migrator sync MAPPING' again: with no stored position it loads a new snapshot",
+            "and adjust it; then 'migrator sync MAPPING --reload' removes the mapping's keys "
+            "and loads a new snapshot",
         )
 
 
@@ -495,7 +537,7 @@ def _reader_error(e: BaseException) -> MigratorError:
     if code == 1236:
         return SourceError(
             f"the source cannot send its binary log from the stored position: {text}",
-            "the binary log there was purged or the server was replaced; remove the mapping's "
-            "keys and the sync state (migrator:<mapping>:sync) and run sync again to reload",
+            "the binary log there was purged or the server was replaced: 'migrator sync "
+            "MAPPING --reload' removes the mapping's keys and loads a new snapshot",
         )
     return SourceError(f"reading the binary log failed: {type(e).__name__}: {text}")

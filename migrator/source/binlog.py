@@ -83,6 +83,7 @@ class SchemaChange:
     table: str
     query: str
     position: BinlogPosition  # before the statement
+    statement_dml: bool = False  # a row change logged as a statement, not DDL
 
 
 @dataclass(frozen=True)
@@ -170,14 +171,18 @@ class TableColumns:
 _DDL = re.compile(
     r"^\s*(alter|rename|drop|truncate|create\s+or\s+replace)\b", re.IGNORECASE | re.DOTALL
 )
+# row changes logged as statements (a session with binlog_format=STATEMENT or MIXED)
+_DML = re.compile(r"^\s*(insert|update|delete|replace|load\s+data)\b", re.IGNORECASE | re.DOTALL)
 _COMMENT = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.DOTALL)
 
 
-def ddl_table(query: str, schema: str, database: str, tables: Sequence[str]) -> str | None:
-    """The mapped table a DDL statement changes, or None (not DDL of those kinds, or only
-    other tables). ``schema`` is the statement's default database."""
+def ddl_table(
+    query: str, schema: str, database: str, tables: Sequence[str], kinds: re.Pattern[str] = _DDL
+) -> str | None:
+    """The mapped table a DDL statement (or, with ``kinds=_DML``, a statement-logged row
+    change) names, or None. ``schema`` is the statement's default database."""
     text = _COMMENT.sub(" ", query)
-    if not _DDL.match(text):
+    if not kinds.match(text):
         return None
     for table in tables:
         name = re.escape(table)
@@ -325,7 +330,7 @@ class BinlogReader:
     def __iter__(self) -> Iterator[Event]:
         changes: list[Change] = []
         gtid = self.position.gtid
-        in_transaction = False
+        in_transaction = began = False
         stream = self.stream
         for event in stream:
             if isinstance(event, ROW_EVENTS):
@@ -336,30 +341,32 @@ class BinlogReader:
             elif isinstance(event, XidEvent):
                 self.position = BinlogPosition(stream.log_file, stream.log_pos, gtid)
                 yield Transaction(changes, self.position, event.timestamp)
-                changes, in_transaction = [], False
+                changes, in_transaction, began = [], False, False
             elif isinstance(event, (MariadbGtidEvent, GtidEvent)):
                 gtid = str(event.gtid)
-                changes, in_transaction = [], True
+                changes, in_transaction, began = [], True, False
             elif isinstance(event, QueryEvent):
                 query = event.query if isinstance(event.query, str) else event.query.decode()
                 word = query.strip().upper()
                 if word == "BEGIN":
-                    changes, in_transaction = [], True
+                    changes, in_transaction, began = [], True, True
                 elif word == "COMMIT":  # non-transactional engines end with COMMIT, not XID
                     self.position = BinlogPosition(stream.log_file, stream.log_pos, gtid)
                     yield Transaction(changes, self.position, event.timestamp)
-                    changes, in_transaction = [], False
+                    changes, in_transaction, began = [], False, False
                 elif word == "ROLLBACK":
-                    changes, in_transaction = [], False
+                    changes, in_transaction, began = [], False, False
                 else:
                     schema = event.schema.decode() if isinstance(event.schema, bytes) else ""
-                    hit = ddl_table(query, schema, self.database, list(self.tables))
-                    if hit is not None:
-                        yield SchemaChange(hit, query.strip(), self.position)
+                    mapped = list(self.tables)
+                    hit = ddl_table(query, schema, self.database, mapped)
+                    dml = ddl_table(query, schema, self.database, mapped, _DML)
+                    if hit is not None or dml is not None:
+                        yield SchemaChange(hit or dml or "", query.strip(), self.position, not hit)
                         return
-                    # other DDL commits on its own: a safe place to resume from
-                    self.position = BinlogPosition(stream.log_file, stream.log_pos, gtid)
-                    changes, in_transaction = [], False
+                    if not began:  # a statement of its own (DDL...): it commits by itself
+                        self.position = BinlogPosition(stream.log_file, stream.log_pos, gtid)
+                        changes, in_transaction = [], False
             elif isinstance(event, HeartbeatLogEvent) and not in_transaction:
                 yield Idle(BinlogPosition(stream.log_file, stream.log_pos, gtid))
             if self.stop.is_set() and not in_transaction:

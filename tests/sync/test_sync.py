@@ -17,7 +17,7 @@ import redis
 
 from migrator.commands import verify
 from migrator.commands.sync import SchemaChanged, sync
-from migrator.errors import SourceError
+from migrator.errors import MigratorError, SourceError
 from migrator.mapping.loader import parse_mapping
 from tests.sync.workload import MAPPING, SCHEMA, Writer
 
@@ -161,6 +161,31 @@ def test_ddl_on_a_mapped_table_stops_with_exit_1(binlog_db, redis_url: str) -> N
     client = redis.Redis.from_url(redis_url)
     assert client.hget("emp:4", "email") == b"before@ddl"
     assert not client.exists("migrator:synctest:sync")
+    # the way back: --reload removes what the mapping owns and loads a new snapshot (the
+    # mapping still fits: its columns default to all, so the new one is written too)
+    client.set("emp:999", "stale")  # a key the mapping owns that no row explains
+    again = sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
+                 server_id=next(_ids), reload=True)  # fmt: skip
+    assert again.snapshot is not None and again.removed > 0
+    assert not client.exists("emp:999")
+    assert client.hget("emp:5", "email") == b"after@ddl"
+    _verify(binlog_db, redis_url)
+    client.close()
+
+
+def test_a_changed_mapping_needs_a_reload(binlog_db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
+         server_id=next(_ids))  # fmt: skip
+    changed = parse_mapping(MAPPING.replace("      - title\n", ""), name="synctest")
+    with pytest.raises(MigratorError) as caught:
+        sync(changed, source=binlog_db.url, target=redis_url, until_caught_up=True,
+             server_id=next(_ids))  # fmt: skip
+    assert caught.value.exit_code == 2 and "--reload" in (caught.value.hint or "")
+    sync(changed, source=binlog_db.url, target=redis_url, until_caught_up=True,
+         server_id=next(_ids), reload=True)  # fmt: skip
+    report = verify(changed, source=binlog_db.url, target=redis_url)
+    assert report.exit_code == 0, report.as_dict()
 
 
 def test_a_server_without_row_binlog_is_refused(mysql_db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
@@ -221,3 +246,20 @@ def test_missing_privileges_are_named_with_the_grant(binlog_db, redis_url: str) 
         assert "pw" not in str(caught.value)
     finally:
         binlog_db.run(f"DROP USER '{user}'@'%'")
+
+
+def test_statement_logged_change_of_a_mapped_table_stops(binlog_db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
+         server_id=next(_ids))  # fmt: skip
+    # an unrelated table, then DDL of its own as the last event: nothing to stop for
+    binlog_db.run("SET SESSION binlog_format = 'STATEMENT'; UPDATE other SET v = 1; "
+                  "CREATE TABLE extra (id INT PRIMARY KEY)")  # fmt: skip
+    done = sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
+                server_id=next(_ids))  # fmt: skip
+    assert done.stopped == "caught up"
+    binlog_db.run("SET SESSION binlog_format = 'STATEMENT'; UPDATE emp SET title = 'x'")
+    with pytest.raises(SchemaChanged) as caught:
+        sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
+             server_id=next(_ids))  # fmt: skip
+    assert "statement" in caught.value.message and "binlog_format" in (caught.value.hint or "")
