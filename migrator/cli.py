@@ -4,6 +4,7 @@ What it prints (messages, progress bars, report tables) is ``migrator.render``."
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -23,7 +24,7 @@ from migrator.commands import init as draft_mapping
 from migrator.commands import migrate as run_migrate
 from migrator.commands import validate as check
 from migrator.commands import verify as run_verify
-from migrator.commands.sync import SyncStatus
+from migrator.commands.reports import SyncStatus
 from migrator.commands.sync import sync as sync_command
 from migrator.errors import EXIT_CONNECT, EXIT_USAGE, MappingErrors, MigratorError
 from migrator.render import (
@@ -517,7 +518,10 @@ def sync(
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        emit(report, as_json, render_sync)
+        if as_json:  # one object per line: the statuses, then the report
+            print(json.dumps(report.as_dict()), flush=True)
+        else:
+            render_sync(report)
         return report.exit_code
 
     run(go)

@@ -35,8 +35,7 @@ from rich.text import Text
 
 from migrator import progress as stages
 from migrator.commands.dryrun import DryRunReport
-from migrator.commands.reports import MigrateReport
-from migrator.commands.sync import SyncReport, SyncStatus
+from migrator.commands.reports import MigrateReport, SyncReport, SyncStatus
 from migrator.mapping.scaffold import Draft
 from migrator.mapping.validate import ValidateReport, plural
 from migrator.verify.report import DONE, VerifyReport

@@ -1,12 +1,16 @@
-"""What ``migrate`` returns: a report per table and one for the run."""
+"""What ``migrate`` and ``sync`` return: reports per table and for the run; sync's live status
+and the error that stops it on DDL."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from migrator.errors import EXIT_DIFFERENCE, EXIT_OK
+from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError
 from migrator.source.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from migrator.source.binlog import BinlogPosition
 
 
 @dataclass
@@ -100,4 +104,66 @@ class MigrateReport:
             "retries": sum(t.retries for t in self.tables),
             "recoveries": self.recoveries,
             "tables": [t.as_dict() for t in self.tables],
+        }
+
+
+class SchemaChanged(MigratorError):
+    """DDL on a mapped table: the mapping may no longer fit; sync stops (exit 1)."""
+
+    exit_code = EXIT_DIFFERENCE
+
+
+@dataclass
+class SyncStatus:
+    """What sync is doing, once per interval (the live line, or one ``--json`` object)."""
+
+    phase: str  # "loading" | "following" | "caught up" | "stopped"
+    position: str
+    transactions: int = 0
+    rows_changed: int = 0
+    events_per_second: float = 0.0
+    lag_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "position": self.position,
+            "transactions": self.transactions,
+            "rows_changed": self.rows_changed,
+            "events_per_second": round(self.events_per_second, 1),
+            "lag_seconds": round(self.lag_seconds, 3),
+        }
+
+
+@dataclass
+class SyncReport:
+    mapping: str
+    source: str
+    target: str
+    snapshot: Snapshot | None  # set when this run loaded the snapshot (first run)
+    loaded: list[TableReport] = field(default_factory=list)
+    removed: int = 0  # keys of an earlier load removed before the first run's load
+    started_at: BinlogPosition | None = None
+    position: BinlogPosition | None = None
+    transactions: int = 0
+    rows_changed: int = 0
+    seconds: float = 0.0
+    stopped: str = "stopped"  # "caught up" | "stopped" | "end of log"
+
+    exit_code = EXIT_OK
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mapping": self.mapping,
+            "source": self.source,
+            "target": self.target,
+            "snapshot": self.snapshot.as_dict() if self.snapshot is not None else None,
+            "loaded": [t.as_dict() for t in self.loaded],
+            "removed": self.removed,
+            "started_at": self.started_at.as_dict() if self.started_at else None,
+            "position": self.position.as_dict() if self.position else None,
+            "transactions": self.transactions,
+            "rows_changed": self.rows_changed,
+            "seconds": round(self.seconds, 3),
+            "stopped": self.stopped,
         }

@@ -14,6 +14,6 @@ def master_position(db: Any) -> BinlogPosition:
 
 
 def wkt_of(src: Any) -> Any:
-    from migrator.commands.sync import wkt_function
+    from migrator.commands.follow import wkt_function
 
     return wkt_function(src)

@@ -4,6 +4,7 @@ binary log. After each, ``verify`` must find Redis equal to MySQL."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +17,8 @@ import pytest
 import redis
 
 from migrator.commands import verify
-from migrator.commands.sync import SchemaChanged, sync
+from migrator.commands.reports import SchemaChanged
+from migrator.commands.sync import sync
 from migrator.errors import MigratorError, SourceError
 from migrator.mapping.loader import parse_mapping
 from tests.sync.workload import MAPPING, SCHEMA, Writer
@@ -263,3 +265,21 @@ def test_statement_logged_change_of_a_mapped_table_stops(binlog_db, redis_url: s
         sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
              server_id=next(_ids))  # fmt: skip
     assert "statement" in caught.value.message and "binlog_format" in (caught.value.hint or "")
+
+
+def test_json_is_one_object_per_line(binlog_db, redis_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    mapping = tmp_path / "m.yaml"
+    mapping.write_text(MAPPING)
+    env = {**os.environ, "MIGRATOR_SYNC_SERVER_ID": str(next(_ids))}
+    done = subprocess.run(
+        _cli("sync", str(mapping), "--source", binlog_db.url, "--target", redis_url,
+             "--until-caught-up", "--json"),
+        env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines[0]["status"]["phase"] == "loading"
+    report = lines[-1]
+    assert report["stopped"] == "caught up" and report["snapshot"]["binlog_file"]
+    assert sum(t["rows"] for t in report["loaded"]) == 11
