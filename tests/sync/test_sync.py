@@ -92,12 +92,17 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "migrator", *args]
 
 
-def test_kill_9_mid_stream_then_restart(binlog_db, redis_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    binlog_db.run(SCHEMA)
+def _cli_setup(db, redis_url: str, tmp_path: Path) -> tuple[list[str], dict[str, str]]:  # type: ignore[no-untyped-def]
+    """The schema loaded; ``sync MAPPING --source --target`` and an env with a server id."""
+    db.run(SCHEMA)
     mapping = tmp_path / "m.yaml"
     mapping.write_text(MAPPING)
     env = {**os.environ, "MIGRATOR_SYNC_SERVER_ID": str(next(_ids))}
-    base = ["sync", str(mapping), "--source", binlog_db.url, "--target", redis_url]
+    return ["sync", str(mapping), "--source", db.url, "--target", redis_url], env
+
+
+def test_kill_9_mid_stream_then_restart(binlog_db, redis_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    base, env = _cli_setup(binlog_db, redis_url, tmp_path)
     subprocess.run(_cli(*base, "--until-caught-up"), env=env, check=True, capture_output=True)
     proc = subprocess.Popen(_cli(*base, "--json"), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)  # fmt: skip
@@ -119,12 +124,9 @@ def test_kill_9_mid_stream_then_restart(binlog_db, redis_url: str, tmp_path: Pat
 
 
 def test_sigterm_stops_within_two_seconds(binlog_db, redis_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    binlog_db.run(SCHEMA)
-    mapping = tmp_path / "m.yaml"
-    mapping.write_text(MAPPING)
-    env = {**os.environ, "MIGRATOR_SYNC_SERVER_ID": str(next(_ids))}
+    base, env = _cli_setup(binlog_db, redis_url, tmp_path)
     proc = subprocess.Popen(
-        _cli("sync", str(mapping), "--source", binlog_db.url, "--target", redis_url, "--json"),
+        _cli(*base, "--json"),
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -268,13 +270,9 @@ def test_statement_logged_change_of_a_mapped_table_stops(binlog_db, redis_url: s
 
 
 def test_json_is_one_object_per_line(binlog_db, redis_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    binlog_db.run(SCHEMA)
-    mapping = tmp_path / "m.yaml"
-    mapping.write_text(MAPPING)
-    env = {**os.environ, "MIGRATOR_SYNC_SERVER_ID": str(next(_ids))}
+    base, env = _cli_setup(binlog_db, redis_url, tmp_path)
     done = subprocess.run(
-        _cli("sync", str(mapping), "--source", binlog_db.url, "--target", redis_url,
-             "--until-caught-up", "--json"),
+        _cli(*base, "--until-caught-up", "--json"),
         env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
