@@ -133,11 +133,12 @@ def test_target_restarted_from_its_aof_continues_from_its_checkpoint(
     from the checkpoint the target holds; the restart's LOADING replies are waited out."""
     path = mapping_file(tmp_path)
     notes = Notes()
-    with redis_process(tmp_path, appendonly=True, load_delay_us=200) as server:
+    with redis_process(tmp_path, appendonly=True, load_delay_us=500) as server:
         with server.bounce_when(keys_at_least(server, 4000), down=0.2):
             report = migrate(path, source=table.url, target=server.url, progress=notes)
         assert server.restarts == 1
         assert report.recoveries, notes.notes
+        assert any("LOADING" in m for _, m in notes.notes), notes.notes  # waited out
         assert "restarted or failed over" in report.recoveries[0]
         assert "continuing from the checkpoint" in report.recoveries[0]
         assert report.tables[0].resumed_from > 0  # not reloaded from the start
@@ -191,7 +192,7 @@ def test_a_checkpoint_whose_rows_the_target_lacks_is_not_trusted(
     path = mapping_file(tmp_path)
     migrate(path, source=table.url, target=redis_own.url)
     client = redis_own.client()
-    saved = client.hgetall("migrator:faults:checkpoint")
+    saved: dict[Any, Any] = dict(client.hgetall("migrator:faults:checkpoint"))
     client.flushall()
     client.hset("migrator:faults:checkpoint", mapping=saved)
     client.close()
@@ -321,6 +322,7 @@ def start_with_workers(
         [sys.executable, "-m", "migrator", "migrate", str(path), "--source", db.url,
          "--target", server.url, "--workers", "3", "--batch-size", "20", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # a process group of its own, as a shell gives a job
     )  # fmt: skip
     try:
         wait_for("two worker processes", lambda: len(descendants(proc.pid)) >= 2, 60)
@@ -347,7 +349,10 @@ def test_workers_die_with_their_parent_and_resume_completes(
     path = mapping_file(tmp_path)
     proc, workers = start_with_workers(path, big_table, redis_own)
     try:
-        proc.send_signal(how)
+        if how is signal.SIGINT:  # Ctrl-C: the terminal signals the whole process group
+            os.killpg(proc.pid, how)
+        else:
+            proc.send_signal(how)
         left = wait_gone(workers, 2.0)
         assert not left, f"workers alive 2 s after {how.name} of their parent: {left}"
         proc.wait(10)
@@ -427,3 +432,53 @@ def test_rows_inserted_after_the_split_are_loaded(
     assert client.exists(f"t:{BIG + 500}") == 1
     client.close()
     verified(path, big_table, redis_own.url)
+
+
+def test_moved_storm_is_waited_out(redis_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two primaries that each say the other owns a slot (a resharding caught half way):
+    every write to it comes back MOVED, round after round; the batch is sent again with
+    backoff (each retry noted) until the slot has one owner again."""
+    from redis.cluster import RedisCluster
+    from redis.crc import key_slot
+
+    from migrator.mapping.model import Retries
+    from migrator.retry import Retrying
+    from migrator.target import cluster as routing
+    from migrator.target.cluster import connect_any
+    from migrator.target.cluster_sink import ClusterSink
+
+    monkeypatch.setattr(routing, "REDIRECT_ROUNDS", 2)  # a storm: give up on a batch soon
+    redis_cluster.flush()
+    client = connect_any(redis_cluster.url)
+    assert isinstance(client, RedisCluster)
+    key = b"storm:1"
+    slot = key_slot(key)
+    owner_port = client.get_node_from_key(key).port
+    other_port = next(p for p in redis_cluster.ports if p != owner_port)
+    owner, other = redis_cluster.node(owner_port), redis_cluster.node(other_port)
+    owner_id = owner.execute_command("CLUSTER MYID")
+    other_id = other.execute_command("CLUSTER MYID")
+
+    def settle() -> None:
+        time.sleep(1.5)
+        for node in (owner, other):
+            node.execute_command("CLUSTER SETSLOT", slot, "NODE", owner_id)
+
+    notes: list[str] = []
+    restore = threading.Thread(target=settle, daemon=True)
+    owner.execute_command("CLUSTER SETSLOT", slot, "NODE", other_id)  # owner: "ask other"
+    restore.start()
+    try:
+        policy = Retries(attempts=8, backoff=0.2, max_backoff=1.0)
+        ClusterSink(client, Retrying(policy, notes.append)).write([(b"SET", key, b"v")])
+    finally:
+        restore.join(10)
+        for node in (owner, other):
+            node.execute_command("CLUSTER SETSLOT", slot, "NODE", owner_id)
+    assert notes and "kept redirecting" in notes[0], notes
+    check = redis_cluster.node(owner_port)
+    assert check.get(key) == b"v"
+    for node in (owner, other, check):
+        node.close()
+    client.close()
+    redis_cluster.flush()
