@@ -202,6 +202,18 @@ def test_a_checkpoint_whose_rows_the_target_lacks_is_not_trusted(
     verified(path, table, redis_own.url)
 
 
+@pytest.mark.parametrize("kind", ["hash", "columns"])
+def test_a_checkpoint_the_target_still_vouches_for_is_trusted(
+    table: Any, redis_own: RedisProcess, tmp_path: Path, kind: str
+) -> None:
+    path = mapping_file(tmp_path)
+    path.write_text(path.read_text().replace("  t:\n", f"  t:\n    as: {kind}\n"))
+    migrate(path, source=table.url, target=redis_own.url)
+    again = migrate(path, source=table.url, target=redis_own.url, resume=True)
+    assert again.tables[0].status == "done earlier" and not again.recoveries
+    verified(path, table, redis_own.url)
+
+
 # -- item 2: transient failures are retried -------------------------------------------------------
 
 

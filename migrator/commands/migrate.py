@@ -251,7 +251,7 @@ def untrusted(
     start: its states are dropped here and in the target. Returns what was dropped, why."""
     out = []
     for r in resolved:
-        if r.table.kind == "none" or not set(r.key.columns) <= set(r.primary_key):
+        if r.table.kind != "hash" or not set(r.key.columns) <= set(r.primary_key):
             continue  # no row key made of the primary key alone to look for
         own = {f: s for f, s in states.items() if f == r.name or f.startswith(r.name + RANGE)}
         vouched = [s.after for s in own.values() if s.rows and s.after is not None]
