@@ -367,6 +367,12 @@ def render_dry_run(report: DryRunReport) -> None:
         show(grid)
         notes = [f"{n} {why}" for why, n in t.skipped.items()]
         notes += [f"{n} rejected: {why}" for why, n in t.rejected.items()]
+        if t.duplicate_rows:
+            notes.append(
+                f"{plural(t.duplicate_rows, 'row')} would be overwritten by a row with the same "
+                f"key ({plural(t.duplicate_keys, 'duplicate key')}: the declared primary_key is "
+                "not unique in MySQL)"
+            )
         for note in notes:
             out.print(f"  note: {note}", markup=False, highlight=False)
         for line in t.sample:

@@ -161,6 +161,12 @@ def test_duplicate_declared_keys_are_reported_by_migrate_and_verify(
     said = " ".join(checked.stderr.split())
     assert "2 keys of wp_signups shared by several rows today (2 rows beyond one" in said
     assert "GROUP BY `activation_key` HAVING COUNT(*) > 1" in said
+    planned = cli("dry-run", str(path), "--sample", "0", columns="200")
+    assert planned.returncode == 0, planned.stderr
+    assert "2 rows would be overwritten by a row with the same key (2 duplicate keys" in (
+        planned.stdout
+    )
+    assert "total: 5 rows -> 3 keys" in planned.stdout
     done = cli("migrate", str(path), "--target", redis_url, "--json")
     assert done.returncode == 1, done.stderr
     (table,) = json.loads(done.stdout)["tables"]

@@ -76,6 +76,8 @@ class TableDryRun:
     skipped: dict[str, int] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    duplicate_keys: int = 0  # a declared primary_key MySQL does not keep unique: shared keys
+    duplicate_rows: int = 0  # and the rows beyond one per such key, which would be overwritten
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +90,8 @@ class TableDryRun:
             "skipped": self.skipped,
             "rejected": self.rejected,
             "seconds": round(self.seconds, 3),
+            "duplicate_keys": self.duplicate_keys,
+            "duplicate_rows": self.duplicate_rows,
         }
 
 
@@ -253,6 +257,11 @@ def dry_run(
                 rejected=dict(done.rejected),
                 seconds=time.perf_counter() - t0,
             )
+            if r.trusts_declared_key:
+                pk = [r.schema.column(c) for c in r.primary_key]
+                report.duplicate_keys, report.duplicate_rows = src.shared_keys(r.name, pk)
+                if "hash" in report.keys:  # an overwritten hash is no key of its own
+                    report.keys["hash"] -= report.duplicate_rows
             reports.append(report)
             commands += sink.commands
             resp_bytes += sink.bytes
