@@ -194,7 +194,7 @@ def show(table: RichTable) -> None:
     Its title goes first, on a line of its own. When the table fits the width without
     breaking a word, it is drawn, at its natural width when stdout is neither a terminal nor
     given COLUMNS (pipes, CI logs); otherwise (a narrow terminal) each row becomes a plain
-    line, ``name: head value, head value``, wrapped between words."""
+    line, ``name: head value, head value``, wrapped between those pairs."""
     for col in table.columns:
         cells = [col.header, *col.cells]
         words = [w for c in cells if isinstance(c, (str, Text)) for w in _text(c).split()]
@@ -214,7 +214,7 @@ def show(table: RichTable) -> None:
 
 def _unbroken_width(table: RichTable) -> int:
     """The narrowest the table can be drawn without breaking a word: every column at its
-    ``min_width``, plus padding and borders."""
+    ``min_width``, plus padding and borders (rich's own private measures of them)."""
     padding = sum(table._get_padding_width(i) for i in range(len(table.columns)))
     return sum(c.min_width or 1 for c in table.columns) + padding + table._extra_width
 
