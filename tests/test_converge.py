@@ -10,6 +10,7 @@ Then ``verify --fix`` repairs what the writes changed, and ``verify`` passes.
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ import redis
 
 from migrator.commands.migrate import migrate
 from migrator.commands.verify import verify
+from migrator.errors import ConnectError
 from tests.services import MySQLDatabase
 
 ROWS = 6000
@@ -305,19 +307,26 @@ def test_replace_after_deletes(
 
 
 def test_an_interrupted_replace_is_finished_by_resume(
-    shop: tuple[MySQLDatabase, Path], redis_url: str, redis_client: redis.Redis
+    shop: tuple[MySQLDatabase, Path],
+    redis_url: str,
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """--replace marks its removal in the checkpoint before it starts: a --resume of a run
     interrupted there removes what the mapping owns first, then loads."""
     db, path = shop
     migrate(path, source=db.url, target=redis_url, workers=1)
     db.run("DELETE FROM item WHERE id > 100; DELETE FROM item_tag WHERE item_id > 100;")
-    # the state a --replace leaves when stopped during its removal: the mark, nothing loaded
-    # (the run's own @marker and @run binding stay: --resume checks them)
-    tables = [f for f in redis_client.hkeys("migrator:shop:checkpoint") if f[:1] != b"@"]
-    redis_client.hdel("migrator:shop:checkpoint", *tables)
-    redis_client.hset("migrator:shop:checkpoint", "#replace",
-                      '{"after": null, "rows": 0, "done": false}')  # fmt: skip
+
+    def lost(*args: object) -> int:
+        raise ConnectError("lost the connection to Redis (test)")
+
+    module = sys.modules["migrator.commands.migrate"]  # (the package exports the function)
+    monkeypatch.setattr(module, "remove_owned", lost)
+    with pytest.raises(ConnectError, match="--resume"):
+        migrate(path, source=db.url, target=redis_url, workers=1, replace=True)
+    assert redis_client.hexists("migrator:shop:checkpoint", "#replace")
+    monkeypatch.undo()
     report = migrate(path, source=db.url, target=redis_url, workers=1, resume=True)
     assert report.removed is not None and report.removed > ROWS - 100
     assert not redis_client.hexists("migrator:shop:checkpoint", "#replace")
