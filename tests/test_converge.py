@@ -333,3 +333,31 @@ def test_an_interrupted_replace_is_finished_by_resume(
     assert verify(path, source=db.url, target=redis_url).ok
     again = migrate(path, source=db.url, target=redis_url, workers=1, resume=True)
     assert again.removed is None  # nothing left to remove: the replace was finished
+
+
+def test_one_worker_reads_everything_on_the_snapshots_one_connection(
+    shop: tuple[MySQLDatabase, Path], redis_url: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Rows, counters and latest lists of every table, with one worker, come through the one
+    connection that holds the snapshot (so they are the reported moment and position)."""
+    import migrator.source.mysql as mysql_source
+
+    opened: list[object] = []
+    real = mysql_source.raw_connect
+
+    def counted(*args: Any) -> Any:
+        conn = real(*args)
+        opened.append(conn)
+        return conn
+
+    monkeypatch.setattr(mysql_source, "raw_connect", counted)
+    db, path = shop
+    migrate(path, source=db.url, target=redis_url, workers=1)
+    assert len(opened) == 1
+    verify(path, source=db.url, target=redis_url)
+    assert len(opened) == 2
+    from migrator.commands.dryrun import dry_run
+
+    dry_run(path, source=db.url, resp_file=tmp_path / "load.resp")
+    assert len(opened) == 3
