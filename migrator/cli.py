@@ -27,6 +27,7 @@ from migrator.commands import verify as run_verify
 from migrator.commands.reports import SyncStatus
 from migrator.commands.sync import sync as sync_command
 from migrator.errors import EXIT_CONNECT, EXIT_USAGE, MappingErrors, MigratorError
+from migrator.mapping.loader import load_mapping
 from migrator.render import (
     emit,
     err,
@@ -94,12 +95,31 @@ TargetOpt = Annotated[
         show_envvar=True,
     ),
 ]
+
+
+def _complete_tables(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of --tables: the mapping's tables not named yet (comma-separated).
+    The mapping is the command's argument (while completing, click may leave it unparsed)."""
+    words = [ctx.params.get("mapping"), *ctx.args]
+    path = next((w for w in words if isinstance(w, str) and Path(w).is_file()), None)
+    if path is None:
+        return []
+    try:
+        names = [t.name for t in load_mapping(path).tables]
+    except MigratorError:
+        return []
+    done, _, part = incomplete.rpartition(",")
+    named = set(done.split(",")) if done else set()
+    return [f"{done}," * bool(done) + n for n in names if n.startswith(part) and n not in named]
+
+
 TablesOpt = Annotated[
     str | None,
     typer.Option(
         "--tables",
         metavar="TABLE,...",
         help="Only these tables, comma-separated, e.g. --tables emp,dept.",
+        autocompletion=_complete_tables,
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]

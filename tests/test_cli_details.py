@@ -84,6 +84,25 @@ def test_completion_completes_command_names() -> None:
     assert "verify" in done.stdout and "migrate" not in done.stdout
 
 
+@pytest.mark.parametrize(
+    ("words", "offered"),
+    [
+        ("--tables ", {"login", "book", "tag", "emp"}),
+        ("--tables e", {"emp"}),
+        ("--tables login,b", {"login,book"}),
+        ("--tables nope", set()),
+    ],
+)
+def test_completion_offers_the_mappings_tables(words: str, offered: set[str]) -> None:
+    line = f"migrator verify {REPO / 'mappings/demo.yaml'} {words}"
+    done = cli(
+        columns=None, _MIGRATOR_COMPLETE="complete_bash", COMP_WORDS=line,
+        COMP_CWORD=str(len(line.split()) - (0 if line.endswith(" ") else 1)),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert set(done.stdout.split()) == offered
+
+
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_debug_is_accepted_before_and_after_the_command(where: str, tmp_path: Path) -> None:
     missing = str(tmp_path / "nope.yaml")
