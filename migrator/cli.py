@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -24,7 +24,9 @@ from migrator.commands import init as draft_mapping
 from migrator.commands import migrate as run_migrate
 from migrator.commands import validate as check
 from migrator.commands import verify as run_verify
-from migrator.commands.reports import SyncStatus
+from migrator.commands.failures import explain
+from migrator.commands.reports import SyncStatus, write_rejects
+from migrator.commands.session import DEFAULT_TARGET
 from migrator.commands.sync import sync as sync_command
 from migrator.errors import EXIT_CONNECT, EXIT_USAGE, MappingErrors, MigratorError
 from migrator.mapping.loader import load_mapping
@@ -40,7 +42,7 @@ from migrator.render import (
     render_verify,
     say,
 )
-from migrator.urls import mask_source, mask_target
+from migrator.urls import mask, mask_text
 
 app = typer.Typer(
     name="migrator",
@@ -129,29 +131,64 @@ def _tables(value: str | None) -> list[str] | None:
     return [t.strip() for t in value.split(",") if t.strip()] if value else None
 
 
-def fail(e: MigratorError) -> None:
-    """One red message naming the cause and the fix; the exit code of its kind."""
+def fail(e: MigratorError, as_json: bool = False) -> NoReturn:
+    """One red message naming the cause and the fix (never a password); the exit code of
+    its kind. ``as_json``: also ``{"error", "hint", "exit_code"}`` on stdout."""
     if _debug:
         traceback.print_exc()
-    for one in e.errors if isinstance(e, MappingErrors) else [e]:
-        say("error", one.message, one.hint)
+    errors = e.errors if isinstance(e, MappingErrors) else [e]
+    for one in errors:
+        say("error", mask_text(one.message), mask_text(one.hint) if one.hint else None)
+    if as_json:
+        failure = failure_dict(e)
+        if len(errors) > 1:
+            failure["errors"] = [failure_dict(one) for one in errors]
+        out.print_json(json.dumps(failure))
     raise typer.Exit(e.exit_code)
 
 
-def run(fn: Callable[[], int], resume: str | None = None) -> None:
-    """Call a command, turning user errors into messages and exit codes. ``resume``: how
-    to continue after Ctrl-C or SIGTERM (both stop it the same way, workers included), for a
-    command that leaves work half done."""
+def failure_dict(e: MigratorError) -> dict[str, Any]:
+    return {
+        "error": mask_text(e.message),
+        "hint": mask_text(e.hint) if e.hint else None,
+        "exit_code": e.exit_code,
+    }
+
+
+def note_default_target(mapping: str, target: str | None) -> None:
+    """Say on stderr when the target is the built-in default: no --target, no
+    $MIGRATOR_TARGET_URL, no 'target:' in the mapping."""
+    if target or os.environ.get("MIGRATOR_TARGET_URL"):
+        return
+    try:
+        named = load_mapping(mapping).target
+    except MigratorError:  # the command itself reports it
+        return
+    if not named:
+        say(
+            "note",
+            f"no target given: using the default {DEFAULT_TARGET}",
+            "set 'target:' in the mapping, pass --target URL, or export MIGRATOR_TARGET_URL",
+        )
+
+
+def run(fn: Callable[[], int], resume: str | None = None, as_json: bool = False) -> None:
+    """Call a command, turning every failure into a message and an exit code (with
+    ``as_json`` also a JSON object on stdout). ``resume``: how to continue after Ctrl-C or
+    SIGTERM (both stop it the same way, workers included), for a command that leaves work
+    half done."""
     previous = signal.getsignal(signal.SIGTERM)
     if resume is not None:
         signal.signal(signal.SIGTERM, _terminated)
     try:
         code = fn()
     except MigratorError as e:
-        fail(e)
+        fail(e, as_json)
     except KeyboardInterrupt:
         say("error", "interrupted", resume)
         raise typer.Exit(130) from None
+    except Exception as e:  # anything a command did not foresee: still one line and a hint
+        fail(explain(e), as_json)
     else:
         raise typer.Exit(code)
     finally:
@@ -180,7 +217,7 @@ def resume_command(mapping: str, options: dict[str, object]) -> str:
             words.append(flag)
             continue
         text = str(value)
-        shown = {"--source": mask_source, "--target": mask_target}.get(flag, str)(text)
+        shown = mask(text) if flag in ("--source", "--target") else text
         masked = masked or shown != text
         words += [flag, shlex.quote(shown)]
     command = " ".join([*words, "--resume"])
@@ -257,6 +294,32 @@ def migrate(
             "options.retries.attempts, else 8), e.g. --retries 20.",
         ),
     ] = None,
+    into_existing: Annotated[
+        bool,
+        typer.Option(
+            "--into-existing",
+            help="Write even though the target already holds keys in the mapping's key space "
+            "that no earlier run of this mapping wrote (they may be overwritten), e.g. "
+            "migrator migrate m.yaml --into-existing.",
+        ),
+    ] = False,
+    no_memory_check: Annotated[
+        bool,
+        typer.Option(
+            "--no-memory-check",
+            help="Load even when the target's maxmemory looks too small for the estimated "
+            "load (Redis may then refuse writes part way), e.g. --no-memory-check.",
+        ),
+    ] = False,
+    rejects: Annotated[
+        str | None,
+        typer.Option(
+            "--rejects",
+            metavar="FILE",
+            help="Write the rows not loaded (a separator inside a value of a composite key) "
+            "to FILE as JSON lines: table, primary key, column, e.g. --rejects rejects.jsonl.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -274,19 +337,23 @@ def migrate(
     })  # fmt: skip
 
     def go() -> int:
+        note_default_target(mapping, target)
         with progress_bars() as progress:
             report = run_migrate(
                 mapping, source=source, target=target, tables=_tables(tables),
                 batch_size=batch_size, resume=resume, progress=progress, workers=workers,
-                replace=replace,
-                retries=retries, resume_command=again,
+                replace=replace, retries=retries, resume_command=again,
+                into_existing=into_existing, memory_check=not no_memory_check,
             )  # fmt: skip
+        if rejects:
+            write_rejects(report, rejects)
         emit(report, as_json, render_migrate)
         return report.exit_code
 
     run(
         go,
         resume=f"Redis holds the batches written so far (checkpointed); to continue: {again}",
+        as_json=as_json,
     )
 
 
@@ -360,7 +427,7 @@ def validate(
         emit(report, as_json, render_validate)
         return report.exit_code
 
-    run(go)
+    run(go, as_json=as_json)
 
 
 # --- dry-run ---------------------------------------------------------------------------------
@@ -409,7 +476,7 @@ def dry_run(
         emit(report, as_json, render_dry_run)
         return report.exit_code
 
-    run(go)
+    run(go, as_json=as_json)
 
 
 # --- verify ----------------------------------------------------------------------------------
@@ -461,6 +528,7 @@ def verify(
     Example: migrator verify mappings/emp.yaml --fix"""
 
     def go() -> int:
+        note_default_target(mapping, target)
         with progress_bars(wanted=not as_json) as progress:
             report = run_verify(
                 mapping, source=source, target=target, tables=_tables(tables),
@@ -470,7 +538,7 @@ def verify(
         emit(report, as_json, render_verify)
         return report.exit_code
 
-    run(go)
+    run(go, as_json=as_json)
 
 
 @app.command()
@@ -544,16 +612,33 @@ def sync(
             render_sync(report)
         return report.exit_code
 
-    run(go)
+    run(go, as_json=as_json)
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def main() -> None:
-    """Console entry point."""
+    """Console entry point. Command-line mistakes (an unknown option, ``--batch-size abc``)
+    are one error line and a hint too, and a JSON object with ``--json``."""
     try:
-        app()
+        code = app(standalone_mode=False)
+    except typer.TyperException as e:  # the parser's own errors (click's UsageError...)
+        if type(e).__name__ == "NoArgsIsHelpError":
+            e.show()  # type: ignore[attr-defined]
+            sys.exit(EXIT_USAGE)
+        words = [a for a in sys.argv[1:] if not a.startswith("-")]
+        names = {c.name or getattr(c.callback, "__name__", "") for c in app.registered_commands}
+        command = words[0] if words and words[0] in names else "COMMAND"
+        mistake = MigratorError(e.format_message(), f"see 'migrator {command} --help'")
+        mistake.exit_code = getattr(e, "exit_code", EXIT_USAGE) or EXIT_USAGE
+        try:
+            fail(mistake, as_json="--json" in sys.argv[1:])
+        except typer.Exit as done:
+            sys.exit(done.exit_code)
+    except typer.Abort:
+        sys.exit(130)
     except MigratorError as e:  # raised outside a command (should not happen)
         err.print(f"error: {e}")
         sys.exit(EXIT_USAGE if e.exit_code != EXIT_CONNECT else EXIT_CONNECT)
+    sys.exit(code if isinstance(code, int) else 0)

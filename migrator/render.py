@@ -266,6 +266,9 @@ def _rstrip(segments: list[Segment]) -> list[Segment]:
     return out
 
 
+REJECTS_SHOWN = 10  # rejected rows named per table in the summary
+
+
 def render_migrate(report: MigrateReport) -> None:
     table = report_table(
         f"migrate {report.mapping}: {report.source} -> {report.target}",
@@ -309,8 +312,20 @@ def render_migrate(report: MigrateReport) -> None:
         err.print(Text(note, "yellow"))
     for what in report.recoveries:
         say("warning", what)
+    for t in report.tables:
+        for r in t.rejects[:REJECTS_SHOWN]:
+            pk = ", ".join(r.pk)
+            plain(f"  rejected {t.table} ({pk}): {r.column}: {r.reason}", to_stderr=True)
+        more = sum(t.rejected.values()) - min(len(t.rejects), REJECTS_SHOWN)
+        if t.rejects and more > 0:
+            plain(f"  ... and {more:,} more rejected row(s) of {t.table}", to_stderr=True)
     if report.rejected:
-        err.print(f"[red]{report.rejected} row(s) were rejected[/] (see the table); exit code 1")
+        listed = f"listed in {report.rejects_file}" if report.rejects_file else "see above"
+        err.print(
+            f"[red]{report.rejected} row(s) were rejected[/] ({listed}; --rejects FILE lists "
+            "them, options.escape: backslash writes them escaped); exit code 1",
+            highlight=False,
+        )
     if report.duplicate_rows:
         say(
             "error",

@@ -1,33 +1,108 @@
-"""Connection URLs as they may be shown: never with a password."""
+"""Server URLs as they may be shown, and secrets expanded into them safely.
+
+``mask`` is the one function that hides a password, for source (MySQL) and target (Redis)
+URLs alike: everything between ``://`` and the *last* ``@`` that is not the user name
+becomes ``***``, whether or not the URL parses and whether or not the password was
+percent-encoded (a ``#``, ``/``, ``?`` or ``@`` in a raw password breaks every URL parser,
+which then shows it as a path or fragment). Query parameters that carry secrets
+(``password=``, ``ssl_password=``...) are hidden too.
+
+``quote_userinfo`` percent-encodes a value expanded into the user-info part of a URL
+(``mysql+pymysql://root:${MYSQL_PASSWORD}@host/db``), so any password works there.
+"""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+import re
+from typing import Any
+from urllib.parse import quote
 
-from sqlalchemy.engine import URL, make_url
-
-
-def mask_source(url: str | URL) -> str:
-    """The URL as it may be shown: the password replaced by ***."""
-    try:
-        return make_url(url).render_as_string(hide_password=True) if url else ""
-    except Exception:  # not a URL at all; show nothing that could be a secret
-        return "<unparseable URL>"
+MASK = "***"
+_SECRET_PARAM = re.compile(
+    r"(?i)([?&](?:[a-z_]*pass(?:word|wd)?|[a-z_]*secret|[a-z_]*token)=)[^&#]*"
+)
 
 
-def mask_target(url: str) -> str:
-    """A Redis URL without its password."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    try:
-        if parts.port:
-            host += f":{parts.port}"
-    except ValueError:  # several host:port pairs (redis+cluster://): keep them as written
-        host = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+def mask(url: Any) -> str:
+    """The URL with its password replaced by ``***`` (the user name is kept).
+
+    Works on text that does not parse as a URL too: everything after ``://`` up to the last
+    ``@`` is user information; of it only what comes before the first ``:`` (the user
+    name) is kept. Without ``://``, a leading ``user:password@`` is treated alike."""
+    if url is None:
+        return ""
+    text = _as_text(url)
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "", text
+    at = rest.rfind("@")
+    if at >= 0:
+        userinfo = rest[:at]
+        user, colon, _ = userinfo.partition(":")
+        if not colon and any(c in userinfo for c in "/?#"):
+            user = ""  # '@' seen past the authority, and no ':': show nothing of it
+        shown = f"{user}:{MASK}" if colon else user or MASK
+        rest = f"{shown}@{rest[at + 1 :]}"
+    rest = _SECRET_PARAM.sub(lambda m: m.group(1) + MASK, rest)
+    return f"{scheme}{sep}{rest}"
+
+
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()]+")
+
+
+def mask_text(text: str) -> str:
+    """``text`` (a message) with every URL in it masked, as a last line of defence."""
+    return _URL_IN_TEXT.sub(lambda m: mask(m.group(0)), text)
+
+
+def _as_text(url: Any) -> str:
+    """A URL object (SQLAlchemy's ``URL``) as text with its password, for ``mask``."""
+    render = getattr(url, "render_as_string", None)
+    if render is not None:
+        return str(render(hide_password=False))
+    return str(url)
+
+
+def scrub(text: str, *urls: Any) -> str:
+    """``text`` (an error message) with every URL in ``urls`` replaced by its masked form
+    and their passwords, raw or percent-encoded, replaced by ``***``."""
+    from urllib.parse import unquote
+
+    for url in urls:
+        if not url:
+            continue
+        raw = _as_text(url)
+        text = text.replace(raw, mask(raw))
+        secret = _password(raw)
+        if secret:
+            for s in {secret, unquote(secret), quote(unquote(secret), safe="")}:
+                if len(s) >= 3:
+                    text = text.replace(s, MASK)
+    return text
+
+
+def _password(url: str) -> str:
+    rest = url.partition("://")[2] or url
+    at = rest.rfind("@")
+    if at < 0:
+        return ""
+    return rest[:at].partition(":")[2]
+
+
+def userinfo_spans(text: str) -> tuple[int, int] | None:
+    """(start, end) of the user-info part of a URL template such as
+    ``mysql+pymysql://root:${MYSQL_PASSWORD}@host/db``: between ``://`` and the last ``@``
+    (None when the text has no user information)."""
+    head = text.find("://")
+    if head < 0:
+        return None
+    at = text.rfind("@")
+    if at < head:
+        return None
+    return head + 3, at
+
+
+def quote_userinfo(value: str) -> str:
+    """A value for the user-info part of a URL: percent-encoded, so ``@ : / ? #`` and ``%``
+    in a password are read as the password's own characters."""
+    return quote(value, safe="")

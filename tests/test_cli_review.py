@@ -97,7 +97,10 @@ def test_wrong_type_at_a_row_key_names_the_key_and_how_to_resume(
 ) -> None:
     path = mapping(tmp_path, emp_db, "  emp: {}\n")
     redis_client.set("emp:3", "in the way")
-    done = cli_run("migrate", str(path), "--target", redis_url)
+    refused = cli_run("migrate", str(path), "--target", redis_url)  # checked before writing
+    assert refused.returncode == 2 and "emp:3 (string)" in refused.stderr
+    assert redis_client.dbsize() == 1
+    done = cli_run("migrate", str(path), "--target", redis_url, "--into-existing")
     assert done.returncode == 1, done.stderr
     assert "WRONGTYPE" in done.stderr and "emp:3" in done.stderr
     # the resume hint repeats every option given, so following it writes to the same target

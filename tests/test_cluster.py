@@ -203,7 +203,7 @@ def test_resume_after_a_failure(
     # a key of the wrong type where the index set of grp 70 (ids 2800-2839) must go
     rc.set("item:indices:grp:70", "in the way")
     with pytest.raises(TargetError, match="WRONGTYPE"):
-        migrate(items, source=mysql_db.url, target=cluster.url, workers=2)
+        migrate(items, source=mysql_db.url, target=cluster.url, workers=2, into_existing=True)
     state = Checkpoint(rc, "items").load()
     assert sum(s.rows for s in state.values()) > 0
     assert not all(s.done for s in state.values())
@@ -236,7 +236,7 @@ def test_moved_replies_refresh_the_slot_map(cluster: ClusterServers, rc: RedisCl
 
 
 def test_seed_passwords_are_masked() -> None:
-    from migrator.urls import mask_target as mask
+    from migrator.urls import mask
 
     assert mask("redis+cluster://u:secret@h1:1,h2:2/0") == "redis+cluster://u:***@h1:1,h2:2/0"
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from migrator.commands.session import load, opened, target_url
+from migrator.commands.session import check_batch_size, load, opened, target_url
 from migrator.errors import MigratorError
 from migrator.mapping.model import Template
 from migrator.mapping.resolve import Resolved
@@ -36,7 +36,7 @@ from migrator.plan.resp import resp
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.source.snapshot import Snapshot
-from migrator.urls import mask_source, mask_target
+from migrator.urls import mask
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t",
             "\a": "\\a", "\b": "\\b"}  # fmt: skip
@@ -231,8 +231,7 @@ def dry_run(
     load as RESP in ``resp_file``. Never connects to Redis. Raises MigratorError."""
     if sample < 0:
         raise MigratorError("--sample must be 0 or a positive number of rows")
-    if batch_size is not None and batch_size < 1:
-        raise MigratorError("--batch-size must be a positive number of rows")
+    check_batch_size(batch_size)
     m = load(mapping)
     size = batch_size or m.options.batch_size
     limits = limits or Limits()
@@ -267,8 +266,8 @@ def dry_run(
             resp_bytes += sink.bytes
         result = DryRunReport(
             mapping=m.file or m.name,
-            source=mask_source(src.url),
-            target=mask_target(target_url(m, target)),
+            source=mask(src.url),
+            target=mask(target_url(m, target)),
             tables=reports,
             resp_file=str(resp_file) if resp_file is not None else None,
             resp_bytes=resp_bytes,

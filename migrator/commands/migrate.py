@@ -19,8 +19,9 @@ import time
 from typing import Any
 
 from migrator.commands.parallel import RANGE, default_workers, load_tables
+from migrator.commands.preflight import check_memory, check_target
 from migrator.commands.reports import MigrateReport
-from migrator.commands.session import load, opened, source_url, target_url
+from migrator.commands.session import check_batch_size, load, opened, source_url, target_url
 from migrator.errors import ConnectError, MigratorError, TargetError, TargetLost
 from migrator.mapping.fingerprint import changes, fingerprint
 from migrator.mapping.model import Mapping, Retries
@@ -36,7 +37,7 @@ from migrator.target.cluster_sink import sink_for
 from migrator.target.guard import Guard, new_token, run_id
 from migrator.target.keys import remove_owned
 from migrator.target.sink import Client, transient
-from migrator.urls import mask_source, mask_target
+from migrator.urls import mask
 
 
 def migrate(
@@ -52,6 +53,8 @@ def migrate(
     replace: bool = False,
     retries: int | None = None,
     resume_command: str | None = None,
+    into_existing: bool = False,
+    memory_check: bool = True,
 ) -> MigrateReport:
     """Load every mapped table into Redis. Returns a report; raises MigratorError.
 
@@ -65,11 +68,14 @@ def migrate(
     of an interrupted replace finishes the removal first. Without it, a run over an earlier
     one overwrites what changed but removes nothing (``report.notes`` says how to).
     ``retries`` overrides ``options.retries.attempts``; ``resume_command`` is how the
-    caller says to continue after a failure (default ``migrator migrate FILE --resume``)."""
+    caller says to continue after a failure (default ``migrator migrate FILE --resume``).
+    Before writing, the target is checked (commands/preflight.py): keys of the mapping's key
+    space that no earlier run of it wrote refuse the run unless ``into_existing`` or
+    ``replace``; with ``maxmemory`` set, a load that will not fit is refused unless not
+    ``memory_check``."""
 
     m = load(mapping)
-    if batch_size is not None and batch_size < 1:
-        raise MigratorError("--batch-size must be a positive number of rows")
+    check_batch_size(batch_size)
     if workers is None and os.environ.get("MIGRATOR_WORKERS"):
         raw = os.environ["MIGRATOR_WORKERS"]
         if not raw.isdigit():
@@ -90,12 +96,17 @@ def migrate(
         n_workers = workers or default_workers(sum(r.schema.row_estimate for r in resolved))
         report = MigrateReport(
             mapping=m.file or m.name,
-            source=mask_source(src.url),
-            target=mask_target(target_url(m, target)),
+            source=mask(src.url),
+            target=mask(target_url(m, target)),
             tables=[],
         )
         try:
             client = connect_any(target_url(m, target))
+            # before anything is written: keys in the way, room for the load (preflight.py)
+            plans = [TablePlan(r) for r in resolved]
+            check_target(client, m, plans, into_existing=into_existing or replace)
+            if memory_check and not resume and not replace:  # (--replace frees memory first)
+                check_memory(client, src, resolved)
             run = {"mapping": fingerprint(m, resolved), "source": src.identity()}
             checkpoint = Checkpoint(client, m.name)
             earlier = checkpoint.load()

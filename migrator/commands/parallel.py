@@ -428,6 +428,7 @@ def load_tables(
             report.duplicate_keys, report.duplicate_rows = src.shared_keys(name, pk)
             if r.table.kind == "hash":  # a row sharing a key overwrote a hash: no new key
                 report.keys -= report.duplicate_rows
+        report.rejects = list(total.rejects)
         report.seconds = time.perf_counter() - started.get(name, time.perf_counter())
         progress.finish(name)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError
+from migrator.plan.batch import Reject
 from migrator.source.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ class TableReport:
     duplicate_keys: int = 0
     duplicate_rows: int = 0
     retries: int = 0  # transient failures ridden out (retry.py)
+    rejects: list[Reject] = field(default_factory=list)  # the first rejected rows, named
 
     @property
     def rows_per_second(self) -> float:
@@ -49,6 +51,7 @@ class TableReport:
             "duplicate_keys": self.duplicate_keys,
             "duplicate_rows": self.duplicate_rows,
             "retries": self.retries,
+            "rejects": [r.as_dict() for r in self.rejects],
         }
 
 
@@ -65,6 +68,7 @@ class MigrateReport:
     rerun: bool = False  # Redis held an earlier run of this mapping
     notes: list[str] = field(default_factory=list)
     recoveries: list[str] = field(default_factory=list)  # target losses reloaded (guard.py)
+    rejects_file: str | None = None  # where the rejected rows were listed (--rejects FILE)
 
     @property
     def rows(self) -> int:
@@ -103,6 +107,7 @@ class MigrateReport:
             "duplicate_rows": self.duplicate_rows,
             "retries": sum(t.retries for t in self.tables),
             "recoveries": self.recoveries,
+            "rejects_file": self.rejects_file,
             "tables": [t.as_dict() for t in self.tables],
         }
 
@@ -167,3 +172,21 @@ class SyncReport:
             "seconds": round(self.seconds, 3),
             "stopped": self.stopped,
         }
+
+
+def write_rejects(report: MigrateReport, path: str) -> None:
+    """The rejected rows as JSON lines: ``{"table", "primary_key", "column", "reason"}``
+    (at most ``MAX_LISTED`` per table; the report's counts are exact)."""
+    import json
+    from pathlib import Path
+
+    lines = [
+        json.dumps({"table": t.table, **r.as_dict()}, ensure_ascii=False)
+        for t in report.tables
+        for r in t.rejects
+    ]
+    try:
+        Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    except OSError as e:
+        raise MigratorError(f"cannot write the reject list {path}: {e.strerror}") from None
+    report.rejects_file = path

@@ -7,8 +7,8 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from migrator.errors import MappingError, MappingErrors
-from migrator.mapping.loader import load_mapping, suggest
+from migrator.errors import MappingError, MappingErrors, MigratorError
+from migrator.mapping.loader import MAX_BATCH_SIZE, load_mapping, suggest
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.mapping.schema import Schema
@@ -33,6 +33,20 @@ def source_url(mapping: Mapping, override: str | None = None) -> str:
 def target_url(mapping: Mapping, override: str | None = None) -> str:
     """--target, else $MIGRATOR_TARGET_URL, else the mapping's ``target``, else local db 0."""
     return override or os.environ.get("MIGRATOR_TARGET_URL") or mapping.target or DEFAULT_TARGET
+
+
+def check_batch_size(value: int | None) -> None:
+    """--batch-size: a positive number of rows, at most MAX_BATCH_SIZE (a batch is held in
+    memory and sent as one pipeline)."""
+    if value is None:
+        return
+    if value < 1:
+        raise MigratorError("--batch-size must be a positive number of rows", "e.g. 5000")
+    if value > MAX_BATCH_SIZE:
+        raise MigratorError(
+            f"--batch-size {value:,} is more than the {MAX_BATCH_SIZE:,} rows a batch may hold",
+            "batches of 1,000-20,000 rows load fastest; e.g. --batch-size 10000",
+        )
 
 
 def load(mapping: Mapping | str | os.PathLike[str]) -> Mapping:

@@ -50,7 +50,7 @@ from migrator.target.cluster import connect_any
 from migrator.target.cluster_sink import sink_for, writer_for
 from migrator.target.keys import remove_owned
 from migrator.target.sync_state import SyncState, apply_group
-from migrator.urls import mask_target
+from migrator.urls import mask
 
 SERVER_ID_ENV = "MIGRATOR_SYNC_SERVER_ID"
 
@@ -135,7 +135,7 @@ def sync(
         report = SyncReport(
             mapping=m.file or m.name,
             source=src.shown_url,
-            target=mask_target(target_url(m, target)),
+            target=mask(target_url(m, target)),
             snapshot=None,
         )
         if not stored.get("file"):

@@ -17,7 +17,7 @@ from migrator.mapping.validate import (
     problem_from,
 )
 from migrator.source.mysql import Source, shared_keys_query
-from migrator.urls import mask_source
+from migrator.urls import mask
 
 
 def validate(
@@ -42,7 +42,7 @@ def validate(
         return report
     with Source(url) as src:
         schema = src.schema()
-        report.source = mask_source(url)
+        report.source = mask(url)
         report.problems += check_schema(mapping, schema)
         report.problems += shared_keys(mapping, schema, src, report.problems)
     return report

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from migrator.commands.session import load, opened, target_url
+from migrator.commands.session import check_batch_size, load, opened, target_url
 from migrator.errors import MigratorError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved, resolve
@@ -15,7 +15,7 @@ from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.target.cluster import connect_any
 from migrator.target.sink import Client
-from migrator.urls import mask_target
+from migrator.urls import mask
 from migrator.verify.cluster_reader import reader_for
 from migrator.verify.report import VerifyReport
 from migrator.verify.tables import Checker
@@ -50,8 +50,7 @@ def verify(
             f"{'--counts-only' if counts_only else '--sample'}",
             "drop that option: migrator verify MAPPING --fix",
         )
-    if batch_size is not None and batch_size < 1:
-        raise MigratorError("--batch-size must be a positive number of rows")
+    check_batch_size(batch_size)
     mode = "counts-only" if counts_only else f"sample {sample}" if sample else "full"
     started = time.perf_counter()
     with opened(m, source, tables) as (src, resolved):
@@ -78,7 +77,7 @@ def verify(
         finally:
             client.close()
         report.source = src.shown_url
-        report.target = mask_target(target_url(m, target))
+        report.target = mask(target_url(m, target))
         report.seconds = time.perf_counter() - started
         return report
 

@@ -28,12 +28,16 @@ from migrator.mapping.model import (
     Template,
     Unique,
 )
+from migrator.urls import quote_userinfo, userinfo_spans
 
 T = TypeVar("T")
 
 TOP_KEYS = ("version", "source", "target", "options", "tables")
-OPTION_KEYS = ("separator", "nulls", "batch_size", "ignore", "retries")
+OPTION_KEYS = ("separator", "nulls", "batch_size", "ignore", "retries", "escape")
 RETRY_KEYS = ("attempts", "backoff", "max_backoff")
+ESCAPES = ("reject", "backslash")  # migrator/plan/escape.py
+#: rows per batch above which a batch no longer fits a pipeline sensibly
+MAX_BATCH_SIZE = 1_000_000
 TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
     "references", "sorted", "latest", "sets",
@@ -57,9 +61,14 @@ def json_schema() -> dict[str, Any]:
     return dict(json.loads(text))
 
 
-def expand_env(text: str, environ: Any = None) -> str:
-    """Expand ``${VAR}`` and ``${VAR:-default}``; an unset VAR without default is an error."""
+def expand_env(text: str, environ: Any = None, *, url: bool = False) -> str:
+    """Expand ``${VAR}`` and ``${VAR:-default}``; an unset VAR without default is an error.
+
+    ``url``: the text is a server URL; a value expanded inside its user-info part (between
+    ``://`` and the last ``@`` of the text as written) is percent-encoded, so a password
+    holding ``@ : / ? #`` or ``%`` still reads as the password."""
     env = os.environ if environ is None else environ
+    span = userinfo_spans(text) if url else None
 
     def sub(m: re.Match[str]) -> str:
         name, default = m.group(1), m.group(2)
@@ -67,8 +76,11 @@ def expand_env(text: str, environ: Any = None) -> str:
         if value is None or (value == "" and default is not None):
             if default is None:
                 raise KeyError(name)
-            return default
-        return str(value)
+            value = default
+        value = str(value)
+        if span is not None and span[0] <= m.start() and m.end() <= span[1]:
+            return quote_userinfo(value)
+        return value
 
     return _ENV.sub(sub, text)
 
@@ -107,7 +119,7 @@ def parse_mapping(
         ) from None
     lines: dict[str, int] = {}
     if node is not None:
-        _record_lines(node, "", lines)
+        _record_lines(node, "", lines, file)
     return _Builder(file, lines, environ).mapping(data, name)
 
 
@@ -128,16 +140,31 @@ def yaml_hint(problem: str, line: int | None) -> str | None:
     return None
 
 
-def _record_lines(node: yaml.Node, path: str, lines: dict[str, int]) -> None:
+def _record_lines(node: yaml.Node, path: str, lines: dict[str, int], file: str) -> None:
+    """The YAML line of every mapping path; a key given twice in one mapping is an error
+    (YAML loaders keep the last silently: a second ``emp:`` would replace the first)."""
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
         for key_node, value_node in node.value:
             key = f"{path}.{key_node.value}" if path else str(key_node.value)
-            lines[key] = key_node.start_mark.line + 1
-            _record_lines(value_node, key, lines)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise MappingError(
+                    f"'{key_node.value}' is given twice (first on line {seen[key]}); "
+                    "YAML would keep only the last one",
+                    path=key,
+                    file=file,
+                    line=line,
+                    column=key_node.start_mark.column + 1,
+                    hint="merge the two entries into one, or rename one of them",
+                )
+            seen[key] = line
+            lines[key] = line
+            _record_lines(value_node, key, lines, file)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _record_lines(item, f"{path}[{i}]", lines)
+            _record_lines(item, f"{path}[{i}]", lines, file)
 
 
 class _Builder:
@@ -157,12 +184,13 @@ class _Builder:
 
     # -- scalars ---------------------------------------------------------------------------
     def string(self, value: Any, path: str, *, expand: bool = False) -> str:
+        """A scalar as text; ``expand``: a server URL with ``${VAR}`` expanded."""
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise self.error(path, f"expected a string, got {_describe(value)}")
         text = str(value)
         if expand:
             try:
-                text = expand_env(text, self.environ)
+                text = expand_env(text, self.environ, url=True)
             except KeyError as e:
                 raise self.error(
                     path,
@@ -279,15 +307,38 @@ class _Builder:
         batch = d.get("batch_size", 5000)
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise self.error(f"{path}.batch_size", f"expected a positive integer, got {batch!r}")
+        if batch > MAX_BATCH_SIZE:
+            raise self.error(
+                f"{path}.batch_size",
+                f"{batch:,} rows per batch is more than the {MAX_BATCH_SIZE:,} allowed",
+                "batches of 1,000-20,000 rows load fastest; e.g. batch_size: 5000",
+            )
         ignore = d.get("ignore") or []
         if not isinstance(ignore, list) or not all(isinstance(g, str) and g for g in ignore):
             raise self.error(
                 f"{path}.ignore",
                 f"expected a list of key globs such as ['acct:session:*'], got {ignore!r}",
             )
+        escape = d.get("escape", "reject")
+        if escape not in ESCAPES:
+            raise self.error(
+                f"{path}.escape",
+                f"unknown escape policy {escape!r}; expected one of: {', '.join(ESCAPES)}",
+                suggest(escape, ESCAPES),
+            )
+        if escape == "backslash" and "\\" in sep:
+            raise self.error(
+                f"{path}.separator",
+                "with 'escape: backslash' the separator cannot contain a backslash",
+            )
         retries = self.retries(d.get("retries"), f"{path}.retries")
         return Options(
-            separator=sep, nulls="omit", batch_size=batch, ignore=tuple(ignore), retries=retries
+            separator=sep,
+            nulls="omit",
+            batch_size=batch,
+            ignore=tuple(ignore),
+            retries=retries,
+            escape=escape,
         )
 
     def retries(self, value: Any, path: str) -> Retries:
@@ -379,6 +430,15 @@ class _Builder:
             d = self.dict_of(value, path, ("columns", "key"))
             cols = self.names(self.required(d, "columns", path), f"{path}.columns")
             key = self.template(d["key"], f"{path}.key") if d.get("key") is not None else None
+            missing = [c for c in cols if key is not None and c not in key.columns]
+            if key is not None and missing:
+                raise self.error(
+                    f"{path}.key",
+                    f"the key {key.text!r} has no placeholder for {', '.join(missing)}: every "
+                    "row would write the same key, each overwriting the one before",
+                    "name each unique column in the key, e.g. "
+                    + repr(_with_placeholders(key.text, cols)),
+                )
             return Unique(cols, key)
         return Unique(self.names(value, path))
 
@@ -430,6 +490,11 @@ class _Builder:
             self.template(self.required(d, "key", path), f"{path}.key"),
             self.template(self.required(d, "member", path), f"{path}.member"),
         )
+
+
+def _with_placeholders(text: str, columns: tuple[str, ...]) -> str:
+    """``emp:uniques:email`` -> ``emp:uniques:email:{email}`` (a key that names each column)."""
+    return text + "".join(f":{{{c}}}" for c in columns if f"{{{c}}}" not in text)
 
 
 def _describe(value: Any) -> str:

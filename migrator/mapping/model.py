@@ -92,6 +92,9 @@ class Options:
     #: globs (Redis SCAN syntax) of keys under the mapping's key space that it does not own
     ignore: tuple[str, ...] = ()
     retries: Retries = Retries()
+    #: a separator inside a value of a composite key: "reject" the row, or "backslash"-escape
+    #: it (migrator/plan/escape.py)
+    escape: str = "reject"
 
 
 @dataclass(frozen=True)

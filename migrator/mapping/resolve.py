@@ -18,6 +18,7 @@ class Resolved:
     table: Table
     schema: TableSchema
     separator: str
+    escape: str = "reject"  # a separator inside a composite's value: reject or backslash
 
     @property
     def name(self) -> str:
@@ -117,7 +118,7 @@ def resolve(mapping: Mapping, schema: Schema, only: list[str] | None = None) -> 
         resolved = dataclasses.replace(
             table, primary_key=tuple(pk), key=key, columns=columns, counter=counter
         )
-        out.append(Resolved(resolved, ts, sep))
+        out.append(Resolved(resolved, ts, sep, mapping.options.escape))
     if errors:
         raise MappingErrors(errors) if len(errors) > 1 else errors[0]
     return out

@@ -31,7 +31,7 @@ import yaml
 from migrator.errors import SourceError
 from migrator.mapping.loader import suggest
 from migrator.mapping.schema import IndexInfo, Schema, TableSchema
-from migrator.urls import mask_source
+from migrator.urls import mask
 
 BatchSize = 5000
 
@@ -237,7 +237,7 @@ def _cols(columns: tuple[str, ...]) -> str:
 def source_setting(url: str) -> str:
     """The ``source:`` line for the file: the URL with any password replaced by
     ``${MYSQL_PASSWORD:-}``, so the secret stays in the environment."""
-    shown = mask_source(url)
+    shown = mask(url)
     if ":***@" in shown:
         return shown.replace(":***@", ":${MYSQL_PASSWORD:-}@", 1)
     return shown
@@ -263,7 +263,7 @@ def draft(
                 )
         names = [n for n in names if n in tables]
     return Draft(
-        source=mask_source(source),
+        source=mask(source),
         source_setting=source_setting(source),
         database=schema.database,
         date=(today or dt.date.today()).isoformat(),

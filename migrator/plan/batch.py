@@ -9,7 +9,7 @@ row skipped or rejected is counted under one name whichever path planned it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from hashlib import blake2b
 
@@ -22,6 +22,20 @@ KeyFn = Callable[[Row], bytes | None]
 NULL_KEY = "NULL in a row-key column"
 NULL_UNIQUE = "NULL unique value (not indexed)"
 NULL_INDEX = "NULL index value (not indexed)"
+#: rows listed by name in a table's reject report (the count is always exact)
+MAX_LISTED = 1000
+
+
+@dataclass(frozen=True)
+class Reject:
+    """A row not written: its primary-key values (as text) and the column to blame."""
+
+    pk: tuple[str, ...]
+    column: str
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"primary_key": list(self.pk), "column": self.column, "reason": self.reason}
 
 
 def key_id(key: bytes) -> int:
@@ -39,6 +53,7 @@ class Stats:
     # ids (key_id) of the keys rows add to: unique HASHes, index, sorted and tag sets; a set
     # so that a key written by several batches or workers counts once (memory: one int per key)
     shared: set[int] = field(default_factory=set)
+    rejects: list[Reject] = field(default_factory=list)  # the first MAX_LISTED of them, named
 
     @property
     def all_keys(self) -> int:
@@ -52,6 +67,12 @@ class Stats:
         self.shared |= other.shared
         self.skipped.update(other.skipped)
         self.rejected.update(other.rejected)
+        self.rejects += other.rejects[: max(0, MAX_LISTED - len(self.rejects))]
+
+    def reject(self, reason: str, pk: tuple[str, ...], column: str) -> None:
+        self.rejected[reason] += 1
+        if len(self.rejects) < MAX_LISTED:
+            self.rejects.append(Reject(pk, column, reason))
 
 
 class Batch:
@@ -113,9 +134,20 @@ def template_parts(template: Template, pos: dict[str, int]) -> list[bytes | int]
     return [p.encode() if isinstance(p, str) else pos[template.columns[p]] for p in template.parts]
 
 
-def compile_template(template: Template, pos: dict[str, int]) -> KeyFn:
-    """A function row -> rendered key bytes, or None when a value it needs is NULL."""
+Escape = Callable[[bytes], bytes]
+
+
+def compile_template(
+    template: Template,
+    pos: dict[str, int],
+    esc: Escape | None = None,
+    escaped: Collection[int] = (),
+) -> KeyFn:
+    """A function row -> rendered key bytes, or None when a value it needs is NULL; the
+    values at the ``escaped`` positions go through ``esc`` (``escape: backslash``)."""
     parts = template_parts(template, pos)
+    if esc is not None and any(p in escaped for p in parts if isinstance(p, int)):
+        return _escaping(parts, esc, escaped)
     if len(parts) == 2 and isinstance(parts[0], bytes) and isinstance(parts[1], int):
         prefix, i = parts[0], parts[1]
 
@@ -140,11 +172,43 @@ def compile_template(template: Template, pos: dict[str, int]) -> KeyFn:
     return render
 
 
-def joiner(positions: Sequence[int], sep: bytes) -> KeyFn:
-    """Values at ``positions`` joined by the separator; None if any is NULL."""
+def _escaping(parts: list[bytes | int], esc: Escape, escaped: Collection[int]) -> KeyFn:
+    def render(row: Row) -> bytes | None:
+        out = []
+        for p in parts:
+            if isinstance(p, bytes):
+                out.append(p)
+            else:
+                v = row[p]
+                if v is None:
+                    return None
+                out.append(esc(v) if p in escaped else v)
+        return b"".join(out)
+
+    return render
+
+
+def joiner(
+    positions: Sequence[int], sep: bytes, esc: Escape | None = None, escaped: Collection[int] = ()
+) -> KeyFn:
+    """Values at ``positions`` joined by the separator; None if any is NULL. With ``esc``,
+    the values at ``escaped`` positions are escaped (a composite under ``escape: backslash``)."""
     if len(positions) == 1:
         i = positions[0]
         return lambda row: row[i]
+    if esc is not None and any(i in escaped for i in positions):
+        marks = [(i, i in escaped) for i in positions]
+
+        def join_escaped(row: Row) -> bytes | None:
+            values = []
+            for i, e in marks:
+                v = row[i]
+                if v is None:
+                    return None
+                values.append(esc(v) if e else v)
+            return sep.join(values)
+
+        return join_escaped
 
     def join(row: Row) -> bytes | None:
         values = [row[i] for i in positions]

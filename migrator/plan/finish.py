@@ -31,9 +31,9 @@ def finish_commands(src: EndReader, plan: TablePlan, resolved: Resolved) -> list
         if cmd is not None:
             out.append(cmd)
     pk_cols = [schema.column(c) for c in resolved.primary_key]
-    sep = resolved.separator.encode()
     for latest in resolved.table.latest:
         rows = src.latest(resolved.name, pk_cols, schema.column(latest.order_by), latest.limit)
-        pks = [sep.join(v for v in row if v is not None) for row in rows]
+        # the primary key comes first in a plan's rows, so pk_text reads these rows too
+        pks = [pk for row in rows if (pk := plan.pk_text(row)) is not None]
         out += plan.latest_commands(latest.key, pks)
     return out

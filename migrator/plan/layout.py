@@ -6,7 +6,17 @@ from __future__ import annotations
 
 from migrator.mapping.model import Template
 from migrator.mapping.resolve import Resolved, column_uses
-from migrator.plan.batch import compile_template, joiner
+from migrator.plan.batch import KeyFn, Row, Stats, compile_template, joiner
+from migrator.plan.escape import (
+    AMBIGUOUS,
+    BACKSLASH,
+    composite,
+    escaper,
+    first_ambiguous,
+    may_hold_separator,
+    may_need_escape,
+    separator_chars,
+)
 
 
 class TableLayout:
@@ -19,10 +29,89 @@ class TableLayout:
         self.sep = resolved.separator.encode()
         self.select = self._select_columns()
         self.pos = {name: i for i, name in enumerate(self.select)}
-        self.row_key = compile_template(self.resolved.key, self.pos)
+        # separators inside values (migrator/plan/escape.py): the escape function and the
+        # positions it may change (escape: backslash), or the positions to look at (reject)
+        sep, kind = self.table_sep, self._kind
+        self.esc = escaper(self.sep) if resolved.escape == BACKSLASH else None
+        self.escapable = frozenset(
+            self.pos[c]
+            for c in self.select
+            if self.esc is not None and may_need_escape(kind(c), sep)
+        )
+        self.sep_chars = separator_chars(sep)
+        # under escape: reject, per composite: the positions of all its columns (it is only
+        # written when none is NULL) and of those whose values may hold a separator
+        guards: dict[tuple[int, ...], tuple[tuple[int, str], ...]] = {}
+        for group in self.composites() if self.esc is None else []:
+            looked_at = tuple((self.pos[c], c) for c in group if may_hold_separator(kind(c), sep))
+            if looked_at:
+                guards[tuple(sorted({self.pos[c] for c in group}))] = looked_at
+        self.guards = list(guards.items())
+        #: every position looked at, with its column (empty: no row can be ambiguous)
+        self.checked = list(dict.fromkeys(x for _, looked_at in self.guards for x in looked_at))
+        self.row_key = self.key_fn(self.resolved.key)
         key = self.resolved.key
         self.row_key_positions = [self.pos[key.columns[p]] for p in key.parts if isinstance(p, int)]
-        self.pk_text = joiner(range(len(self.resolved.primary_key)), self.sep)
+        self.pk_text = self.join_fn(self.resolved.primary_key)
+
+    def _kind(self, column: str) -> object:
+        return self.resolved.schema.column(column).kind
+
+    # -- separators inside values ----------------------------------------------------------
+    def composites(self) -> list[tuple[str, ...]]:
+        """The column groups whose values are joined into one key, member or field: a
+        separator inside one of their values would make it ambiguous (plan/escape.py)."""
+        t, r = self.table, self.resolved
+        groups: list[tuple[str, ...]] = []
+
+        def template(tp: Template) -> None:
+            if composite(tp):
+                groups.append(tp.columns)
+
+        if t.kind != "none":
+            template(r.key)
+        for u in t.unique:
+            if u.key is not None:
+                template(u.key)
+            elif len(u.columns) > 1:
+                groups.append(u.columns)
+        groups += [ix.columns for ix in r.index_sets() if len(ix.columns) > 1]
+        for st in t.sorted:
+            template(st.key)
+        for tag in t.sets:
+            template(tag.key)
+            template(tag.member)
+        pk_as_text = t.unique or t.indexes or t.references or t.sorted or t.latest
+        if len(r.primary_key) > 1 and pk_as_text:
+            groups.append(r.primary_key)
+        return groups
+
+    def key_fn(self, template: Template) -> KeyFn:
+        """Row -> a key of ``template``; under ``escape: backslash`` every value is escaped."""
+        return compile_template(template, self.pos, self.esc, self.escapable)
+
+    def member_fn(self, template: Template) -> KeyFn:
+        """Row -> a set member of ``template``: escaped only when it joins several values."""
+        if not composite(template):
+            return compile_template(template, self.pos)
+        return compile_template(template, self.pos, self.esc, self.escapable)
+
+    def join_fn(self, columns: tuple[str, ...]) -> KeyFn:
+        """Row -> the columns' values joined by the separator (a composite unique entry, a
+        composite primary key as a member), escaped under ``escape: backslash``."""
+        return joiner([self.pos[c] for c in columns], self.sep, self.esc, self.escapable)
+
+    def ambiguous(self, row: Row) -> str | None:
+        """Under ``escape: reject``, the first column whose value makes a composite ambiguous."""
+        return first_ambiguous(row, self.guards, self.sep_chars) if self.guards else None
+
+    def reject(self, row: Row, column: str, stats: Stats) -> None:
+        """Count and name a row that is not written (its primary key, the column to blame)."""
+        pk = tuple(
+            (v or b"").decode("utf-8", "backslashreplace")
+            for v in row[: len(self.resolved.primary_key)]
+        )
+        stats.reject(AMBIGUOUS, pk, column)
 
     def _select_columns(self) -> tuple[str, ...]:
         names = list(self.resolved.primary_key)

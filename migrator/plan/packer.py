@@ -63,15 +63,27 @@ class _Code:
 
     def __init__(self) -> None:
         self.namespace: dict[str, Any] = {}
+        self.escaped: set[int] = set()  # positions whose escaped value ``e<i>`` is used
 
     def const(self, value: object) -> str:
         name = f"C{len(self.namespace)}"
         self.namespace[name] = value
         return name
 
-    def expr(self, parts: Sequence[bytes | int]) -> tuple[str, list[int]]:
-        """(expression concatenating constants and row values ``_i``, positions it uses)."""
-        terms = [self.const(p) if isinstance(p, bytes) else f"_{p}" for p in parts]
+    def expr(
+        self, parts: Sequence[bytes | int], escaped: frozenset[int] = frozenset()
+    ) -> tuple[str, list[int]]:
+        """(expression concatenating constants and row values ``_i``, positions it uses);
+        the values at ``escaped`` positions are used escaped (``e<i>``)."""
+        terms = []
+        for p in parts:
+            if isinstance(p, bytes):
+                terms.append(self.const(p))
+            elif p in escaped:
+                self.escaped.add(p)
+                terms.append(f"e{p}")
+            else:
+                terms.append(f"_{p}")
         used = [p for p in parts if isinstance(p, int)]
         if len(terms) == 1 and used:
             return terms[0], used
@@ -96,15 +108,10 @@ def _batch_function(packer: Packer) -> Callable[..., tuple[int, int, int, int, i
     (tests/test_workers.py compares both with ``resp(plan(rows))``)."""
     plan, code = packer.plan, _Code()
     width = len(plan.select)
-    lines = [
-        "def pack_rows(rows, hsets, sadds, out):",
-        "    append = out.append",
-        "    hashed = rejected = entries = null_unique = null_index = 0",
-        "    for row in rows:",
-        f"        {', '.join(f'_{i}' for i in range(width))}, = row",
-    ]
+    keys = plan.escapable  # every value in a key is escaped under escape: backslash
+    lines: list[str] = []
     if packer.hashing:
-        key_expr, key_used = code.expr(template_parts(plan.resolved.key, plan.pos))
+        key_expr, key_used = code.expr(template_parts(plan.resolved.key, plan.pos), keys)
         fmt = b"*%d\r\n$4\r\nHSET\r\n$%%d\r\n%%b\r\n" % (2 + 2 * len(packer.fields))
         fmt += b"".join(h.replace(b"%", b"%%") + b"$%d\r\n%b\r\n" for h, _ in packer.fields)
         args = "".join(f", len(_{i}), _{i}" for _, i in packer.fields)
@@ -122,7 +129,7 @@ def _batch_function(packer: Packer) -> Callable[..., tuple[int, int, int, int, i
         ]
         code.namespace["SLOW"] = packer.slow_hash
     pk = range(len(plan.resolved.primary_key))
-    pk_expr, _ = code.expr(_joined_parts(pk, plan.sep))
+    pk_expr, _ = code.expr(_joined_parts(pk, plan.sep), keys if len(pk) > 1 else frozenset())
     if packer.uniques or packer.indexes:
         lines.append(f"        pk = {pk_expr}")
         lines.append("        pk = BULK % (len(pk), pk)")
@@ -130,7 +137,8 @@ def _batch_function(packer: Packer) -> Callable[..., tuple[int, int, int, int, i
     for u in plan.table.unique:
         if u.key is not None:
             continue
-        value, used = code.expr(_joined_parts([plan.pos[c] for c in u.columns], plan.sep))
+        joined = _joined_parts([plan.pos[c] for c in u.columns], plan.sep)
+        value, used = code.expr(joined, keys if len(u.columns) > 1 else frozenset())
         ukey = code.const(plan.unique_hash_key(u.columns))
         lines += [
             f"        if {_none_check(used)}:",
@@ -146,7 +154,7 @@ def _batch_function(packer: Packer) -> Callable[..., tuple[int, int, int, int, i
             "            entries += 1",
         ]
     for template in packer.index_templates:
-        ikey, used = code.expr(template_parts(template, plan.pos))
+        ikey, used = code.expr(template_parts(template, plan.pos), keys)
         lines += [
             f"        if {_none_check(used)}:",
             "            null_index += 1",
@@ -159,7 +167,34 @@ def _batch_function(packer: Packer) -> Callable[..., tuple[int, int, int, int, i
             "                members.append(pk)",
             "            entries += 1",
         ]
-    lines.append("    return hashed, rejected, entries, null_unique, null_index")
+    head = [
+        "def pack_rows(rows, hsets, sadds, out, ambiguous):",
+        "    append = out.append",
+        "    hashed = rejected = entries = null_unique = null_index = 0",
+        "    for row in rows:",
+        f"        {', '.join(f'_{i}' for i in range(width))}, = row",
+    ]
+    chars = [code.const(c) for c in plan.sep_chars]
+    if plan.guards:  # escape: reject -- a separator inside a value of a written composite
+        found = " or ".join(
+            "("
+            + " and ".join(f"_{j} is not None" for j in positions)
+            + " and ("
+            + " or ".join(f"{c} in _{i}" for i, _ in looked_at for c in chars)
+            + "))"
+            for positions, looked_at in plan.guards
+        )
+        head += [
+            f"        if {found}:",
+            "            ambiguous.append(row)",
+            "            continue",
+        ]
+    if code.escaped:  # escape: backslash -- escaped values, computed only when they change
+        code.namespace["ESC"], bs = plan.esc, code.const(b"\\")
+        for i in sorted(code.escaped):
+            plain = " and ".join(f"{c} not in _{i}" for c in [*chars, bs])
+            head.append(f"        e{i} = _{i} if _{i} is None or ({plain}) else ESC(_{i})")
+    lines = [*head, *lines, "    return hashed, rejected, entries, null_unique, null_index"]
     exec(compile("\n".join(lines) + "\n", f"<pack_rows {plan.table.name}>", "exec"), code.namespace)
     fn: Callable[..., tuple[int, int, int, int, int]] = code.namespace["pack_rows"]
     return fn
@@ -243,17 +278,20 @@ class Packer:
         batch = Batch()
         hsets, sadds = batch.hsets, batch.sadds
         out: list[bytes] = []
+        ambiguous: list[Row] = []  # rows with a separator inside a composite's value
         if self.batch is not None:
-            hashed, rejected, entries, null_unique, null_index = self.batch(rows, hsets, sadds, out)
-            return self._finish(
-                rows, batch, out, hashed, rejected, entries, null_unique, null_index, True
-            )
+            counts = self.batch(rows, hsets, sadds, out, ambiguous)
+            return self._finish(rows, batch, out, ambiguous, *counts, packed=True)
         append = out.append
         pk_text, slow_hash = plan.pk_text, self.slow_hash
         uniques, indexes, others = self.uniques, self.indexes, self.others
         hashing, pack_row = self.hashing, self.row
         hashed = rejected = entries = null_unique = null_index = 0
+        checked = bool(plan.guards)
         for row in rows:
+            if checked and plan.ambiguous(row) is not None:
+                ambiguous.append(row)
+                continue
             if hashing:
                 packed = pack_row(row)  # type: ignore[misc]
                 if packed is not None:
@@ -289,13 +327,16 @@ class Packer:
                         entries += 1
             for add in others:
                 add(row, batch)
-        return self._finish(rows, batch, out, hashed, rejected, entries, null_unique, null_index)
+        return self._finish(
+            rows, batch, out, ambiguous, hashed, rejected, entries, null_unique, null_index
+        )
 
     def _finish(
         self,
         rows: Sequence[Row],
         batch: Batch,
         out: list[bytes],
+        ambiguous: list[Row],
         hashed: int,
         rejected: int,
         entries: int,
@@ -306,6 +347,8 @@ class Packer:
         hsets, sadds = batch.hsets, batch.sadds
         stats = batch.stats
         stats.rows = len(rows)
+        for row in ambiguous:
+            self.plan.reject(row, self.plan.ambiguous(row) or "", stats)
         stats.keys += hashed
         stats.entries += entries
         if rejected:

@@ -46,9 +46,13 @@ class TablePlan(TableLayout):
         """The commands for a batch of rows, and what they amount to."""
         batch = Batch()
         adders = [s.add for s in self.structures]
+        checked = bool(self.guards)
         n = 0
         for row in rows:
             n += 1
+            if checked and (column := self.ambiguous(row)) is not None:
+                self.reject(row, column, batch.stats)  # a separator in a composite's value
+                continue
             for add in adders:
                 add(row, batch)
         batch.stats.rows = n

@@ -18,8 +18,6 @@ from migrator.plan.batch import (
     Batch,
     Command,
     Row,
-    compile_template,
-    joiner,
 )
 from migrator.plan.layout import TableLayout
 from migrator.plan.values import score as to_score
@@ -156,7 +154,7 @@ class UniqueHashes(Structure):
     def __init__(self, plan: TableLayout) -> None:
         super().__init__(plan)
         self.items = [
-            (plan.unique_hash_key(u.columns), joiner([plan.pos[c] for c in u.columns], plan.sep))
+            (plan.unique_hash_key(u.columns), plan.join_fn(u.columns))
             for u in plan.table.unique
             if u.key is None
         ]
@@ -186,9 +184,7 @@ class UniqueStrings(Structure):
     def __init__(self, plan: TableLayout) -> None:
         super().__init__(plan)
         self.items = [
-            (u.key.text, compile_template(u.key, plan.pos))
-            for u in plan.table.unique
-            if u.key is not None
+            (u.key.text, plan.key_fn(u.key)) for u in plan.table.unique if u.key is not None
         ]
 
     @staticmethod
@@ -218,7 +214,7 @@ class IndexSets(Structure):
     def __init__(self, plan: TableLayout) -> None:
         super().__init__(plan)
         self.templates = [plan.index_template(ix.columns) for ix in plan.resolved.index_sets()]
-        self.items = [compile_template(t, plan.pos) for t in self.templates]
+        self.items = [plan.key_fn(t) for t in self.templates]
 
     @staticmethod
     def wanted(table: Table) -> bool:
@@ -247,7 +243,7 @@ class SortedSets(Structure):
         self.items = [
             (
                 s.key.text,
-                compile_template(s.key, plan.pos),
+                plan.key_fn(s.key),
                 plan.pos[s.score],
                 plan.resolved.schema.column(s.score).kind,
             )
@@ -283,8 +279,7 @@ class TagSets(Structure):
     def __init__(self, plan: TableLayout) -> None:
         super().__init__(plan)
         self.items = [
-            (s.key.text, compile_template(s.key, plan.pos), compile_template(s.member, plan.pos))
-            for s in plan.table.sets
+            (s.key.text, plan.key_fn(s.key), plan.member_fn(s.member)) for s in plan.table.sets
         ]
 
     @staticmethod

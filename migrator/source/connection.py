@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy.engine import URL, make_url
 
 from migrator.errors import ConnectError, MigratorError
-from migrator.urls import mask_source
+from migrator.urls import mask
 
 SESSION_SETUP = ("SET time_zone = '+00:00'", "SET SESSION TRANSACTION READ ONLY")
 
@@ -18,7 +18,7 @@ def parse_url(url: str) -> URL:
         parsed = make_url(url)
     except Exception:
         raise MigratorError(
-            f"not a database URL: {mask_source(url)}",
+            f"not a database URL: {mask(url)}",
             "write it as mysql+pymysql://user:password@host:3306/database",
         ) from None
     if parsed.get_backend_name() not in ("mysql", "mariadb"):
@@ -37,7 +37,7 @@ def connect_error(url: URL, exc: BaseException) -> ConnectError:
     args: tuple[Any, ...] = tuple(getattr(orig, "args", None) or (None,))
     code = args[0]
     where = f"{url.host or 'localhost'}:{url.port or 3306}"
-    shown = mask_source(url)
+    shown = mask(url)
     if code == 1045:
         return ConnectError(
             f"MySQL refused the login of user '{url.username}' at {where} (access denied)",

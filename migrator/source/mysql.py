@@ -32,7 +32,7 @@ from migrator.source.connection import (
 from migrator.source.drivers import raw_connect, unbuffered_cursor
 from migrator.source.introspect import read_schema
 from migrator.source.snapshot import Snapshot, start_snapshot
-from migrator.urls import mask_source
+from migrator.urls import mask
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class Source:
 
     @property
     def shown_url(self) -> str:
-        return mask_source(self.url)
+        return mask(self.url)
 
     def check(self) -> None:
         """Connect once, turning failures into ConnectError."""

@@ -35,8 +35,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from migrator.errors import ConnectError, MigratorError
 from migrator.plan.resp import resp
+from migrator.target.failures import connect_failure
 from migrator.target.sink import Client, TransientReply, connect, refused
-from migrator.urls import mask_target
+from migrator.urls import mask
 
 Command = tuple[bytes, ...]
 SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -61,7 +62,7 @@ def connect_any(url: str, *, timeout: float = 10.0) -> Client:
         if "SELECT is not allowed in cluster mode" not in e.message:
             raise
         raise MigratorError(
-            f"{mask_target(url)} is a Redis Cluster node, and a cluster has only database 0",
+            f"{mask(url)} is a Redis Cluster node, and a cluster has only database 0",
             "drop the database number from the target URL (e.g. redis://host:7000)",
         ) from None
     if not cluster_enabled(client):
@@ -96,12 +97,12 @@ def parse_seeds(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
         try:
             extra = redis.connection.parse_url(f"{'rediss' if tls else 'redis'}://x/?{query}")
         except ValueError as e:
-            raise MigratorError(f"not a cluster URL: {mask_target(url)} ({e})") from None
+            raise MigratorError(f"not a cluster URL: {mask(url)} ({e})") from None
         for key in ("host", "connection_class"):
             extra.pop(key, None)
         if extra.pop("db", 0) != 0:
             raise MigratorError(
-                f"{mask_target(url)} names a database; a Redis Cluster has only database 0",
+                f"{mask(url)} names a database; a Redis Cluster has only database 0",
                 "drop 'db=' from the target URL",
             )
         options.update(extra)
@@ -113,7 +114,7 @@ def parse_seeds(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
     db = path.strip("/")
     if db not in ("", "0"):
         raise MigratorError(
-            f"{mask_target(url)} names database {db}; a Redis Cluster has only database 0",
+            f"{mask(url)} names database {db}; a Redis Cluster has only database 0",
             f"drop '/{db}' from the target URL",
         )
     seeds = []
@@ -121,7 +122,7 @@ def parse_seeds(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
         host, _, port = part.strip().rpartition(":")
         if not host or not port.isdigit():
             raise MigratorError(
-                f"not a cluster URL: {mask_target(url)} ('{part}' is not host:port)",
+                f"not a cluster URL: {mask(url)} ('{part}' is not host:port)",
                 "write it as redis+cluster://host1:7000,host2:7001",
             )
         seeds.append((host.strip("[]"), int(port)))
@@ -141,14 +142,15 @@ def _opened(make: Any, url: str) -> RedisCluster:
         client.ping(target_nodes=RedisCluster.PRIMARIES)
     except redis.AuthenticationError:
         raise ConnectError(
-            f"Redis Cluster at {mask_target(url)} refused the password",
+            f"Redis Cluster at {mask(url)} refused the password",
             "check the password in the target URL",
         ) from None
-    except (RedisClusterException, RedisConnectionError, RedisTimeoutError, ResponseError,
-            OSError) as e:  # fmt: skip
+    except (RedisConnectionError, RedisTimeoutError, ResponseError, OSError) as e:
+        raise connect_failure(url, e) from None
+    except RedisClusterException as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ConnectError(
-            f"cannot use the Redis Cluster at {mask_target(url)}: {first}",
+            f"cannot use the Redis Cluster at {mask(url)}: {first}",
             "are the nodes up and the cluster formed (cluster_state:ok)? "
             "For a single server, write redis://host:port/0",
         ) from None

@@ -16,8 +16,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from migrator.errors import ConnectError, MigratorError, TargetError
 from migrator.plan.resp import resp
 from migrator.retry import Retrying
+from migrator.target.failures import connect_failure, refused_permission
 from migrator.target.guard import LOST_REPLY, lost
-from migrator.urls import mask_target
+from migrator.urls import mask
 
 Command = tuple[bytes, ...]
 T = TypeVar("T")
@@ -41,25 +42,21 @@ def connect(url: str, *, timeout: float = 10.0) -> redis.Redis:
         client = redis.Redis.from_url(
             url, socket_connect_timeout=timeout, socket_timeout=max(timeout, 60.0)
         )
-    except ValueError as e:
+    except ValueError:
         raise MigratorError(
-            f"not a Redis URL: {mask_target(url)} ({e})",
-            "write it as redis://[:password@]host:6379/0",
+            f"not a Redis URL: {mask(url)}",
+            "write it as redis://[user:password@]host:6379/0 (rediss:// for TLS); characters "
+            "such as @ : / ? # in a password are written %40 %3A %2F %3F %23",
         ) from None
     try:  # a server still loading its data is waited for (bounded)
-        Retrying().call(client.ping, _loading, f"Redis at {mask_target(url)}")
+        Retrying().call(client.ping, _loading, f"Redis at {mask(url)}")
     except redis.AuthenticationError:
         raise ConnectError(
-            f"Redis at {mask_target(url)} refused the password",
+            f"Redis at {mask(url)} refused the password",
             "check the password in the target URL",
         ) from None
-    except redis.ResponseError as e:
-        raise ConnectError(f"Redis at {mask_target(url)} refused us: {e}") from None
-    except (RedisConnectionError, RedisTimeoutError, OSError) as e:
-        raise ConnectError(
-            f"cannot reach Redis at {mask_target(url)}: {str(e).splitlines()[0]}",
-            "is redis-server running, and the host/port right?",
-        ) from None
+    except (redis.RedisError, OSError) as e:
+        raise connect_failure(url, e) from None
     return client
 
 
@@ -278,6 +275,9 @@ def refused(cmd: Command, error: object) -> MigratorError | TransientReply:
         return lost("its run marker is gone (restarted empty, flushed, or an older snapshot)")
     if message.startswith(TRANSIENT_REPLIES):
         return TransientReply(f"answered {message.splitlines()[0]}")
+    denied = refused_permission(message)
+    if denied is not None:
+        return denied
     key = cmd[1].decode("utf-8", "replace") if len(cmd) > 1 else ""
     if cmd[0].upper() == b"EVAL" and len(cmd) > 3:
         key = cmd[3].decode("utf-8", "replace")

@@ -75,6 +75,8 @@ BULK = b"$%d\r\n%b\r\n"
 def usable(checks: RowChecks) -> bool:
     """Whether this table's batches can take the fast path."""
     names = set(checks.structures)
+    if checks.plan.esc is not None:  # escape: backslash -- the general path's key functions
+        return False
     return bool(getattr(checks.reader, "scripting", False)) and names <= {"hash", "unique", "index"}
 
 

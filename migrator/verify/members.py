@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from migrator.mapping.model import Template
+from migrator.plan.escape import composite, split, unrender
 from migrator.plan.keyspace import invert
 from migrator.plan.values import Kind
 from migrator.source.mysql import keyset_value
@@ -101,13 +103,13 @@ class Explainer:
             return self._where(cols, [self._split(m, len(cols)) for m in members])
         rows: list[Any] = []
         for spec in self.plan.table.sets:
-            got = invert(spec.key, key)
+            got = self._invert(spec.key, key, True)
             if got is None:
                 continue
             wanted: list[tuple[str, ...]] = []
             values: list[list[bytes] | None] = []
             for m in members:
-                more = invert(spec.member, m)
+                more = self._invert(spec.member, m, composite(spec.member))
                 if more is None or any(got.get(c, v) != v for c, v in more.items()):
                     continue
                 both = {**got, **more}
@@ -118,10 +120,20 @@ class Explainer:
                 rows += self._where(cols, [v for c, v in zip(wanted, values) if c == cols])
         return rows
 
+    def _invert(self, template: Template, text: bytes, escaped: bool) -> dict[str, bytes] | None:
+        """The values a key or member was rendered from, unescaped under escape: backslash
+        (``escaped``: whether this text is escaped there: keys always, members if composite)."""
+        if self.plan.esc is not None and escaped:
+            return unrender(template, text, self.plan.sep, escaped=True)
+        return invert(template, text)
+
     def _split(self, text: bytes, n: int) -> list[bytes] | None:
         if n == 1:
             return [text]
-        parts = text.split(self.plan.sep)
+        if self.plan.esc is not None:  # escape: backslash -- split at unescaped separators
+            parts = split(text, self.plan.sep)
+        else:
+            parts = text.split(self.plan.sep)
         return parts if len(parts) == n else None
 
     def _where(self, cols: Sequence[str], raw: Sequence[list[bytes] | None]) -> list[Any]:
@@ -129,4 +141,5 @@ class Explainer:
         values = {p for v in raw if v is not None and (p := params(v, kinds)) is not None}
         if not values:
             return []
-        return self.src.rows_where(self.name, self.selector, list(cols), sorted(values, key=repr))
+        rows = self.src.rows_where(self.name, self.selector, list(cols), sorted(values, key=repr))
+        return [r for r in rows if self.plan.ambiguous(r) is None]  # rows migrate writes

@@ -165,7 +165,8 @@ class TableVerifier(RowChecks):
         fast = FastChecks(self) if usable(self) else None
         waiting: Any = None
         with _no_cycle_collection():
-            for rows in src.batches(self.name, self.selector, self.r.primary_key, size):
+            for read in src.batches(self.name, self.selector, self.r.primary_key, size):
+                rows = self.accepted(read)
                 if fast is not None and fast.wanted():
                     job: Any = fast.send(rows)
                 else:
@@ -175,12 +176,12 @@ class TableVerifier(RowChecks):
                     self._settle(fast, waiting)
                     self.flush()
                 waiting = job
-                progress.advance(self.name, len(rows))
+                progress.advance(self.name, len(read))
             if waiting is not None:
                 self._settle(fast, waiting)
                 self.flush()
         for why, n in self.rejected.items():
-            self.check.notes.append(f"{n} row(s) have no key ({why}); migrate skips them too")
+            self.check.notes.append(f"{n} row(s) not written ({why}); migrate rejects them too")
         self.foreign(self.cardinalities())
         self.check.redis_rows = self.rows_present if self.plan.table.kind != "none" else None
 
@@ -219,7 +220,7 @@ class TableVerifier(RowChecks):
                 tuple(keyset_value(v, k) for v, k in zip(key, kinds)) for key in keys[i : i + size]
             ]
             rows = src.rows_where(self.name, self.selector, pk, values)
-            self.rows(rows)
+            self.rows(self.accepted(rows))
             progress.advance(self.name, len(rows))
         checked = self.check.mysql_rows
         self.check.notes.append(f"values checked for {checked} random rows")

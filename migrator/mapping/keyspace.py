@@ -1,0 +1,176 @@
+"""What keys a template can write: the characters a column's value can hold (by its kind,
+as SPEC section 3 prints it), and whether two templates can write the same key.
+
+``overlap`` decides it exactly for templates whose placeholders stand for strings over a
+character class: a value of a checked column never holds the separator (the planner
+rejects or escapes it: ``migrator.plan.escape``), integers hold digits and ``-``, and so on.
+Two templates overlap when some values make both render the same key; ``example`` then
+names such a key, for the error message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import cache
+
+from migrator.mapping.model import Template
+
+#: kind (``Kind.value``) -> (the characters its text can hold, those it holds a fixed
+#: number of times per column); kinds not listed (text, binary, JSON, geometry) hold anything
+KIND_TEXT: dict[str, tuple[str, str]] = {
+    "integer": ("-0123456789", ""),
+    "bit": ("0123456789", ""),
+    "decimal": ("-0123456789.", "."),
+    "float": ("-+.0123456789eEinfaINF", ""),
+    "double": ("-+.0123456789eEinfaINF", ""),
+    "date": ("-0123456789", "-"),
+    "datetime": ("-0123456789 :.", "- :."),
+    "timestamp": ("-0123456789 :.", "- :."),
+    "time": ("-0123456789:.", ":."),
+    "year": ("0123456789", ""),
+}
+
+
+def kind_name(kind: object) -> str:
+    return str(getattr(kind, "value", kind))
+
+
+def may_hold_separator(kind: object, sep: str) -> bool:
+    """Whether a value of this kind can make a composite key ambiguous: it may hold a
+    separator character, and not always the same number of times."""
+    shape = KIND_TEXT.get(kind_name(kind))
+    if shape is None:
+        return True
+    alphabet, fixed = shape
+    return any(c in alphabet and c not in fixed for c in sep)
+
+
+def may_need_escape(kind: object, sep: str) -> bool:
+    """Whether escaping can change a value of this kind (it may hold ``\\`` or a separator
+    character)."""
+    shape = KIND_TEXT.get(kind_name(kind))
+    return shape is None or any(c in shape[0] for c in sep + "\\")
+
+
+# -- can two templates write the same key? -------------------------------------------------------
+#: a placeholder: the characters its value can hold (None: any character but the separator's)
+Chars = frozenset[str] | None
+_ANY = None
+
+
+def value_chars(kind: object) -> Chars:
+    """The characters a value of ``kind`` can hold in a key: its alphabet, or, for text,
+    anything but the separator's characters (None; such values are rejected or escaped)."""
+    shape = KIND_TEXT.get(kind_name(kind))
+    return frozenset(shape[0]) if shape is not None else _ANY
+
+
+def _tokens(template: Template, chars: Callable[[str], Chars]) -> tuple[object, ...]:
+    out: list[object] = []
+    for p in template.parts:
+        if isinstance(p, str):
+            out.extend(p)
+        else:
+            out.append(("*", chars(template.columns[p])))
+    return tuple(out)
+
+
+def _holds(cls: Chars, ch: str, sep: str) -> bool:
+    return ch not in sep if cls is None else ch in cls
+
+
+def _readable(ch: str) -> tuple[bool, str]:
+    return (not ch.isalnum(), ch)
+
+
+def _common(a: Chars, b: Chars, sep: str) -> str | None:
+    """A character both classes hold, or None."""
+    if a is None and b is None:
+        return "x"
+    if a is None or b is None:
+        cls = b if a is None else a
+        return next((c for c in sorted(cls or (), key=_readable) if c not in sep), None)
+    both = sorted(a & b, key=_readable)
+    return both[0] if both else None
+
+
+def example(
+    t1: Template,
+    t2: Template,
+    sep: str,
+    chars1: Callable[[str], Chars],
+    chars2: Callable[[str], Chars],
+) -> str | None:
+    """A key both templates can render (placeholders holding ``chars``), or None.
+
+    A dynamic program over (position in t1, position in t2): a placeholder may stand for the
+    empty string, swallow the other side's next literal character if its class holds it, or
+    meet the other side's placeholder on a character both classes hold. Any common key can
+    be shortened to one found this way, so None means the templates never meet."""
+    a, b = _tokens(t1, chars1), _tokens(t2, chars2)
+
+    @cache
+    def walk(i: int, j: int) -> str | None:
+        if i == len(a) and j == len(b):
+            return ""
+        x = a[i] if i < len(a) else None
+        y = b[j] if j < len(b) else None
+        options: list[tuple[str, int, int]] = []
+        if isinstance(x, str) and isinstance(y, str) and x == y:
+            options.append((x, i + 1, j + 1))
+        if isinstance(x, tuple) and isinstance(y, tuple):
+            ch = _common(x[1], y[1], sep)
+            if ch is not None:
+                options.append((ch, i + 1, j + 1))
+        if isinstance(x, tuple) and isinstance(y, str) and _holds(x[1], y, sep):
+            options.append((y, i, j + 1))
+        if isinstance(y, tuple) and isinstance(x, str) and _holds(y[1], x, sep):
+            options.append((x, i + 1, j))
+        if isinstance(x, tuple):
+            options.append(("", i + 1, j))  # x stands for nothing
+        if isinstance(y, tuple):
+            options.append(("", i, j + 1))
+        for text, ni, nj in options:
+            rest = walk(ni, nj)
+            if rest is not None:
+                return text + rest
+        return None
+
+    return walk(0, 0)
+
+
+def same_shape(t1: Template, t2: Template) -> bool:
+    """The templates differ at most in their placeholders' names: ``item:{id}`` and
+    ``item:{item_id}`` (they write the same keys for the same values)."""
+    if len(t1.parts) != len(t2.parts):
+        return False
+    return all(
+        (isinstance(p, str) and p == q) or (isinstance(p, int) and isinstance(q, int))
+        for p, q in zip(t1.parts, t2.parts)
+    )
+
+
+def gaps_without_separator(template: Template, sep: str) -> list[tuple[str, str]]:
+    """Pairs of neighbouring placeholders with no separator between them (``{a}-{b}``,
+    ``{a}{b}``): their values cannot be told apart however they are escaped."""
+    out: list[tuple[str, str]] = []
+    last: int | None = None
+    between = ""
+    for p in template.parts:
+        if isinstance(p, str):
+            between += p
+            continue
+        a, b = template.columns[last] if last is not None else None, template.columns[p]
+        if a is not None and a != b and sep not in between:
+            out.append((a, b))
+        last, between = p, ""
+    return out
+
+
+def literal_prefix(template: Template) -> str:
+    first = template.parts[0] if template.parts else ""
+    return first if isinstance(first, str) else ""
+
+
+def pairs(items: Sequence[object]) -> list[tuple[object, object]]:
+    return [(items[i], items[j]) for i in range(len(items)) for j in range(i + 1, len(items))]
