@@ -1,5 +1,5 @@
 """What keys a template can write: the characters a column's value can hold (by its kind,
-as SPEC section 3 prints it), and whether two templates can write the same key.
+as docs/values.md shows it), and whether two templates can write the same key.
 
 ``overlap`` decides it exactly for templates whose placeholders stand for strings over a
 character class: a value of a checked column never holds the separator (the planner
