@@ -200,3 +200,22 @@ def test_nothing_in_the_repository_cites_documents_outside_it() -> None:
         text = path.read_text(encoding="utf-8", errors="replace")
         found += [f"{rel}: {m.group(0)}" for m in cited.finditer(text)]
     assert not found
+
+
+def test_every_option_of_every_command_is_in_commands_md() -> None:
+    import typer
+
+    from migrator.cli import app
+
+    text = (REPO / "docs" / "commands.md").read_text(encoding="utf-8")
+    sections = {s.split("`", 1)[0]: s for s in text.split("\n## `migrator ")[1:]}
+    preamble = text.split("\n## `migrator ")[0]  # global and shared options
+    group = typer.main.get_command(app)
+    missing = [o for p in group.params for o in p.opts if f"`{o}" not in preamble]
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        assert name in sections, f"no section for migrator {name}"
+        for param in command.params:
+            for opt in param.opts:
+                if opt.startswith("-") and f"`{opt}" not in sections[name] + preamble:
+                    missing.append(f"{name} {opt}")
+    assert not missing
