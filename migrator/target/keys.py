@@ -9,7 +9,6 @@ from collections.abc import Iterable, Iterator
 from redis.cluster import RedisCluster
 
 from migrator.plan.keyspace import KeySpace, glob_regex
-from migrator.target.cluster_sink import sink_for
 from migrator.target.sink import Client, retry
 
 #: keys asked for per SCAN call, and removed per UNLINK batch
@@ -53,18 +52,20 @@ def scan_space(
 
 def remove_owned(client: Client, space: KeySpace, tables: Iterable[str] | None = None) -> int:
     """UNLINK every key the mapping owns under ``tables``' key spaces (keys matching the
-    mapping's ``ignore`` globs and the tool's own ``migrator:`` keys stay); returns how many.
-    One key per command, so a cluster routes each to its slot."""
+    mapping's ``ignore`` globs and the tool's own ``migrator:`` keys stay); returns how many
+    were removed (UNLINK's own count, so a key SCAN returns twice counts once). On a cluster
+    redis-py splits each UNLINK per slot."""
     wanted = None if tables is None else list(tables)
-    sink = sink_for(client)
     removed = 0
-    pending: list[tuple[bytes, ...]] = []
+    pending: list[bytes] = []
+
+    def unlink() -> int:
+        keys = list(dict.fromkeys(pending))
+        return int(retry(lambda: client.unlink(*keys))) if keys else 0
+
     for page in space.owned(scan_space(client, space, wanted), wanted):
-        for key, _, _ in page:
-            pending.append((b"UNLINK", key))
+        pending += [key for key, _, _ in page]
         if len(pending) >= UNLINK_BATCH:
-            sink.write(pending)
-            removed += len(pending)
+            removed += unlink()
             pending = []
-    sink.write(pending)
-    return removed + len(pending)
+    return removed + unlink()
