@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from migrator.cli import app
 from migrator.source.drivers import raw_connect
 from migrator.source.mysql import parse_url
-from migrator.source.snapshot import start_snapshot
+from migrator.source.snapshot import _mysql_snapshot, start_snapshot
 from tests.services import MySQLDatabase
 
 MARIADBD = "/usr/sbin/mariadbd"
@@ -179,3 +179,34 @@ def test_commands_report_the_snapshot_with_its_binlog_position(
         app, ["migrate", str(path), "--source", url, "--target", redis_url, "--workers", "1"]
     )
     assert f"binlog {file}:{pos}" in " ".join(result.stdout.split()), result.stdout
+
+
+def test_the_mysql_way_to_the_position_under_a_short_read_lock(
+    logged: tuple[Any, str, str, int],
+) -> None:
+    """MySQL has no binlog_snapshot_* status: there the snapshot starts under FLUSH TABLES WITH
+    READ LOCK and reads SHOW MASTER STATUS. That path, run here against MariaDB (which has
+    both), gives the same position; without the RELOAD privilege it gives none, and says why.
+    (MySQL 8 itself is not available on these machines.)"""
+    cur, url, file, pos = logged
+    conn = raw_connect(parse_url(url), 10)
+    try:
+        snap = _mysql_snapshot(conn)
+        assert (snap.binlog_file, snap.binlog_position) == (file, pos)
+        cur.execute("INSERT INTO logged.t VALUES (4, 'd')")  # the lock was released
+        assert _count(conn, "t") == 2
+    finally:
+        conn.close()
+    cur.execute("CREATE USER 'reader'@'%' IDENTIFIED BY 'pw'")
+    try:
+        cur.execute("GRANT SELECT ON logged.* TO 'reader'@'%'")
+        limited = url.replace("root@", "reader:pw@")
+        conn = raw_connect(parse_url(limited), 10)
+        try:
+            snap = _mysql_snapshot(conn)
+            assert snap.binlog_file is None and "FLUSH TABLES WITH READ LOCK" in (snap.note or "")
+            assert _count(conn, "t") == 3  # still a snapshot, just without a position
+        finally:
+            conn.close()
+    finally:
+        cur.execute("DROP USER 'reader'@'%'")
