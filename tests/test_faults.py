@@ -247,6 +247,30 @@ def test_killed_mysql_connection_is_retried_from_the_last_position(
     verified(path, big_table, redis_own.url)
 
 
+def test_killed_mysql_connection_without_retries_is_exit_3_never_2(
+    big_table: Any, redis_own: RedisProcess, tmp_path: Path
+) -> None:
+    path = mapping_file(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "migrator", "migrate", str(path), "--source", big_table.url,
+         "--target", redis_own.url, "--retries", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_for("keys in the target", keys_at_least(redis_own, 3000), 60, every=0.005)
+        assert kill_connections(big_table)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        reap([proc.pid])
+    assert proc.returncode == EXIT_CONNECT, err
+    assert "still failing after 0 retries" in err and "Traceback" not in err
+    assert f"--target {redis_own.url} --retries 0 --resume" in err
+    done = cli("migrate", str(path), "--source", big_table.url, "--target", redis_own.url,
+               "--resume")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    verified(path, big_table, redis_own.url)
+
+
 def test_busy_script_is_waited_out(table: Any, tmp_path: Path) -> None:
     """A Lua script that runs too long makes Redis answer BUSY to everyone until SCRIPT KILL."""
     path = mapping_file(tmp_path)
