@@ -273,6 +273,18 @@ def test_yaml_indentation_mistakes_get_a_hint(tmp_path: Path) -> None:
         "version: 1\ntables:\n  emp:\n\tcolumns: [a]\n": ("", 4, "spaces, not tabs"),
         # a table setting at the top level
         "version: 1\ntables:\n  emp: {}\ncolumns: [a]\n": ("columns", 4, "indent it under"),
+        # a deeper line under a scalar; a colon-space in a plain value
+        "version: 1\ntables:\n  emp:\n    key: emp\n     columns: [a]\n": ("", 5, "indentation"),
+        "version: 1\ntables:\n  emp:\n    key: emp: {id}\n": ("", 4, 'quotes (key: "emp: {id}")'),
+        # a quote left open
+        'version: 1\ntables:\n  emp:\n    key: "emp:{id}\n    columns: [a]\n': (
+            "",
+            6,
+            "the quote opened on line 4 is not closed",
+        ),
+        # a template starting with a brace, unquoted: YAML reads a mapping
+        "version: 1\ntables:\n  tag:\n    as: none\n    sets:\n      - key: 'tag:{t}'\n"
+        "        member: {book_id}\n": ("tables.tag.sets[0].member", 7, 'quote it, "{book_id}"'),
     }
     for text, (path_, line, hint) in cases.items():
         f = tmp_path / "m.yaml"

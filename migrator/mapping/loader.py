@@ -115,7 +115,7 @@ def parse_mapping(
             file=file,
             line=mark.line + 1 if mark else None,
             column=mark.column + 1 if mark else None,
-            hint=yaml_hint(problem, mark.line + 1 if mark else None),
+            hint=yaml_hint(e, problem, mark.line + 1 if mark else None),
         ) from None
     lines: dict[str, int] = {}
     if node is not None:
@@ -126,10 +126,19 @@ def parse_mapping(
 INDENTATION = ("expected <block end>", "mapping values are not allowed", "did not find expected")
 
 
-def yaml_hint(problem: str, line: int | None) -> str | None:
-    """What to look at for the YAML errors that indentation mistakes cause."""
+def yaml_hint(e: yaml.YAMLError, problem: str, line: int | None) -> str | None:
+    """What to look at for the YAML errors that indentation and quoting mistakes cause."""
+    context = str(getattr(e, "context", None) or "")
+    opened = getattr(e, "context_mark", None)
     if "\\t" in problem or "\t" in problem:  # PyYAML writes the tab as \\t
         return "indent with spaces, not tabs"
+    if "quoted scalar" in context and opened is not None:
+        return f"the quote opened on line {opened.line + 1} is not closed"
+    if "mapping values are not allowed" in problem:
+        return (
+            "a value holding ': ' needs quotes (key: \"emp: {id}\"); otherwise check the "
+            f"indentation of line {line} and the lines above it"
+        )
     if any(p in problem for p in INDENTATION):
         where = f"line {line} and the lines above it" if line else "the lines above"
         return (
@@ -186,7 +195,10 @@ class _Builder:
     def string(self, value: Any, path: str, *, expand: bool = False) -> str:
         """A scalar as text; ``expand``: a server URL with ``${VAR}`` expanded."""
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise self.error(path, f"expected a string, got {_describe(value)}")
+            hint = None
+            if isinstance(value, dict) and len(value) == 1 and None in value.values():
+                hint = f'YAML reads {{...}} as a mapping: quote it, "{{{next(iter(value))}}}"'
+            raise self.error(path, f"expected a string, got {_describe(value)}", hint)
         text = str(value)
         if expand:
             try:
