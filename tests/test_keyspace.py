@@ -82,3 +82,45 @@ def test_tally_counts_row_keys_and_lists_the_others() -> None:
     ]
     counts, others = space.tally(keys, ["tag"])
     assert not counts and len(others) == 3
+
+
+TRICKY = [
+    b"emp:1", b"emp:", b"emp:1:2", b"emp:id", b"emp:idx", b"emp:indices:mgr_id:8",
+    b"emp:indices:x", b"emp:uniques:email", b"emp:uniques:other", b"emp:by:salary",
+    b"emp:by:salary:2", b"emp:session:1", b"migrator:emp:1", b"tag:tagname:a", b"tag:x",
+    b"twice:a:a", b"twice:a:b", b"x@y:login:id", b"emp:9:login:id", b"other",
+]  # fmt: skip
+
+
+def _reference(space: KeySpace, keys: list[bytes], tables: list[str]) -> tuple[Counter[str], set]:
+    """What tally must say, key by key through ``owner``."""
+    counts: Counter[str] = Counter()
+    others = set()
+    for key in keys:
+        got = space.owner(key)
+        if got is None or got[0] not in tables:
+            continue
+        if got[1] is not None and got[1].family == "row":
+            counts[got[0]] += 1
+        else:
+            others.add((key, got[0], got[1]))
+    return counts, others
+
+
+def test_tally_agrees_with_owner_key_by_key() -> None:
+    """The prefix test for ``literal{pk}`` rows gives what the regex gives, whether or not a
+    more specific pattern with an empty head (a unique string ``{email}:login:id``) rules it
+    out."""
+    rival = MAPPING.replace(
+        "    unique: [email]\n",
+        "    unique: [email, {columns: [email], key: '{email}:login:id'}]\n",
+    )
+    for text in (MAPPING, rival):
+        m = parse_mapping(text)
+        space = KeySpace([TablePlan(r) for r in resolve(m, _schema())], m.options.ignore)
+        for tables in (["emp", "tag"], ["emp"], ["tag"]):
+            counts, others = space.tally(TRICKY, tables)
+            want_counts, want_others = _reference(space, TRICKY, tables)
+            assert counts == want_counts, (tables, counts, want_counts)
+            assert set(others) == want_others, (tables, set(others) ^ want_others)
+        assert bool(space._prefixed_rows) == (text == MAPPING)

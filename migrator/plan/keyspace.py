@@ -154,6 +154,22 @@ class KeySpace:
             if len(p.template.columns) < sum(isinstance(x, int) for x in p.template.parts)
         }
         self._by_group = {f"p{i}": p for i, p in enumerate(self.ordered)}
+        #: row patterns ``literal{one placeholder}``: a key starting with the literal is theirs
+        #: unless a pattern before them in ``ordered`` fits it; those patterns' keys start with
+        #: their heads, so a key starting with one of those heads is left to the regex. A
+        #: pattern before them whose head is a proper prefix of the literal (or empty) could
+        #: fit any such key: then the row pattern takes the regex path only.
+        self._prefixed_rows: list[tuple[bytes, tuple[bytes, ...], str]] = []
+        for i, p in enumerate(self.ordered):
+            parts = p.template.parts
+            if p.family != "row" or len(parts) != 2 or not isinstance(parts[0], str):
+                continue
+            literal = parts[0].encode()
+            before = self.ordered[:i]
+            if any(literal.startswith(q.head) and len(q.head) < len(literal) for q in before):
+                continue
+            heads = tuple(q.head for q in before if q.head.startswith(literal))
+            self._prefixed_rows.append((literal, heads, p.table))
         spaces: dict[bytes, str] = {}
         for p in self.all:
             ns = namespace(p, seps[p.table])
@@ -210,9 +226,14 @@ class KeySpace:
         if self._ignore is not None:
             ignore = self._ignore
             keys = [k for k in keys if ignore(k) is None]
+        counts: Counter[str] = Counter()
+        for literal, beaten_by, table in self._prefixed_rows:
+            if table in wanted and keys:  # ``literal{pk}`` rows: a prefix test, no regex
+                rest = [k for k in keys if not k.startswith(literal) or k.startswith(beaten_by)]
+                counts[table] += len(keys) - len(rest)
+                keys = rest
         classify = self._classify
         groups = [m.lastgroup if m is not None else None for m in map(classify, keys)]
-        counts: Counter[str] = Counter()
         for group, n in Counter(groups).items():
             if group in rows:
                 counts[rows[group]] += n
