@@ -13,6 +13,7 @@ from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.mapping.schema import Schema
 from migrator.mapping.validate import check_schema
+from migrator.plan.collisions import check_collisions
 from migrator.source.mysql import Source
 
 DEFAULT_TARGET = "redis://127.0.0.1:6379/0"
@@ -93,7 +94,7 @@ def refuse_invalid(mapping: Mapping, schema: Schema, only: list[str] | None) -> 
 
     errors = [
         MappingError(p.message, path=p.path, file=p.file, line=p.line, hint=p.hint)
-        for p in check_schema(mapping, schema)
+        for p in [*check_schema(mapping, schema), *check_collisions(mapping, schema)]
         if p.level == "error" and wanted(p.path)
     ]
     if errors:

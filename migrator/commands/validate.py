@@ -16,6 +16,7 @@ from migrator.mapping.validate import (
     plural,
     problem_from,
 )
+from migrator.plan.collisions import check_collisions
 from migrator.source.mysql import Source, shared_keys_query
 from migrator.urls import mask
 
@@ -44,6 +45,7 @@ def validate(
         schema = src.schema()
         report.source = mask(url)
         report.problems += check_schema(mapping, schema)
+        report.problems += check_collisions(mapping, schema)
         report.problems += shared_keys(mapping, schema, src, report.problems)
     return report
 
