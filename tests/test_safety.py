@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import redis
+from sqlalchemy.engine import make_url
 
+from migrator.mapping.loader import parse_mapping
 from migrator.plan.escape import split
+from migrator.urls import mask, mask_text
+from tests.faults import RedisProcess, redis_process
 from tests.services import MySQLDatabase
 from tests.test_cli_review import cli_run
 
@@ -143,3 +148,153 @@ def test_the_default_target_is_named(tag_db: MySQLDatabase, tmp_path: Path) -> N
         f"version: 1\nsource: {tag_db.url}_missing\ntarget: redis://h:1\ntables: {{tag: {{}}}}\n"
     )
     assert "no target given" not in cli_run("migrate", str(path)).stderr
+
+
+# -- item 6: room for the load ------------------------------------------------------------------
+
+
+def test_a_load_that_will_not_fit_maxmemory_is_refused_before_writing(
+    mysql_db: MySQLDatabase, tmp_path: Path
+) -> None:
+    mysql_db.run(
+        "CREATE TABLE big (id INT PRIMARY KEY, note VARCHAR(200) NOT NULL);"
+        "INSERT INTO big SELECT seq, REPEAT('x', 150) FROM seq_1_to_20000;"
+    )
+    with redis_process(tmp_path, extra=("--maxmemory", "3mb")) as server:
+        path = tmp_path / "big.yaml"
+        path.write_text(
+            f"version: 1\nsource: {mysql_db.url}\ntarget: {server.url}\ntables:\n  big: {{}}\n"
+        )
+        done = cli_run("migrate", str(path), "--json")
+        assert done.returncode == 2, done.stderr
+        failure = json.loads(done.stdout)
+        assert "of Redis memory (the dry-run estimate)" in failure["error"]
+        assert "--no-memory-check" in failure["hint"]
+        assert server.dbsize() == 0
+        client = server.client()
+        try:
+            client.config_set("maxmemory", "200mb")
+            assert cli_run("migrate", str(path)).returncode == 0
+            assert client.dbsize() >= 20_000
+            assert cli_run("verify", str(path)).returncode == 0
+        finally:
+            client.close()
+
+
+# -- item 7: one error line and a hint, never a traceback ---------------------------------------
+
+
+def _acl_user(server: RedisProcess, rules: str, user: str = "loader", pw: str = "s3cr#t/pw") -> str:
+    """Create or widen an ACL user on the test's own server; its URL, password encoded."""
+    client = server.client()
+    try:
+        client.execute_command("ACL", "SETUSER", user, "on", f">{pw}", *rules.split())
+    finally:
+        client.close()
+    return f"redis://{user}:{quote(pw, safe='')}@127.0.0.1:{server.port}/0"
+
+
+def test_failures_are_one_line_a_hint_and_the_documented_exit_code(
+    tag_db: MySQLDatabase, tmp_path: Path
+) -> None:
+    path = write_mapping(tmp_path, tag_db, "redis://127.0.0.1:6379/15", "escape: backslash")
+    cases = [
+        # a target that is not Redis: MySQL's own port
+        (["--target", "redis://127.0.0.1:3306/0"], 3, "is not a Redis server", "3306 is MySQL's"),
+        (["--batch-size", "0"], 2, "--batch-size must be a positive", "e.g. 5000"),
+        (["--batch-size", "5000000"], 2, "more than the 1,000,000 rows", "--batch-size 10000"),
+        (["--batch-size", "many"], 2, "Invalid value for '--batch-size'",
+         "migrator migrate --help"),
+        (["--source", tag_db.url.replace("mysql+pymysql", "mysql+mysqlconnector")], 2,
+         "the Python module 'mysql' is not installed", "pip install mysql-connector-python"),
+    ]  # fmt: skip
+    for args, code, error, hint in cases:
+        for as_json in (False, True):
+            done = cli_run("migrate", str(path), *args, *(["--json"] if as_json else []))
+            assert done.returncode == code, (args, done.stderr)
+            assert "Traceback" not in done.stderr, args
+            lines = [x for x in done.stderr.splitlines() if x.startswith("error: ")]
+            assert len(lines) == 1 and error in lines[0], (args, done.stderr)
+            assert "hint: " in done.stderr and hint in done.stderr, (args, done.stderr)
+            if as_json:
+                failure = json.loads(done.stdout)
+                assert failure["exit_code"] == code and error in failure["error"]
+                assert hint in failure["hint"]
+
+
+def test_an_acl_user_without_a_permission(tag_db: MySQLDatabase, tmp_path: Path) -> None:
+    with redis_process(tmp_path) as server:
+        # may read and connect, may not write: refused at the first write, exit 3, no secret
+        url = _acl_user(server, "~* &* -@all +@read +@connection +info")
+        path = write_mapping(tmp_path, tag_db, url, "escape: backslash")
+        done = cli_run("migrate", str(path), "--json")
+        assert done.returncode == 3, done.stderr
+        failure = json.loads(done.stdout)
+        assert "no permissions to run" in failure["error"] and "ACL SETUSER" in failure["hint"]
+        assert "s3cr" not in done.stdout + done.stderr
+        # with the permissions docs/connections.md names, the same user loads and verifies
+        _acl_user(server, "+@write +@transaction +@scripting")
+        assert cli_run("migrate", str(path)).returncode == 0
+        assert cli_run("verify", str(path)).returncode == 0
+
+
+# -- item 8: secrets ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:ab#Secret9@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),
+        ("redis://:ab%23Secret9@h:1/0", "redis://:***@h:1/0"),
+        ("mysql+pymysql://root:p@ss/w?rd@h:3306/db", "mysql+pymysql://root:***@h:3306/db"),
+        ("redis+cluster://u:pw@h1:1,h2:2", "redis+cluster://u:***@h1:1,h2:2"),
+        ("rediss://h:6380/0?ssl_password=k3y", "rediss://h:6380/0?ssl_password=***"),
+        ("redis://h:6379/0", "redis://h:6379/0"),
+        ("mysql+pymysql://root@h/db", "mysql+pymysql://root@h/db"),
+    ],
+)
+def test_one_mask_for_every_url(url: str, shown: str) -> None:
+    assert mask(url) == shown
+    assert mask_text(f"cannot reach {url} now") == f"cannot reach {shown} now"
+
+
+def test_a_raw_password_is_never_printed(tag_db: MySQLDatabase, tmp_path: Path) -> None:
+    path = write_mapping(tmp_path, tag_db, "redis://:ab#Secret9@127.0.0.1:1/0")
+    for args in ([], ["--json"], ["--target", "redis://u:p@ss/w#rd9@127.0.0.1:1/0"]):
+        done = cli_run("migrate", str(path), *args)
+        assert done.returncode in (2, 3), done.stderr
+        out = done.stdout + done.stderr
+        assert "Secret9" not in out and "ss/w" not in out and "rd9" not in out, out
+        assert "Traceback" not in out
+
+
+def test_a_password_variable_is_percent_encoded_in_the_url(
+    tag_db: MySQLDatabase, tmp_path: Path
+) -> None:
+    """``${VAR}`` inside a URL's user info: any password works, as init writes it."""
+    password = "p@ss/w#rd?%:x"
+    with redis_process(tmp_path) as server:
+        client = server.client()
+        try:
+            client.execute_command(
+                "ACL", "SETUSER", "app", "on", f">{password}", "~*", "&*", "+@all"
+            )
+        finally:
+            client.close()
+        path = tmp_path / "m.yaml"
+        draft = cli_run("init", "--source", tag_db.url)
+        assert draft.returncode == 0
+        source_line = next(x for x in draft.stdout.splitlines() if x.startswith("source:"))
+        body = draft.stdout.replace(source_line, f"source: {tag_db.url}")
+        body = body.replace("\noptions:\n", "\noptions:\n  escape: backslash\n", 1)
+        target = f"target: redis://app:${{REDIS_PASSWORD}}@127.0.0.1:{server.port}/0\n"
+        path.write_text(target + body)
+        done = cli_run("migrate", str(path), REDIS_PASSWORD=password)
+        assert done.returncode == 0, done.stderr
+        assert password not in done.stdout + done.stderr
+        assert server.dbsize() > 0
+    # the URL init writes for a source with a password reads it from $MYSQL_PASSWORD
+    env = {"MYSQL_PASSWORD": password}
+    m = parse_mapping("version: 1\nsource: mysql+pymysql://u:${MYSQL_PASSWORD:-}@h/db\n"
+                      "tables: {t: {}}\n", environ=env)  # fmt: skip
+    assert make_url(m.source).password == password  # type: ignore[arg-type]
