@@ -50,6 +50,12 @@ def separator_chars(sep: str | bytes) -> list[bytes]:
     return [c.encode() for c in dict.fromkeys(text)]
 
 
+def needles(chars: Sequence[bytes]) -> list[int | bytes]:
+    """What to look for with ``in``: a one-byte character as its int (``58 in v`` is ~10x
+    faster than ``b":" in v``), a longer one as bytes."""
+    return [c[0] if len(c) == 1 else c for c in chars]
+
+
 def escape(value: bytes, sep: bytes) -> bytes:
     """``value`` with ``\\`` doubled and every separator character behind a backslash."""
     if BS in value:
@@ -66,9 +72,10 @@ def escaper(sep: bytes) -> Callable[[bytes], bytes]:
     if len(chars) == 1:
         c = chars[0]
         esc = BS + c
+        n, bs = needles([c, BS])
 
         def one(value: bytes) -> bytes:
-            if c not in value and BS not in value:
+            if n not in value and bs not in value:
                 return value
             return value.replace(BS, BS + BS).replace(c, esc)
 
@@ -155,7 +162,7 @@ def composite(template: Template) -> bool:
 def first_ambiguous(
     row: Sequence[bytes | None],
     guards: Sequence[tuple[Sequence[int], Sequence[tuple[int, str]]]],
-    chars: Sequence[bytes],
+    chars: Sequence[int | bytes],
 ) -> str | None:
     """The first column whose value holds a separator character inside a composite that is
     written (none of its values NULL), or None. ``guards``: per composite, the positions of

@@ -15,6 +15,7 @@ from migrator.plan.escape import (
     first_ambiguous,
     may_hold_separator,
     may_need_escape,
+    needles,
     separator_chars,
 )
 
@@ -39,6 +40,7 @@ class TableLayout:
             if self.esc is not None and may_need_escape(kind(c), sep)
         )
         self.sep_chars = separator_chars(sep)
+        self.needles = needles(self.sep_chars)
         # under escape: reject, per composite: the positions of all its columns (it is only
         # written when none is NULL) and of those whose values may hold a separator
         guards: dict[tuple[int, ...], tuple[tuple[int, str], ...]] = {}
@@ -103,7 +105,7 @@ class TableLayout:
 
     def ambiguous(self, row: Row) -> str | None:
         """Under ``escape: reject``, the first column whose value makes a composite ambiguous."""
-        return first_ambiguous(row, self.guards, self.sep_chars) if self.guards else None
+        return first_ambiguous(row, self.guards, self.needles) if self.guards else None
 
     def reject(self, row: Row, column: str, stats: Stats) -> None:
         """Count and name a row that is not written (its primary key, the column to blame)."""

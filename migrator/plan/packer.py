@@ -174,23 +174,23 @@ def _batch_function(packer: Packer) -> Callable[..., tuple[int, int, int, int, i
         "    for row in rows:",
         f"        {', '.join(f'_{i}' for i in range(width))}, = row",
     ]
-    chars = [code.const(c) for c in plan.sep_chars]
+    # a one-byte character is tested as an int: ``58 in v`` is ~10x faster than ``b":" in v``
+    chars = [str(c[0]) if len(c) == 1 else code.const(c) for c in plan.sep_chars]
     if plan.guards:  # escape: reject -- a separator inside a value of a written composite
-        found = " or ".join(
-            "("
-            + " and ".join(f"_{j} is not None" for j in positions)
-            + " and ("
-            + " or ".join(f"{c} in _{i}" for i, _ in looked_at for c in chars)
-            + "))"
-            for positions, looked_at in plan.guards
-        )
-        head += [
-            f"        if {found}:",
-            "            ambiguous.append(row)",
-            "            continue",
-        ]
+        # one test per column looked at (NOT NULL ones without the None test); only a row
+        # that holds a separator there pays for the full rule (AMBIGUOUS: NULLs, groups)
+        nullable = {c.name for c in plan.resolved.schema.columns if c.nullable}
+        tests = []
+        for i, name in plan.checked:
+            holds = " or ".join(f"{c} in _{i}" for c in chars)
+            tests.append(
+                f"({holds})" if name not in nullable else f"(_{i} is not None and ({holds}))"
+            )
+        code.namespace["AMBIGUOUS"] = plan.ambiguous
+        head += [f"        if ({' or '.join(tests)}) and AMBIGUOUS(row) is not None:"]
+        head += ["            ambiguous.append(row)", "            continue"]
     if code.escaped:  # escape: backslash -- escaped values, computed only when they change
-        code.namespace["ESC"], bs = plan.esc, code.const(b"\\")
+        code.namespace["ESC"], bs = plan.esc, str(ord("\\"))
         for i in sorted(code.escaped):
             plain = " and ".join(f"{c} not in _{i}" for c in [*chars, bs])
             head.append(f"        e{i} = _{i} if _{i} is None or ({plain}) else ESC(_{i})")
