@@ -485,10 +485,11 @@ def render_verify(report: VerifyReport) -> None:
 
 # --- sync -------------------------------------------------------------------------------------
 def _status_line(s: SyncStatus) -> Text:
+    where = s.position.split(" (GTID")[0]  # the GTID is in --json; the line fits 80 columns
     return Text.assemble(
-        (f"{s.phase:<9}", "bold green" if s.phase == "caught up" else "bold"),
-        f"  {s.events_per_second:>8,.0f} rows/s  {s.rows_changed:>10,} rows changed  "
-        f"{s.transactions:,} txns  lag {s.lag_seconds:,.1f} s  at {s.position}",
+        (s.phase, "bold green" if s.phase == "caught up" else "bold"),
+        f" {s.events_per_second:,.0f} rows/s  {s.rows_changed:,} rows  "
+        f"{s.transactions:,} txns  lag {s.lag_seconds:,.1f}s  {where}",
     )
 
 
