@@ -157,3 +157,24 @@ def test_unrender_reads_values_back() -> None:
     assert unrender(t, key, b":", escaped=True) == {"a": b"x:b:y", "b": b"\\"}
     assert unrender(t, b"t:indices:a:1:b:2", b":", escaped=False) == {"a": b"1", "b": b"2"}
     assert unrender(t, b"t:indices:a:1:2:b:2", b":", escaped=False) is None
+
+
+def test_sync_deltas_reject_and_escape_as_migrate_does() -> None:
+    """sync's delta planning writes exactly the keys migrate writes: a row migrate rejects is
+    not written by an insert, and an update that makes a row ambiguous removes it."""
+    from migrator.plan.delta import TableDelta
+
+    plan = _plan("indexes: [note]")
+    rows = rows_for(plan)
+    good, bad = rows[4], rows[0]  # ('u', 'v'), ('a:b', 'c')
+    delta = TableDelta(plan).change(None, bad)
+    assert delta.rejected == 1 and delta.commands == []
+    inserted = TableDelta(plan).change(None, good).commands
+    assert any(c[:2] == (b"HSET", b"t:u:v") for c in inserted)
+    bad_update = tuple(b"x:y" if c == "a" else v for c, v in zip(plan.select, good))
+    moved = TableDelta(plan).change(good, bad_update)
+    assert moved.rejected == 1
+    assert (b"DEL", b"t:u:v") in moved.commands  # the old row's keys go
+    escaped = _plan("indexes: [note]", "escape: backslash")
+    commands = TableDelta(escaped).change(None, rows_for(escaped)[0]).commands
+    assert any(c[:2] == (b"HSET", b"t:a\\:b:c") for c in commands)
