@@ -25,6 +25,7 @@ from migrator.source.binlog import (
     TableColumns,
     Transaction,
 )
+from migrator.source.binlog_settings import log_status
 from migrator.source.mysql import Source
 from migrator.target.cluster import is_cluster
 from migrator.target.sync_state import SyncState, apply_group, raise_counter
@@ -188,17 +189,8 @@ class Follower:
 
     def _at_head(self) -> bool:
         """Whether everything up to the end of the binary log is applied."""
-        conn = self.src.raw_connection()
-        cursor = conn.cursor()
-        try:
-            cursor.execute("SHOW MASTER STATUS")
-            row = cursor.fetchone()
-        finally:
-            cursor.close()
-        if not row:
-            return False
-        file, pos = (v.decode() if isinstance(v, bytes) else str(v) for v in row[:2])
-        return (self.position.file, self.position.pos) >= (file, int(pos))
+        head = log_status(self.src.raw_connection())
+        return head is not None and (self.position.file, self.position.pos) >= head
 
     def _status(self, report: SyncReport, rate: float, caught_up: bool) -> SyncStatus:
         lag = 0.0 if caught_up or not self.last_commit else max(0.0, time.time() - self.last_commit)

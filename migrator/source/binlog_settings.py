@@ -79,10 +79,22 @@ def gaps(conn: Any, user: str) -> list[Gap]:
     if not privileges & {"REPLICATION SLAVE", "ALL PRIVILEGES"} and not _has_all(conn):
         out.append(Gap("the user lacks the REPLICATION SLAVE privilege", grant))
     try:
-        _rows(conn, "SHOW MASTER STATUS")
+        log_status(conn)
     except Exception:
         out.append(Gap("the user lacks the REPLICATION CLIENT privilege", grant))
     return out
+
+
+def log_status(conn: Any) -> tuple[str, int] | None:
+    """The end of the binary log (file, position), or None when it is off. ``SHOW MASTER
+    STATUS``, or ``SHOW BINARY LOG STATUS`` where MySQL 8.4 renamed it."""
+    try:
+        rows = _rows(conn, "SHOW MASTER STATUS")
+    except Exception:
+        rows = _rows(conn, "SHOW BINARY LOG STATUS")
+    if not rows:
+        return None
+    return _text(rows[0][0]), int(_text(rows[0][1]))
 
 
 # the current user's global privileges (USER_PRIVILEGES shows only one's own rows)
