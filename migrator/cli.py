@@ -587,6 +587,7 @@ def sync(
     from migrator.render import render_sync, sync_status_printer
 
     def go() -> int:
+        note_default_target(mapping, target)
         stop = threading.Event()
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
         try:
