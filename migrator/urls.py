@@ -89,6 +89,33 @@ def _password(url: str) -> str:
     return rest[:at].partition(":")[2]
 
 
+def misread(url: str) -> bool:
+    """Whether URL parsers would cut ``url`` in the wrong place: an ``@`` after the first
+    ``/``, ``?`` or ``#`` that follows ``://`` (a password holding those characters without
+    percent-encoding). Parsers then take part of the password for the host or the path."""
+    head = url.find("://")
+    if head < 0:
+        return False
+    rest = url[head + 3 :]
+    cuts = [i for i in (rest.find(c) for c in "/?#") if i >= 0]
+    return "@" in rest[min(cuts, default=len(rest)) :]
+
+
+def refuse_misread(url: str, what: str) -> None:
+    """Stop (exit 2) on a URL that parsers would misread (``misread``), before any part of
+    it is parsed, connected to or printed other than masked."""
+    if misread(url):
+        from migrator.errors import MigratorError
+
+        raise MigratorError(
+            f"cannot read the {what} URL {mask(url)}: an '@' comes after a '/', '?' or '#', "
+            "so the user name or password is not percent-encoded",
+            "write @ : / ? # % in the user name and password as %40 %3A %2F %3F %23 %25 "
+            "(an '@' in a query value as %40), or put the password in ${VAR} inside the "
+            "mapping's URL, which is encoded for you (docs/connections.md)",
+        )
+
+
 def userinfo_spans(text: str) -> tuple[int, int] | None:
     """(start, end) of the user-info part of a URL template such as
     ``mysql+pymysql://root:${MYSQL_PASSWORD}@host/db``: between ``://`` and the last ``@``

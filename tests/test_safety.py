@@ -260,12 +260,22 @@ def test_one_mask_for_every_url(url: str, shown: str) -> None:
 
 def test_a_raw_password_is_never_printed(tag_db: MySQLDatabase, tmp_path: Path) -> None:
     path = write_mapping(tmp_path, tag_db, "redis://:ab#Secret9@127.0.0.1:1/0")
-    for args in ([], ["--json"], ["--target", "redis://u:p@ss/w#rd9@127.0.0.1:1/0"]):
+    host = tag_db.url.split("@", 1)[1]  # 127.0.0.1:3306/mig_t_...
+    for args in (
+        [],
+        ["--json"],
+        ["--target", "redis://u:p@ss/w#rd9@127.0.0.1:1/0"],
+        ["--source", f"mysql+pymysql://root:p@ss/w?rd9#x@{host}"],  # misread as host 'ss'
+        ["--source", f"mysql+pymysql://root:p@ss/w?rd9#x@{host}", "--json"],
+    ):
         done = cli_run("migrate", str(path), *args)
         assert done.returncode in (2, 3), done.stderr
         out = done.stdout + done.stderr
         assert "Secret9" not in out and "ss/w" not in out and "rd9" not in out, out
+        assert "'ss'" not in out and "ss:3306" not in out, out
         assert "Traceback" not in out
+    refused = cli_run("validate", str(path), "--source", f"mysql+pymysql://r:a/b@{host}")
+    assert refused.returncode == 2 and "is not percent-encoded" in refused.stderr
 
 
 def test_a_password_variable_is_percent_encoded_in_the_url(

@@ -8,12 +8,13 @@ from typing import Any
 from sqlalchemy.engine import URL, make_url
 
 from migrator.errors import ConnectError, MigratorError
-from migrator.urls import mask
+from migrator.urls import mask, refuse_misread
 
 SESSION_SETUP = ("SET time_zone = '+00:00'", "SET SESSION TRANSACTION READ ONLY")
 
 
 def parse_url(url: str) -> URL:
+    refuse_misread(url, "source")
     try:
         parsed = make_url(url)
     except Exception:

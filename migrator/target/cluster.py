@@ -37,7 +37,7 @@ from migrator.errors import ConnectError, MigratorError
 from migrator.plan.resp import resp
 from migrator.target.failures import connect_failure
 from migrator.target.sink import Client, TransientReply, connect, refused
-from migrator.urls import mask
+from migrator.urls import mask, refuse_misread
 
 Command = tuple[bytes, ...]
 SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -88,6 +88,7 @@ def parse_seeds(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
     """``redis+cluster://[user:password@]h1:p1,h2:p2[/0][?option=value&...]`` -> seed nodes
     and client options. Query options are redis-py's own (``ssl_ca_certs``, ``ssl_certfile``,
     ``ssl_keyfile``, ``ssl_cert_reqs``, timeouts...), read as ``redis.from_url`` reads them."""
+    refuse_misread(url, "target")
     scheme, rest = url.split("://", 1)
     rest, _, query = rest.partition("?")
     netloc, _, path = rest.partition("/")

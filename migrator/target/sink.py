@@ -18,7 +18,7 @@ from migrator.plan.resp import resp
 from migrator.retry import Retrying
 from migrator.target.failures import connect_failure, refused_permission
 from migrator.target.guard import LOST_REPLY, lost
-from migrator.urls import mask
+from migrator.urls import mask, refuse_misread
 
 Command = tuple[bytes, ...]
 T = TypeVar("T")
@@ -38,6 +38,7 @@ def _loading(e: BaseException) -> str | None:
 
 def connect(url: str, *, timeout: float = 10.0) -> redis.Redis:
     """A checked Redis client; failures become ConnectError without the password."""
+    refuse_misread(url, "target")
     try:
         client = redis.Redis.from_url(
             url, socket_connect_timeout=timeout, socket_timeout=max(timeout, 60.0)
