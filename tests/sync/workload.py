@@ -153,5 +153,11 @@ class Writer:
                 self.conn.rollback()
             else:
                 self.conn.commit()
+        except pymysql.err.OperationalError as e:
+            # writers of several seeds run side by side: a deadlock (1213) or lock wait
+            # timeout (1205) rolls this transaction back, which sync must follow all the same
+            if e.args[0] not in (1205, 1213):
+                raise
+            self.conn.rollback()
         finally:
             cur.close()
