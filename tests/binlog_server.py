@@ -1,8 +1,15 @@
-"""A private MariaDB with the row binary log on, for the sync tests (notes/binlog.md).
+"""Servers with the row binary log on, for the sync and snapshot-position tests (notes/binlog.md).
 
-The shared server on 3306 keeps its binary log off, so these tests start their own server
-in a temporary directory on a free port, once per session, and stop it (and remove the
-directory) at the end. ``mariadb-install-db`` + ``mariadbd --no-defaults`` take ~2 s.
+The shared server on 3306 keeps its binary log off, so these tests start their own, once per
+session, and stop it at the end:
+
+* ``PrivateMariaDB``: a mariadbd in a temporary directory on a free port (removed at the end);
+  ``mariadb-install-db`` + ``mariadbd --no-defaults`` take ~2 s;
+* ``MySQL8Container``: ``mysql:8.0`` through testcontainers, where a Docker engine answers
+  (hosted CI, laptops; not the project's machines), with GTIDs on as MySQL sites run it.
+
+Both have an empty root password and a reader account (``reader_url``) with the grants sync
+needs on either server (``READER_GRANTS``).
 """
 
 from __future__ import annotations
@@ -14,10 +21,15 @@ import socket
 import subprocess
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import pymysql
+from sqlalchemy.engine import make_url
+
+from tests.services import mysql_connect, mysql_container, url_text
 
 MARIADBD = os.environ.get("MIGRATOR_TEST_MARIADBD", "/usr/sbin/mariadbd")
 
@@ -27,6 +39,33 @@ BINLOG_OPTIONS = (
     "--binlog-row-image=FULL",
     "--binlog-row-metadata=FULL",
 )
+
+
+# mysqld's command line in the MySQL 8 container (the image's entrypoint passes it on)
+MYSQL8_IMAGE = "mysql:8.0"
+MYSQL8_OPTIONS = (
+    "--character-set-server=utf8mb4", "--log-bin", "--binlog-format=ROW",
+    "--binlog-row-image=FULL", "--binlog-row-metadata=FULL", "--server-id=1",
+    "--gtid-mode=ON", "--enforce-gtid-consistency=ON",
+)  # fmt: skip
+
+# what sync needs: the log stream, its status, the tables; RELOAD for the short FLUSH TABLES
+# WITH READ LOCK that gives a MySQL snapshot its log position (docs/consistency.md)
+READER = ("migrator_reader", "reader-pw")
+READER_GRANTS = "REPLICATION SLAVE, REPLICATION CLIENT, RELOAD, SELECT"
+
+
+def add_reader(url: str) -> str:
+    """Create the reader account on the server at ``url`` (root); returns its URL."""
+    user, password = READER
+    conn = mysql_connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'")
+            cur.execute(f"GRANT {READER_GRANTS} ON *.* TO '{user}'@'%'")
+    finally:
+        conn.close()
+    return url_text(make_url(url).set(username=user, password=password))
 
 
 def free_port() -> int:
@@ -49,10 +88,12 @@ class PrivateMariaDB:
     """One mariadbd of our own: ``start()``, ``url``, ``stop()``; ``binlog=False`` starts it
     without the binary log (for the refusal test)."""
 
+    kind: ClassVar[str] = "mariadb"
     binlog: bool = True
     port: int = field(default_factory=free_port)
     dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="migrator-binlog-")))
     process: subprocess.Popen[bytes] | None = None
+    reader_url: str = ""  # set by add_reader()
 
     @property
     def url(self) -> str:
@@ -109,3 +150,21 @@ class PrivateMariaDB:
                 self.process.wait()
         self.process = None
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@dataclass
+class MySQL8Container:
+    """``mysql:8.0`` with the row binary log and GTIDs (``MYSQL8_OPTIONS``) through
+    testcontainers: ``start()``, ``url``, ``stop()``. Needs a Docker engine
+    (``tests.services.docker_problem()``)."""
+
+    kind: ClassVar[str] = "mysql8"
+    url: str = ""
+    reader_url: str = ""  # set by add_reader()
+    stack: ExitStack = field(default_factory=ExitStack)
+
+    def start(self) -> None:
+        self.url = self.stack.enter_context(mysql_container(MYSQL8_IMAGE, MYSQL8_OPTIONS))
+
+    def stop(self) -> None:
+        self.stack.close()

@@ -19,6 +19,12 @@ Fixtures:
   key in db 0, so side-by-side sessions never flush each other; or the URL's own if above 0,
   plus the xdist worker number), flushed before and after the test.
 * ``redis_client`` -> ``redis.Redis`` on ``redis_url`` (bytes, ``decode_responses=False``).
+* ``binlog_server`` (session, once per kind: ``mariadb``, ``mysql8``) -> a server of the
+  tests' own with the row binary log (tests/binlog_server.py): ``.kind``, ``.url`` (root, empty
+  password), ``.reader_url`` (an account with only the grants sync needs). ``mariadb`` is a
+  private mariadbd (skipped when it is not installed); ``mysql8`` a ``mysql:8.0`` container,
+  skipped with the reason where no Docker engine answers, even under
+  ``MIGRATOR_REQUIRE_SERVICES=1`` (the project's machines have none).
 * ``testdata_dir`` (session) -> Path of ``tests/data`` (or ``$MIGRATOR_TESTDATA_DIR``).
 * ``sakila_url`` / ``employees_url`` (session) -> str: URL of a database of this session's own
   (``mig_t_sakila_<hex>``, ``mig_t_employees_<hex>``), loaded with the mariadb/mysql client
@@ -39,6 +45,7 @@ from typing import NoReturn
 import pytest
 import redis
 
+from tests.binlog_server import MySQL8Container, PrivateMariaDB, add_reader, missing
 from tests.services import (
     MYSQL_ENV,
     REDIS_ENV,
@@ -69,7 +76,7 @@ from tests.services import testdata_dir as find_testdata_dir
 
 _INTEGRATION = {
     "mysql_server_url", "mysql_db", "redis_server_url", "redis_url", "redis_client",
-    "sakila_url", "employees_url",
+    "sakila_url", "employees_url", "binlog_server",
 }  # fmt: skip
 _ACCEPTANCE = {"sakila_url", "employees_url"}
 
@@ -134,6 +141,36 @@ def mysql_db(mysql_server_url: str) -> Iterator[MySQLDatabase]:
         yield db
     finally:
         drop_database(mysql_server_url, db.name)
+
+
+# -- servers with the row binary log (sync, snapshot positions) -------------------------------
+
+
+@pytest.fixture(scope="session", params=["mariadb", "mysql8"])
+def binlog_server(request: pytest.FixtureRequest) -> Iterator[PrivateMariaDB | MySQL8Container]:
+    """A server of this session's own with the row binary log, of each kind in turn."""
+    server: PrivateMariaDB | MySQL8Container
+    if request.param == "mariadb":
+        problem = missing()
+        if problem:
+            pytest.skip(f"no private MariaDB with a binary log: {problem}")
+        server = PrivateMariaDB()
+    else:
+        problem = docker_problem()
+        if problem:  # never a failure: only the MariaDB path is required on our machines
+            pytest.skip(f"no MySQL 8 container with a binary log: {problem}")
+        server = MySQL8Container()
+    try:
+        try:
+            server.start()
+        except Exception as e:
+            if server.kind == "mariadb":
+                raise
+            _unavailable(f"could not start the MySQL 8 container: {type(e).__name__}: {e}")
+        server.reader_url = add_reader(server.url)
+        yield server
+    finally:
+        server.stop()
 
 
 # -- Redis -------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -37,6 +37,10 @@ TESTDATA_ENV = "MIGRATOR_TESTDATA_DIR"
 
 MYSQL_IMAGE = "mysql:8"
 REDIS_IMAGE = "redis:7"
+# like the project's shared server: no binary log (MySQL 8 turns it on by default), so the
+# tests that expect a snapshot without a log position hold; tests/binlog_server.py has the
+# container with the row log
+MYSQL_OPTIONS = ("--character-set-server=utf8mb4", "--disable-log-bin")
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK_WAIT_SECONDS = 120  # metadata-lock wait of the loading client
@@ -188,14 +192,17 @@ def make_safe(url: str) -> str:
 
 
 @contextmanager
-def mysql_container() -> Iterator[str]:
-    """A ``mysql:8`` container with an empty root password; yields its server URL."""
+def mysql_container(
+    image: str = MYSQL_IMAGE, options: Sequence[str] = MYSQL_OPTIONS
+) -> Iterator[str]:
+    """A MySQL container (``mysql:8``, no binary log, unless told otherwise) with an empty root
+    password; ``options`` are mysqld's command line. Yields its server URL."""
     from testcontainers.core.container import DockerContainer
 
     container = (
-        DockerContainer(MYSQL_IMAGE)
+        DockerContainer(image)
         .with_env("MYSQL_ALLOW_EMPTY_PASSWORD", "yes")
-        .with_command("--character-set-server=utf8mb4")
+        .with_command(" ".join(options))  # the image's entrypoint passes them to mysqld
         .with_exposed_ports(3306)
     )
     container.start()

@@ -1,15 +1,10 @@
 """Consistent snapshots (issue 11 item 1): what a snapshot sees, and the moment and binary-log
-position it reports, on the shared server (log off) and on a private MariaDB with the log on."""
+position it reports, on the shared server (log off) and on the servers with the row log on
+(``binlog_server``: a private MariaDB, and MySQL 8 in a container where Docker answers)."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,60 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from migrator.cli import app
+from migrator.source.binlog_settings import log_status
 from migrator.source.drivers import raw_connect
 from migrator.source.mysql import parse_url
 from migrator.source.snapshot import _mysql_snapshot, start_snapshot
+from tests.binlog_server import MySQL8Container, PrivateMariaDB
 from tests.services import MySQLDatabase
-
-MARIADBD = "/usr/sbin/mariadbd"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def binlog_server() -> Iterator[str]:
-    """A private mariadbd with the row binary log on (notes/binlog.md), on a free port; its
-    URL. Stopped and removed at the end of the module."""
-    if not Path(MARIADBD).exists() or shutil.which("mariadb-install-db") is None:
-        pytest.skip(f"no private MariaDB with a binary log: {MARIADBD} or mariadb-install-db "
-                    "missing (Debian package mariadb-server)")  # fmt: skip
-    home = Path(tempfile.mkdtemp(prefix="migrator-snapshot-"))
-    port = _free_port()
-    subprocess.run(
-        ["mariadb-install-db", "--no-defaults", f"--datadir={home / 'data'}", "--user=root",
-         "--auth-root-authentication-method=normal", "--skip-test-db"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    proc = subprocess.Popen(
-        [MARIADBD, "--no-defaults", "--user=root", f"--datadir={home / 'data'}", f"--port={port}",
-         "--bind-address=127.0.0.1", f"--socket={home / 'sock'}", f"--pid-file={home / 'pid'}",
-         "--log-bin=mysql-bin", "--binlog-format=ROW", "--server-id=1", "--skip-name-resolve",
-         "--innodb-buffer-pool-size=64M", f"--log-error={home / 'err.log'}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                pymysql.connect(host="127.0.0.1", port=port, user="root").close()
-                break
-            except pymysql.err.OperationalError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail((home / "err.log").read_text(errors="replace")[-2000:])
-                time.sleep(0.1)
-        yield f"mysql+pymysql://root@127.0.0.1:{port}"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def _writer(url: str, database: str | None = None) -> pymysql.Connection:  # type: ignore[type-arg]
@@ -120,37 +67,48 @@ def test_a_snapshot_does_not_see_later_writes(
         conn.close()
 
 
+Server = PrivateMariaDB | MySQL8Container
+
+
+def _log_end(admin: Any) -> tuple[str, int]:
+    end = log_status(admin)
+    assert end is not None, "the binary log is off"
+    return end
+
+
 @pytest.fixture
-def logged(binlog_server: str) -> Iterator[tuple[Any, str, str, int]]:
+def logged(binlog_server: Server) -> Iterator[tuple[Any, str, str, int]]:
     """A database ``logged`` on the binlog server with a table t of two rows: (an autocommit
     cursor of the server, the database's URL, the binlog file and position after the load)."""
-    admin = _writer(binlog_server)
+    admin = _writer(binlog_server.url)
     cur = admin.cursor()
     cur.execute("CREATE DATABASE logged")
     cur.execute("CREATE TABLE logged.t (id INT PRIMARY KEY, v VARCHAR(10)) ENGINE=InnoDB")
     cur.execute("INSERT INTO logged.t VALUES (1, 'a'), (2, 'b')")
-    cur.execute("SHOW MASTER STATUS")
-    file, pos = cur.fetchone()[:2]
+    file, pos = _log_end(admin)
     try:
-        yield cur, binlog_server + "/logged", file, pos
+        yield cur, binlog_server.url + "/logged", file, pos
     finally:
         cur.execute("DROP DATABASE logged")
         admin.close()
 
 
 def test_snapshot_reports_the_binlog_position_and_gtid(
-    logged: tuple[Any, str, str, int],
+    logged: tuple[Any, str, str, int], binlog_server: Server
 ) -> None:
     cur, url, file, pos = logged
-    cur.execute("SELECT @@gtid_binlog_pos")
-    gtid = cur.fetchone()[0]
+    if binlog_server.kind == "mariadb":
+        cur.execute("SELECT @@gtid_binlog_pos")
+    else:  # MySQL's GTID set (one line per server UUID; the snapshot joins them)
+        cur.execute("SELECT @@GLOBAL.gtid_executed")
+    gtid = cur.fetchone()[0].replace("\n", "")
+    assert gtid
     conn = raw_connect(parse_url(url), 10)
     try:
         snap = start_snapshot(conn)
         assert (snap.binlog_file, snap.binlog_position, snap.gtid) == (file, pos, gtid)
         cur.execute("INSERT INTO logged.t VALUES (3, 'c')")  # the log moves on, not the snapshot
-        cur.execute("SHOW MASTER STATUS")
-        assert cur.fetchone()[1] > pos
+        assert _log_end(cur.connection)[1] > pos
         assert _count(conn, "t") == 2
         assert "binlog " + f"{file}:{pos}" in snap.describe() and gtid in snap.describe()
         assert snap.as_dict()["binlog_position"] == pos
@@ -185,9 +143,9 @@ def test_the_mysql_way_to_the_position_under_a_short_read_lock(
     logged: tuple[Any, str, str, int],
 ) -> None:
     """MySQL has no binlog_snapshot_* status: there the snapshot starts under FLUSH TABLES WITH
-    READ LOCK and reads SHOW MASTER STATUS. That path, run here against MariaDB (which has
-    both), gives the same position; without the RELOAD privilege it gives none, and says why.
-    (MySQL 8 itself is not available on these machines.)"""
+    READ LOCK and reads SHOW MASTER STATUS. That path gives the same position, on MySQL 8
+    (where start_snapshot takes it) and on MariaDB (which has both); without the RELOAD
+    privilege it gives none, and says why."""
     cur, url, file, pos = logged
     conn = raw_connect(parse_url(url), 10)
     try:
