@@ -3,6 +3,7 @@ and driver errors turned into one line that names the cause and the fix."""
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from sqlalchemy.engine import URL, make_url
@@ -55,6 +56,35 @@ def connect_error(url: URL, exc: BaseException) -> ConnectError:
             "is the server running and the host/port right? (" + shown + ")",
         )
     return ConnectError(f"MySQL error at {where}: {first_line(orig)}", f"source URL: {shown}")
+
+
+def expect_greeting(url: URL, timeout: float) -> None:
+    """A MySQL server speaks first: the handshake packet arrives as soon as it accepts the
+    connection. Another server on that port (Redis, a web server) waits for a command, and
+    the driver would wait forever for the greeting; here that is an error after ``timeout``.
+    Refused connections and unknown hosts are left to the driver's own messages."""
+    if url.query.get("unix_socket") or not url.host:
+        return
+    where = f"{url.host}:{url.port or 3306}"
+    try:
+        sock = socket.create_connection((url.host, url.port or 3306), timeout)
+    except OSError:
+        return  # the driver says why, in its words
+    try:
+        sock.settimeout(timeout)
+        greeting = sock.recv(5)
+    except TimeoutError:
+        greeting = None
+    except OSError:
+        return
+    finally:
+        sock.close()
+    if greeting is None:
+        raise ConnectError(
+            f"{where} accepted the connection but sent no MySQL greeting in {timeout:g} s: "
+            "it is not a MySQL server, or it is stuck",
+            f"check the host and port of the source URL ({mask(url)}); MySQL listens on 3306",
+        )
 
 
 def first_line(exc: BaseException) -> str:

@@ -24,6 +24,7 @@ from migrator.plan.values import Converter, converter
 from migrator.retry import Retrying
 from migrator.source.connection import (
     connect_error,
+    expect_greeting,
     first_line,
     parse_url,
     setup_session,
@@ -106,6 +107,7 @@ class Source:
 
     def check(self) -> None:
         """Connect once, turning failures into ConnectError."""
+        expect_greeting(self.url, self.connect_timeout)
         try:
             with self.engine.connect() as conn:
                 conn.execute(sa.text("SELECT 1"))
