@@ -243,7 +243,11 @@ def test_killed_mysql_connection_is_retried_from_the_last_position(
     notes = [line for line in err.splitlines() if line.startswith("note: t: retry ")]
     assert notes and "reading t from MySQL" in notes[0], err
     report = json.loads(out)
-    assert report["retries"] == len(notes) >= 2 and report["rows"] == BIG
+    # one process notices each KILL mid-read. With N workers (MIGRATOR_WORKERS) a worker may
+    # have received its whole range before a KILL (a range is one page here), so only the
+    # parent's connection, idle until it finishes the table, is sure to notice: once for both
+    seen = 2 if int(os.environ.get("MIGRATOR_WORKERS") or 1) == 1 else 1
+    assert report["retries"] == len(notes) >= seen and report["rows"] == BIG
     verified(path, big_table, redis_own.url)
 
 

@@ -56,7 +56,7 @@ from migrator.target.checkpoint import Checkpoint, TableState, checkpoint_key
 from migrator.target.cluster import connect_any
 from migrator.target.cluster_sink import sink_for, writer_for
 from migrator.target.guard import Guard
-from migrator.target.sink import Client
+from migrator.target.sink import Client, retry
 
 RANGE = "#range:"
 ENDING_WRITES = (b"SET", b"RPUSH")  # the table's counter and latest lists (finish_commands)
@@ -100,9 +100,10 @@ def run_task(
     kinds = [resolved.schema.column(c).kind for c in pk]
     after = None if task.after is None else [keyset_value(v, k) for v, k in zip(task.after, kinds)]
     checkpoint = Checkpoint(client, task.mapping, task.token)
-    if task.snapshot:
-        src.snapshot()
     retrying = Retrying(task.retries, note, stop)
+    if task.snapshot:  # a KILL as it starts is retried like one while reading
+        src.retrying = retrying
+        snapshot_of(src, resolved.name)
     writer = writer_for(client, retrying)
     done, total = task.rows, Stats()
     batches = src.batches(
@@ -130,6 +131,12 @@ def run_task(
     if last:
         sink_for(client, retrying).write(last)
     return total
+
+
+def snapshot_of(src: Source, table: str) -> None:
+    """A snapshot of its own for reading ``table`` (N workers); retried as ``src.retrying``
+    says, each retry noted like one while reading the table."""
+    src.snapshot(f"reading {table} from MySQL (starting its snapshot)")
 
 
 def tasks_for(
@@ -212,14 +219,21 @@ def _in_worker(task: Task) -> Stats:
     src = _OPEN.get(task.source)
     if src is None:
         src = _OPEN[task.source] = Source(task.source)
+    name = task.resolved.name
+
+    def note(text: str) -> None:
+        lifeline.progress.put((name, text))
+
     client = _OPEN.get(task.target)
     if client is None:
-        client = _OPEN[task.target] = connect_any(task.target)
+        # a target restarting as this worker starts refuses connections for a while: retried
+        retrying = Retrying(task.retries, note)
+        client = connect_any(task.target, retrying=retrying)
         if task.token is not None:
-            Guard(checkpoint_key(task.mapping), task.token, task.run_id).attach(client)
-    name = task.resolved.name
-    return run_task(task, src, client, lambda n: lifeline.progress.put((name, n)),
-                    lambda text: lifeline.progress.put((name, text)))  # fmt: skip
+            guard = Guard(checkpoint_key(task.mapping), task.token, task.run_id)
+            retry(lambda: guard.attach(client), retrying=retrying)
+        _OPEN[task.target] = client
+    return run_task(task, src, client, lambda n: lifeline.progress.put((name, n)), note)
 
 
 class Pool:
@@ -417,7 +431,7 @@ def load_tables(
         rows = report.resumed_from + total.rows
         src.retrying = retrying(name)  # the counter and latest queries
         if common["snapshot"]:  # N workers: the end of the table as of now
-            src.snapshot()
+            snapshot_of(src, name)
         commands = finish_commands(src, TablePlan(r), r)
         sink(name).write([*commands, checkpoint.command(name, None, rows, done=True)])
         report.keys = total.all_keys + len({c[1] for c in commands if c[0] in ENDING_WRITES})

@@ -138,13 +138,25 @@ class Source:
                 self.retaken.append(self.snapshot())
         return self._raw
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, what: str = "starting a snapshot on MySQL") -> Snapshot:
         """Begin a consistent snapshot (``START TRANSACTION WITH CONSISTENT SNAPSHOT, READ
         ONLY``, repeatable read) on the reading connection: every read after it (batches,
         counts, counters, latest lists, look-ups) sees the source as of one moment, until the
-        next ``snapshot()`` or ``close()``. Returns the moment and binlog position."""
+        next ``snapshot()`` or ``close()``. Returns the moment and binlog position. A lost
+        connection (``KILL`` as it starts) is retried on a new one as ``self.retrying`` says
+        (``what`` names the step in its notes)."""
+        self._resnapshot = False  # this one replaces any snapshot a lost connection held
+
+        def once() -> Snapshot:
+            try:
+                return start_snapshot(self.raw_connection())
+            except Exception as e:
+                if transient(e):
+                    self._drop()
+                raise
+
         try:
-            self.taken = start_snapshot(self.raw_connection())
+            self.taken = self.retrying.call(once, transient, what)
         except MigratorError:
             raise
         except Exception as e:

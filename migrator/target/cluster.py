@@ -35,6 +35,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from migrator.errors import ConnectError, MigratorError
 from migrator.plan.resp import resp
+from migrator.retry import Retrying
 from migrator.target.failures import connect_failure
 from migrator.target.sink import Client, TransientReply, connect, refused
 from migrator.urls import mask, refuse_misread
@@ -50,14 +51,15 @@ def is_cluster(client: Client) -> bool:
     return isinstance(client, RedisCluster)
 
 
-def connect_any(url: str, *, timeout: float = 10.0) -> Client:
+def connect_any(url: str, *, timeout: float = 10.0, retrying: Retrying | None = None) -> Client:
     """A checked client of the target: ``redis.Redis`` for a single server, ``RedisCluster``
     for a cluster (see the module's rule). Failures become ConnectError, never with the
-    password."""
+    password. ``retrying``: a single server that refuses connections is tried again
+    (``sink.connect``)."""
     if url.split("://", 1)[0].lower() in SCHEMES:
         return _seeded(url, timeout)
     try:
-        client = connect(url, timeout=timeout)
+        client = connect(url, timeout=timeout, retrying=retrying)
     except ConnectError as e:
         if "SELECT is not allowed in cluster mode" not in e.message:
             raise

@@ -36,8 +36,10 @@ def _loading(e: BaseException) -> str | None:
     return "loading its data (LOADING)" if isinstance(e, redis.BusyLoadingError) else None
 
 
-def connect(url: str, *, timeout: float = 10.0) -> redis.Redis:
-    """A checked Redis client; failures become ConnectError without the password."""
+def connect(url: str, *, timeout: float = 10.0, retrying: Retrying | None = None) -> redis.Redis:
+    """A checked Redis client; failures become ConnectError without the password. A server
+    still loading its data is waited for; with ``retrying`` (a worker joining a run), so is
+    one that refuses connections or drops them (restarting)."""
     refuse_misread(url, "target")
     try:
         client = redis.Redis.from_url(
@@ -50,7 +52,10 @@ def connect(url: str, *, timeout: float = 10.0) -> redis.Redis:
             "such as @ : / ? # in a password are written %40 %3A %2F %3F %23",
         ) from None
     try:  # a server still loading its data is waited for (bounded)
-        Retrying().call(client.ping, _loading, f"Redis at {mask(url)}")
+        if retrying is None:
+            Retrying().call(client.ping, _loading, f"Redis at {mask(url)}")
+        else:
+            retrying.call(client.ping, transient, f"connecting to Redis at {mask(url)}")
     except redis.AuthenticationError:
         raise ConnectError(
             f"Redis at {mask(url)} refused the password",
