@@ -244,32 +244,48 @@ class PackedWriter(BackgroundWriter):
         retry(lambda: self._send(payload, count), retrying=self.retrying)
 
     def _send(self, payload: bytes, count: int) -> None:
-        pool = self.client.connection_pool
-        conn = pool.get_connection()
-        try:
-            if conn._sock is None:
-                conn.connect()
-            sock: Any = conn._sock  # redis-py's own reader stays idle: we read every reply
-            sock.sendall(payload)
-            replies = bytearray()
-            lines = 0
-            while lines < count:
-                chunk = sock.recv(1 << 20)
-                if not chunk:
-                    raise RedisConnectionError("connection closed by Redis")
-                tail = replies[-1:]
-                replies += chunk
-                lines += (tail + chunk).count(b"\r\n")
-        except OSError as e:  # socket errors and timeouts: transient, retried by the caller
-            conn.disconnect()
-            raise RedisConnectionError(str(e)) from None
-        except BaseException:
-            conn.disconnect()
-            raise
-        finally:
-            pool.release(conn)
+        replies = send_counted(self.client, payload, count)
         if replies[:1] == b"-" or b"\n-" in replies:
             _refused(payload, replies)
+
+
+def send_counted(
+    client: redis.Redis,
+    payload: bytes,
+    lines: int,
+    done_early: Callable[[int, bytearray], bool] | None = None,
+) -> bytearray:
+    """Send RESP ``payload`` on one of the client's pooled connections and read the replies
+    raw until ``lines`` reply lines have come (or ``done_early(lines so far, replies)``),
+    for commands whose every reply is one line: the hot paths count lines and only look at
+    replies when one is an error. Socket errors are RedisConnectionError (transient)."""
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    try:
+        if conn._sock is None:
+            conn.connect()
+        sock: Any = conn._sock  # redis-py's own reader stays idle: we read every reply
+        sock.sendall(payload)
+        replies = bytearray()
+        got = 0
+        while got < lines:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                raise RedisConnectionError("connection closed by Redis")
+            tail = replies[-1:]
+            replies += chunk
+            got += (tail + chunk).count(b"\r\n")
+            if done_early is not None and done_early(got, replies):
+                break
+    except OSError as e:  # socket errors and timeouts: transient, retried by the caller
+        conn.disconnect()
+        raise RedisConnectionError(str(e)) from None
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+    return replies
 
 
 def refused(cmd: Command, error: object) -> MigratorError | TransientReply:

@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 from migrator.plan.resp import resp
 from migrator.target.cluster import is_cluster
 from migrator.target.cluster_sink import sink_for
-from migrator.target.sink import Command, refused, retry
+from migrator.target.sink import Command, refused, retry, send_counted
 
 
 def state_key(mapping_name: str) -> bytes:
@@ -91,32 +90,9 @@ def _send(client: redis.Redis, payload: bytes, commands: Sequence[Command]) -> N
     ``+QUEUED``, ``*n``, integers, errors), so replies are counted by line and only looked at
     when one is an error: 2n + 2 lines, or n + 2 when EXEC answers ``-EXECABORT``."""
     n = len(commands)
-    pool = client.connection_pool
-    conn = pool.get_connection()
-    try:
-        if conn._sock is None:
-            conn.connect()
-        sock: Any = conn._sock  # redis-py's own reader stays idle: we read every reply
-        sock.sendall(payload)
-        replies = bytearray()
-        lines = 0
-        while lines < 2 * n + 2:
-            chunk = sock.recv(1 << 20)
-            if not chunk:
-                raise RedisConnectionError("connection closed by Redis")
-            tail = replies[-1:]
-            replies += chunk
-            lines += (tail + chunk).count(b"\r\n")
-            if lines >= n + 2 and b"-EXECABORT" in replies:
-                break
-    except OSError as e:  # socket errors and timeouts: transient, retried by the caller
-        conn.disconnect()
-        raise RedisConnectionError(str(e)) from None
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        pool.release(conn)
+    replies = send_counted(
+        client, payload, 2 * n + 2, lambda got, r: got >= n + 2 and b"-EXECABORT" in r
+    )
     if replies[:1] == b"-" or b"\n-" in replies:
         raise _first_error(bytes(replies), commands)
 
