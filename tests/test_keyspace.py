@@ -3,6 +3,7 @@ key spaces of join tables and composite keys, ignore globs, SCAN globs, and the 
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
 from migrator.mapping.loader import parse_mapping
@@ -124,3 +125,75 @@ def test_tally_agrees_with_owner_key_by_key() -> None:
             assert counts == want_counts, (tables, counts, want_counts)
             assert set(others) == want_others, (tables, set(others) ^ want_others)
         assert bool(space._prefixed_rows) == (text == MAPPING)
+
+
+def _spaces() -> dict[str, KeySpace]:
+    """The test mapping without ignore globs, and the same with a rival pattern whose head is
+    empty (then no prefix test applies), and with ignore globs."""
+    plain = MAPPING.replace('options:\n  ignore: ["emp:session:*", "tag:tmp?"]\n', "")
+    rival = plain.replace(
+        "    unique: [email]\n",
+        "    unique: [email, {columns: [email], key: '{email}:login:id'}]\n",
+    )
+    out = {}
+    for name, text in (("plain", plain), ("rival", rival), ("ignore", MAPPING)):
+        m = parse_mapping(text)
+        out[name] = KeySpace([TablePlan(r) for r in resolve(m, _schema())], m.options.ignore)
+    return out
+
+
+def test_a_page_of_row_keys_is_tallied_at_once_as_owner_says() -> None:
+    """A page whose keys all start with a row literal is counted with bytes.count on the
+    joined page; only keys of more specific patterns are picked out for the regex."""
+    space = _spaces()["plain"]
+    page = [b"emp:%d" % i for i in range(500)] + [
+        b"emp:indices:mgr_id:8", b"emp:uniques:email", b"emp:id", b"emp:idx", b"emp:",
+        b"emp:by:salary", b"emp:by:salary:2", b"emp:1:2", b"emp:indices:x",
+    ]  # fmt: skip
+    for tables in (["emp", "tag"], ["emp"], ["tag"]):
+        split = space._paged.split(page, set(tables))
+        assert split is not None
+        counts, others = space.tally(page, tables)
+        want_counts, want_others = _reference(space, page, tables)
+        assert counts == want_counts and set(others) == want_others, tables
+    counts, others = space.tally(page, ["emp"])
+    # emp:idx, emp:, emp:by:salary:2, emp:1:2 and emp:indices:x fit emp:{emp_id}
+    assert counts == Counter({"emp": 500 + 5})
+    assert sorted(k for k, _, _ in others) == sorted([*page[500:503], b"emp:by:salary"])
+
+
+def test_pages_the_joined_count_cannot_take_go_key_by_key() -> None:
+    spaces = _spaces()
+    rows = [b"emp:%d" % i for i in range(10)]
+    for extra in ([b"tag:x"], [b"emp:a\nb"], [b"migrator:emp:checkpoint"]):
+        assert spaces["plain"]._paged.split(rows + extra, {"emp", "tag"}) is None
+    assert spaces["rival"]._paged.split(rows, {"emp"}) is None  # no prefix test at all
+    # ignore globs: a page with no key starting with their heads is taken at once
+    assert spaces["ignore"]._paged.split(rows, {"emp"}) is not None
+    assert spaces["ignore"]._paged.split([*rows, b"emp:session:1"], {"emp"}) is None
+    counts, others = spaces["ignore"].tally([*rows, b"emp:session:1"], ["emp"])
+    assert counts == Counter({"emp": 10}) and not others
+
+
+def test_tally_agrees_with_owner_on_random_pages() -> None:
+    """Keys made of the mapping's own fragments, so that prefixes, heads and separators
+    collide in every way; each page is tallied both ways."""
+    fragments = [b"emp:", b"emp:i", b"emp:id", b"emp:indices:", b"mgr_id:", b"uniques:",
+                 b"email", b"by:salary", b"tag:", b"tagname:", b"twice:", b"1", b"x", b":",
+                 b"session:", b"login:id", b"@"]  # fmt: skip
+    rng = random.Random(11)
+    for name, space in _spaces().items():
+        taken = 0
+        for _ in range(300):
+            head = rng.choice([b"emp:", b"emp:", b"tag:", b""])
+            page = [head + b"".join(rng.choices(fragments, k=rng.randint(0, 4)))
+                    for _ in range(rng.randint(1, 30))]  # fmt: skip
+            if rng.random() < 0.5:
+                page += [b"emp:%d" % rng.randint(0, 99) for _ in range(20)]
+            for tables in (["emp", "tag"], ["emp"], ["tag"]):
+                taken += space._paged.split(page, set(tables)) is not None
+                counts, others = space.tally(page, tables)
+                want_counts, want_others = _reference(space, page, tables)
+                assert counts == want_counts, (name, page, tables)
+                assert set(others) == want_others, (name, page, tables)
+        assert taken > 0 or name == "rival", name  # the joined count was tried

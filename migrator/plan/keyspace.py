@@ -180,6 +180,7 @@ class KeySpace:
         self.exact = {p.template.text.encode(): p for p in self.all if p.template.is_literal}
         globs = [glob_regex(g).pattern for g in ignore]
         self._ignore = re.compile(b"|".join(globs), re.DOTALL).fullmatch if globs else None
+        self._paged = _PageCounts(self._prefixed_rows, [glob_head(g) for g in ignore])
 
     # -- one key -----------------------------------------------------------------------------
     def ignored(self, key: bytes) -> bool:
@@ -222,16 +223,11 @@ class KeySpace:
         rows = {f"p{i}": p.table for i, p in enumerate(self.ordered)
                 if p.family == "row" and p.table in wanted
                 and f"p{i}" not in self._exact_repeats}  # fmt: skip
-        keys = [k for k in keys if not k.startswith(TOOL_PREFIX)]
-        if self._ignore is not None:
-            ignore = self._ignore
-            keys = [k for k in keys if ignore(k) is None]
-        counts: Counter[str] = Counter()
-        for literal, beaten_by, table in self._prefixed_rows:
-            if table in wanted and keys:  # ``literal{pk}`` rows: a prefix test, no regex
-                rest = [k for k in keys if not k.startswith(literal) or k.startswith(beaten_by)]
-                counts[table] += len(keys) - len(rest)
-                keys = rest
+        paged = self._paged.split(keys, wanted)
+        if paged is not None:  # the whole page at once: counts, and the few keys left
+            counts, keys = paged
+        else:
+            counts, keys = self._prefix_tested(keys, wanted)
         classify = self._classify
         groups = [m.lastgroup if m is not None else None for m in map(classify, keys)]
         for group, n in Counter(groups).items():
@@ -243,6 +239,23 @@ class KeySpace:
             if got is not None and got[0] in wanted:
                 others.append((key, got[0], got[1]))
         return counts, others
+
+    def _prefix_tested(
+        self, keys: Sequence[bytes], wanted: set[str]
+    ) -> tuple[Counter[str], list[bytes]]:
+        """``tally``'s first step key by key: ignored keys left out, then ``literal{pk}`` rows
+        of ``wanted`` tables counted by a prefix test, no regex; the counts and the keys left."""
+        keys = [k for k in keys if not k.startswith(TOOL_PREFIX)]
+        if self._ignore is not None:
+            ignore = self._ignore
+            keys = [k for k in keys if ignore(k) is None]
+        counts: Counter[str] = Counter()
+        for literal, beaten_by, table in self._prefixed_rows:
+            if table in wanted and keys:
+                rest = [k for k in keys if not k.startswith(literal) or k.startswith(beaten_by)]
+                counts[table] += len(keys) - len(rest)
+                keys = rest
+        return counts, keys
 
     # -- SCAN --------------------------------------------------------------------------------
     def globs(self, tables: Iterable[str] | None = None) -> list[str]:
@@ -276,6 +289,90 @@ class KeySpace:
                     out.append((key, got[0], got[1]))
             if out:
                 yield out
+
+
+#: what joins a page of keys for _PageCounts (a page with a key that holds it goes key by key)
+SEP = b"\n"
+
+
+class _PageCounts:
+    """``tally``'s prefix test for ``literal{pk}`` rows, done on a whole page at once: the
+    page joined by newlines, the keys starting with a text counted by ``bytes.count`` of
+    newline + text, and only the keys that start with a more specific pattern's head picked
+    out (a literal search) for the regex. It applies to a page where every key starts with
+    some row literal, and no key holds a newline, the tool's prefix or an ignore glob's
+    literal head; ``split`` answers None for any other page (tally goes key by key)."""
+
+    def __init__(
+        self, prefixed_rows: list[tuple[bytes, tuple[bytes, ...], str]], ignore_heads: list[bytes]
+    ) -> None:
+        self.rows = prefixed_rows
+        self.literals = _shortest(literal for literal, _, _ in prefixed_rows)
+        self.beaten = [_shortest(heads) for _, heads, _ in prefixed_rows]
+        heads = _shortest(h for beaten in self.beaten for h in beaten)
+        self.pick = {SEP + h: re.compile(re.escape(SEP + h) + b"[^\n]*").findall for h in heads}
+        self.guards = (
+            None
+            if not all(ignore_heads)  # a glob starting with a wildcard could match any key
+            else [SEP + h for h in (TOOL_PREFIX, *ignore_heads)]
+        )
+
+    def split(
+        self, keys: Sequence[bytes], wanted: set[str]
+    ) -> tuple[Counter[str], list[bytes]] | None:
+        """The row keys each of ``wanted`` tables owns by the prefix test, and the keys that
+        no prefix test claims; None when the page must go key by key."""
+        if not self.rows or self.guards is None or not keys:
+            return None
+        page = SEP + SEP.join(keys)
+        found: dict[bytes, int] = {}  # keys per (newline +) text: each text counted once
+
+        def count(text: bytes) -> int:
+            n = found.get(text)
+            if n is None:
+                n = found[text] = page.count(text)
+            return n
+
+        if count(SEP) != len(keys) or any(map(count, self.guards)):
+            return None
+        if sum(count(SEP + literal) for literal in self.literals) != len(keys):
+            return None  # a key that starts with no row literal
+        counts: Counter[str] = Counter()
+        claimed = 0
+        for (literal, _, table), beaten in zip(self.rows, self.beaten):
+            n = count(SEP + literal) - sum(count(SEP + h) for h in beaten)
+            claimed += n
+            if n and table in wanted:
+                counts[table] += n
+        picked = [k[1:] for h, pick in self.pick.items() if count(h) for k in pick(page)]
+        left = [k for k in picked if not self._claimed(k)]
+        if claimed + len(left) != len(keys):  # pragma: no cover - the counts disagree
+            return None
+        return counts, left
+
+    def _claimed(self, key: bytes) -> bool:
+        return any(key.startswith(lit) and not key.startswith(b) for lit, b, _ in self.rows)
+
+
+def _shortest(texts: Iterable[bytes]) -> tuple[bytes, ...]:
+    """The texts that no other one starts with: a key starts with at most one of them."""
+    unique = sorted(set(texts), key=len)
+    out: list[bytes] = []
+    for t in unique:
+        if not t.startswith(tuple(out)):
+            out.append(t)
+    return tuple(out)
+
+
+def glob_head(glob: str) -> bytes:
+    """The literal text every key a glob matches starts with (up to its first wildcard)."""
+    out, i = [], 0
+    while i < len(glob) and glob[i] not in "*?[":
+        if glob[i] == "\\" and i + 1 < len(glob):
+            i += 1
+        out.append(glob[i])
+        i += 1
+    return "".join(out).encode("utf-8", "surrogateescape")
 
 
 def glob_escape(text: bytes | str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from typing import cast
 
 from redis.cluster import RedisCluster
 
@@ -30,8 +31,10 @@ def scan_keys(client: Client, glob: str, count: int = SCAN_COUNT) -> Iterator[li
             cursor, keys = retry(
                 lambda: node.scan(cursor=cursor, match=glob, count=count)  # noqa: B023
             )
-            if keys:
-                yield [k if isinstance(k, bytes) else k.encode() for k in keys]
+            if keys and isinstance(keys[0], bytes):  # as our clients answer: no copy
+                yield cast("list[bytes]", keys)
+            elif keys:  # a client that decodes replies
+                yield [str(k).encode() for k in keys]
             if int(cursor) == 0:
                 break
 
@@ -41,13 +44,14 @@ def scan_space(
 ) -> Iterator[list[bytes]]:
     """Pages of keys under the key spaces of ``tables`` (default: all), each key once per
     page even where globs overlap (a key matched by an earlier glob is left out)."""
-    done: list[re.Pattern[bytes]] = []
+    done: list[bytes] = []
     for glob in space.globs(tables):
+        seen = re.compile(b"|".join(done), re.DOTALL).fullmatch if done else None
         for keys in scan_keys(client, glob):
-            page = [k for k in keys if not any(g.fullmatch(k) for g in done)]
+            page = keys if seen is None else [k for k in keys if seen(k) is None]
             if page:
                 yield page
-        done.append(glob_regex(glob))
+        done.append(glob_regex(glob).pattern)
 
 
 def remove_owned(client: Client, space: KeySpace, tables: Iterable[str] | None = None) -> int:
