@@ -29,6 +29,7 @@ class ClusterReader(Reader):
         self.cluster = client
         self.router = Router(client)
         self.scripting = False
+        self.packed = False
 
     def read(self, commands: Sequence[Command]) -> list[Any]:
         if not commands:

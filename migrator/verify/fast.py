@@ -7,21 +7,23 @@ RESP, and the replies are compared as whole lists, with no work per row in Pytho
 * per row key, ``HLEN`` and ``HMGET`` of the mapped fields: the field count equals the row's
   non-NULL columns and the values equal the source's, NULL where the column is NULL (so no
   field is missing, different or extra);
-* ``FIELDS`` (Lua, per unique hash): ``HMGET`` of the batch's values gives the rows' keys;
-* ``MEMBERS`` (Lua, per index set): ``SMISMEMBER`` of the batch's primary keys is all ones;
+* per unique hash, one ``HMGET`` of the batch's values gives the rows' keys;
+* per index set, one ``SMISMEMBER`` of the batch's primary keys gives all ones;
 * references: one ``EXISTS`` of the batch's distinct parent row keys counts all of them.
 
-Each script answers 0 when everything matches, else the first key that does not. A batch
-with any difference is then checked again by the general path (``RowChecks.rows``), which
-reads everything back and names every difference, so reports are the same either way. Rows
-with no key or no field at all are read back with HGETALL as before. Only on one Redis
-server (a cluster needs single-slot scripts: ``Reader.scripting`` is off there).
+(These were Lua scripts that answered 0 or the first key that differed; plain commands
+cost Redis a third to a half of that CPU, and comparing their replies as lists costs the
+client little: docs/performance.md.) A batch with any difference is then checked again by
+the general path (``RowChecks.rows``), which reads everything back and names every
+difference, so reports are the same either way. Rows with no key or no field at all are
+read back with HGETALL as before. Only on one Redis server, where a batch's reads go down
+one connection (``Reader.packed``; a cluster routes them per slot).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from migrator.plan.batch import Batch, Row, template_parts
 from migrator.plan.packer import _Code, _joined_parts, _none_check
@@ -31,41 +33,7 @@ if TYPE_CHECKING:
     from migrator.verify.keys import Pending
     from migrator.verify.rows import RowChecks
 
-FIELDS = b"""local at = #KEYS
-for i, k in ipairs(KEYS) do
-  local c = tonumber(ARGV[i])
-  local j = 0
-  while j < c do
-    local m = math.min(c - j, 500)
-    local f = {}
-    for t = 1, m do f[t] = ARGV[at + 2 * (j + t) - 1] end
-    local got = redis.pcall('HMGET', k, unpack(f))
-    if got.err then return i end
-    for t = 1, m do
-      if got[t] ~= ARGV[at + 2 * (j + t)] then return i end
-    end
-    j = j + m
-  end
-  at = at + 2 * c
-end
-return 0"""
-MEMBERS = b"""local at = #KEYS
-for i, k in ipairs(KEYS) do
-  local c = tonumber(ARGV[i])
-  local j = 0
-  while j < c do
-    local m = math.min(c - j, 500)
-    local got = redis.pcall('SMISMEMBER', k, unpack(ARGV, at + j + 1, at + j + m))
-    if got.err then return i end
-    for t = 1, m do
-      if got[t] ~= 1 then return i end
-    end
-    j = j + m
-  end
-  at = at + c
-end
-return 0"""
-#: arguments per EVAL at most (older servers refuse longer commands)
+#: arguments per command at most (older servers refuse longer commands)
 MAX_ARGS = 100_000
 #: batches in a row with a difference after which a table takes the general path
 MISSES = 3
@@ -77,50 +45,30 @@ def usable(checks: RowChecks) -> bool:
     names = set(checks.structures)
     if checks.plan.esc is not None:  # escape: backslash -- the general path's key functions
         return False
-    return bool(getattr(checks.reader, "scripting", False)) and names <= {"hash", "unique", "index"}
+    return bool(getattr(checks.reader, "packed", False)) and names <= {"hash", "unique", "index"}
 
 
-def _eval(script: bytes, keys: int, nargs: int) -> bytes:
-    """The head of an EVAL of ``keys`` keys and ``nargs`` arguments (RESP bulk strings that
-    the caller appends)."""
-    n = b"%d" % keys
-    head = b"*%d\r\n$4\r\nEVAL\r\n" % (3 + keys + nargs)
-    return head + BULK % (len(script), script) + BULK % (len(n), n)
-
-
-def _coalesced(script: bytes, items: dict[bytes, list[bytes]], per: int, out: list[bytes]) -> int:
-    """EVALs of FIELDS or MEMBERS for per-key lists of bulk strings (``per`` per entry),
-    appended to ``out``; returns how many."""
-    evals = 0
-    keys: list[bytes] = []
-    counts: list[bytes] = []
-    args: list[bytes] = []
-
-    def flush() -> None:
-        nonlocal evals
-        if keys:
-            evals += 1
-            out.append(_eval(script, len(keys), len(counts) + len(args)))
-            out.extend(keys)
-            out.extend(counts)
-            out.extend(args)
-            keys.clear()
-            counts.clear()
-            args.clear()
-
-    step = MAX_ARGS // 2 // per * per or per
-    for key, values in items.items():
-        bulk_key = BULK % (len(key), key)
-        for at in range(0, len(values), step):
-            part = values[at : at + step]
-            if len(args) + len(part) > MAX_ARGS // 2:
-                flush()
-            keys.append(bulk_key)
-            n = b"%d" % (len(part) // per)
-            counts.append(BULK % (len(n), n))
-            args.extend(part)
-    flush()
-    return evals
+def _coalesced(
+    hsets: dict[bytes, list[bytes]], sadds: dict[bytes, list[bytes]], out: list[bytes]
+) -> list[list[Any]]:
+    """``HMGET`` of each unique hash's fields and ``SMISMEMBER`` of each index set's members
+    (bulk strings, ``hsets`` alternating field and raw row key), appended to ``out``; returns
+    the reply each must give: the row keys, and all ones."""
+    want: list[list[Any]] = []
+    for key, args in hsets.items():
+        fields, keys = args[0::2], args[1::2]
+        for at in range(0, len(fields), MAX_ARGS):
+            part = fields[at : at + MAX_ARGS]
+            out.append(b"*%d\r\n$5\r\nHMGET\r\n" % (2 + len(part)) + BULK % (len(key), key))
+            out.extend(part)
+            want.append(keys[at : at + MAX_ARGS])
+    for key, members in sadds.items():
+        for at in range(0, len(members), MAX_ARGS):
+            part = members[at : at + MAX_ARGS]
+            out.append(b"*%d\r\n$10\r\nSMISMEMBER\r\n" % (2 + len(part)) + BULK % (len(key), key))
+            out.extend(part)
+            want.append([1] * len(part))
+    return want
 
 
 class FastBatch:
@@ -128,7 +76,7 @@ class FastBatch:
 
     def __init__(self, rows: Sequence[Row], pending: Pending) -> None:
         self.rows, self.pending = rows, pending
-        self.evals = 0
+        self.coalesced: list[list[Any]] = []  # the replies of HMGET / SMISMEMBER on them
         self.expect: list[list[bytes | None]] = []  # HMGET of each row's fields
         self.fields = 0  # their non-NULL values: the sum of the rows' HLEN
         self.slow: list[tuple[bytes, ...]] = []
@@ -164,9 +112,7 @@ class FastChecks:
         hsets: dict[bytes, list[bytes]] = {}
         sadds: dict[bytes, list[bytes]] = {}
         nulls = self.pack(rows, out, expect, slow_rows, hsets, sadds)
-        evals = 0
-        for script, items, per in ((FIELDS, hsets, 2), (MEMBERS, sadds, 1)):
-            evals += _coalesced(script, items, per, out)
+        coalesced = _coalesced(hsets, sadds, out)
         exists = []  # references: one EXISTS of many parent keys answers how many there are
         parents = list(self.checks._parents(rows)) if self.checks.references else []
         for at in range(0, len(parents), MAX_ARGS):
@@ -179,9 +125,10 @@ class FastChecks:
             for row in slow_rows:
                 add(row, slow)
             out.append(resp((b"HGETALL", c[1]) for c in slow.commands))
-        n = 2 * len(expect) + evals + len(exists) + len(slow.commands)
+        n = 2 * len(expect) + len(coalesced) + len(exists) + len(slow.commands)
         job = FastBatch(rows, self.checks.reader.send_packed(b"".join(out), n))
-        job.evals, job.expect, job.fields = evals, expect, len(self.fields) * len(expect) - nulls
+        job.coalesced, job.expect = coalesced, expect
+        job.fields = len(self.fields) * len(expect) - nulls
         job.slow, job.rejected, job.hsets, job.sadds = slow.commands, slow, hsets, sadds
         job.exists = exists
         return job
@@ -192,14 +139,10 @@ class FastChecks:
         self.misses += 1  # until all is found to match
         replies = job.pending.wait()
         n = 2 * len(job.expect)
-        scripts = replies[n : n + job.evals]
-        if any(isinstance(r, Exception) for r in scripts):
-            self.checks.reader.scripting = False  # scripts refused: the general path
-            return False
-        at = n + job.evals + len(job.exists)
+        at = n + len(job.coalesced) + len(job.exists)
         if (
             replies[1:n:2] != job.expect
-            or any(scripts)
+            or replies[n : n + len(job.coalesced)] != job.coalesced
             or replies[at - len(job.exists) : at] != job.exists
         ):
             return False
@@ -220,7 +163,7 @@ class FastChecks:
         if job.slow:
             c._hashes(replies[at:], job.slow)
         counts = c.expected["unique"]
-        for key, args in job.hsets.items():
+        for key, args in job.hsets.items():  # field, row key, field, ...
             counts[key] = counts.get(key, 0) + len(set(args[0::2]))
         counts = c.expected["index"]
         for key, members in job.sadds.items():
@@ -269,14 +212,14 @@ def _generate(fast: FastChecks) -> Callable[..., int]:
     templates = [t for s in plan.structures if s.name == "index" for t in s.templates]  # type: ignore[attr-defined]
     if uniques or templates:
         pk_expr, _ = code.expr(_joined_parts(range(len(plan.resolved.primary_key)), plan.sep))
-        lines += [f"        pk = {pk_expr}", "        pk = BULK % (len(pk), pk)"]
+        lines += [f"        pkr = {pk_expr}", "        pk = BULK % (len(pkr), pkr)"]
     for n, u in enumerate(uniques):  # one hash per unique: its list made before the loop
         value, used = code.expr(_joined_parts([plan.pos[c] for c in u.columns], plan.sep))
         lines.insert(3, f"    u{n} = []")
         lines += [
             f"        if not ({_none_check(used)}):",
             f"            v = {value}",
-            f"            u{n} += (BULK % (len(v), v), pk)",
+            f"            u{n} += (BULK % (len(v), v), pkr)",
         ]
     for template in templates:
         ikey, used = code.expr(template_parts(template, plan.pos))

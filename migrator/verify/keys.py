@@ -35,6 +35,7 @@ class Reader:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self.scripting = True  # EVAL allowed (cleared when the server refuses it)
+        self.packed = True  # one server: a batch's reads go down one connection (fast.py)
 
     def read(self, commands: Sequence[Command]) -> list[Any]:
         if not commands:
@@ -100,12 +101,8 @@ def _hiredis_replies(parser: Any, n: int) -> list[Any]:
     (an error reply is its ResponseError, as in ``Reader._receive``)."""
     gets, more = parser._reader.gets, parser.read_from_socket
     replies: list[Any] = []
-    append = replies.append
     while True:  # only these replies can come on this connection: no need to count each
-        reply = gets()
-        while reply is not NOT_ENOUGH_DATA:
-            append(reply)
-            reply = gets()
+        replies += iter(gets, NOT_ENOUGH_DATA)  # every reply buffered, with no Python step
         if len(replies) >= n:
             break
         more()
