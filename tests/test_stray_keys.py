@@ -16,7 +16,9 @@ from migrator.cli import app
 from migrator.commands import init, migrate
 from migrator.commands.verify import verify
 from migrator.mapping import scaffold
+from migrator.target.checkpoint import keys_hint
 from migrator.verify import report as vr
+from migrator.verify.stray import StrayScan
 from tests.services import MySQLDatabase
 
 SCHEMA = """
@@ -207,3 +209,66 @@ def test_fix_on_an_identical_target_changes_nothing_and_checks_once(
               "--sample", "3"],
     )  # fmt: skip
     assert result.exit_code == 2
+
+
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The tables of each stray-key SCAN started alongside a pass."""
+    started: list[list[str]] = []
+    start = StrayScan.start
+
+    def spy(self: StrayScan) -> StrayScan:
+        started.append(self.tables)
+        return start(self)
+
+    monkeypatch.setattr(StrayScan, "start", spy)
+    return started
+
+
+def test_migrate_leaves_its_key_count_as_verifys_hint(
+    mapping: Path, mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+) -> None:
+    name = mapping.stem
+    report = migrate(mapping, source=mysql_db.url, target=redis_url, workers=1)
+    assert keys_hint(redis_client, name) == report.keys == redis_client.dbsize() - 1
+    migrate(mapping, source=mysql_db.url, target=redis_url, workers=1, tables=["orders"])
+    assert keys_hint(redis_client, name) is None  # a partial run: no hint
+
+
+def test_the_scan_runs_alongside_the_pass_when_the_target_holds_other_keys(
+    mapping: Path,
+    mysql_db: MySQLDatabase,
+    redis_url: str,
+    redis_client: redis.Redis,
+    scans: list[list[str]],
+) -> None:
+    assert verify(mapping, source=mysql_db.url, target=redis_url).ok
+    assert not scans  # as many keys as migrate wrote: DBSIZE settles it after the pass
+    redis_client.set("unrelated", "1")  # outside every key space
+    redis_client.set("employees:1:x", "1")  # in one
+    report = verify(mapping, source=mysql_db.url, target=redis_url)
+    assert len(scans) == 1 and set(scans[0]) == {t.table for t in report.tables}
+    stale = [d.key for t in report.tables for d in t.examples.get(vr.STALE, [])]
+    assert stale == ["employees:1:x"]
+    scans.clear()
+    tables = ["employees"]  # a part of the mapping: DBSIZE cannot settle it, so always
+    report = verify(mapping, source=mysql_db.url, target=redis_url, tables=tables)
+    assert scans == [tables] and report.tables[0].stale == 1
+
+
+def test_a_stray_key_in_place_of_a_missing_one_is_found_after_the_pass(
+    mapping: Path,
+    mysql_db: MySQLDatabase,
+    redis_url: str,
+    redis_client: redis.Redis,
+    scans: list[list[str]],
+) -> None:
+    """As many keys as the hint says, so no SCAN during the pass; the pass misses an index
+    set, so DBSIZE proves nothing and the SCAN runs after it."""
+    redis_client.delete("employees:indices:manager:1")
+    redis_client.set("employees:zzz", "1")
+    report = verify(mapping, source=mysql_db.url, target=redis_url)
+    assert not scans
+    emp = next(t for t in report.tables if t.table == "employees")
+    assert [d.key for d in emp.examples[vr.STALE]] == ["employees:zzz"]
+    assert emp.counts[vr.MISSING_INDEX] == 2, emp.as_dict()

@@ -151,6 +151,10 @@ def migrate(
                     common["run_id"] = guard.run_id
                     for r in resolved:
                         progress.note(r.name, f"target lost data: {what}")
+            # every table loaded from its start in this one run: its key count is the hint
+            # with which verify guesses whether Redis holds keys the mapping does not explain
+            whole = not resumed and not losses and not tables
+            checkpoint.record_keys(report.keys if whole else None)
         except (TargetError, ConnectError, TargetLost) as e:
             raise partial(e, again) from None
         client.close()

@@ -99,9 +99,16 @@ def _pass(
     """One comparison of every table, in a snapshot of its own."""
     snapshot = src.snapshot()
     checker = Checker(src, reader_for(client), plans, space, fix=fix)
-    verifiers = [checker.table(r, mode, size, sample, progress) for r in resolved]
-    if mode == "full":
-        checker.stale(verifiers, everything_verified=everything_verified, name=m.name)
+    # the stray-key SCAN runs alongside the pass; stopped if the pass shows it is not needed
+    names = [r.name for r in resolved]
+    scan = checker.scan_ahead(names, everything_verified, m.name) if mode == "full" else None
+    try:
+        verifiers = [checker.table(r, mode, size, sample, progress) for r in resolved]
+        if mode == "full":
+            checker.stale(verifiers, everything_verified, m.name, scan)
+    finally:
+        if scan is not None:
+            scan.cancel()
     report = VerifyReport(
         mapping=m.file or m.name, source="", target="", mode=mode,
         tables=[tv.check for tv in verifiers], snapshot=snapshot,

@@ -1,10 +1,14 @@
 """Run state in Redis, under ``migrator:<mapping>:checkpoint``: per table (or key range), the
 last primary key of the last acknowledged batch, the rows done, and whether it finished.
 
-Two fields belong to the run rather than to a table: ``@marker``, the run's random token,
+Three fields belong to the run rather than to a table: ``@marker``, the run's random token,
 which every checkpoint write checks first (``guard.CHECKPOINT_SCRIPT``: a target that lost
-the marker lost the data it vouched for), and ``@run``, what the checkpoint is bound to (the
-fingerprint of the resolved mapping and of the source, JSON), which ``--resume`` compares.
+the marker lost the data it vouched for); ``@run``, what the checkpoint is bound to (the
+fingerprint of the resolved mapping and of the source, JSON), which ``--resume`` compares;
+and ``@keys``, how many keys a complete load of every table wrote: a hint with which verify
+guesses, before its pass, whether the target holds keys the mapping does not explain (then
+it starts its stray-key SCAN at once, alongside the pass). A wrong hint costs time, never
+correctness: verify decides by DBSIZE after the pass.
 """
 
 from __future__ import annotations
@@ -14,10 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from migrator.target.guard import CHECKPOINT_SCRIPT, MARKER, RUN, new_token
 from migrator.target.sink import Client
 
 Command = tuple[bytes, ...]
+#: the number of keys the last complete load of every table wrote (see above)
+KEYS = "@keys"
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,17 @@ class Checkpoint:
         if fields:
             self.client.hdel(self.key, *fields)
 
+    def record_keys(self, keys: int | None) -> None:
+        """Record how many keys a complete load of every table wrote (None: unknown, as after
+        a resumed or partial run), while the target still holds the run's marker."""
+        if keys is None:
+            self.client.hdel(self.key, KEYS)
+        elif self.token is not None:
+            try:
+                self.client.eval(CHECKPOINT_SCRIPT, 1, self.key, self.token, KEYS, str(keys))
+            except ResponseError:  # the marker is gone: no hint (nor is one needed)
+                pass
+
     def run(self) -> tuple[str | None, dict[str, Any] | None]:
         """The marker and the binding found in the target (None where absent)."""
         marker, run = self.client.hmget(self.key, [MARKER, RUN])
@@ -79,7 +98,7 @@ class Checkpoint:
         out = {}
         for table, raw in self.client.hgetall(self.key).items():
             name = table.decode() if isinstance(table, bytes) else str(table)
-            if name in (MARKER, RUN):
+            if name in (MARKER, RUN, KEYS):
                 continue
             data: dict[str, Any] = json.loads(raw)
             after = data.get("after")
@@ -106,3 +125,12 @@ class Checkpoint:
             return (b"HSET", self.key.encode(), table.encode(), value)
         return (b"EVAL", CHECKPOINT_SCRIPT.encode(), b"1", self.key.encode(),
                 self.token.encode(), table.encode(), value)  # fmt: skip
+
+
+def keys_hint(client: Client, mapping_name: str) -> int | None:
+    """``@keys`` of the mapping's checkpoint, if there is one."""
+    raw = client.hget(checkpoint_key(mapping_name), KEYS)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:  # not ours to read: no hint
+        return None

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import gc
 import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -32,8 +31,9 @@ from migrator.plan.keyspace import KeyPattern, KeySpace
 from migrator.plan.planner import KeyFn, TablePlan, compile_template
 from migrator.progress import Progress
 from migrator.source.mysql import Source, keyset_value, shared_keys_query
-from migrator.target.checkpoint import checkpoint_key
+from migrator.target.checkpoint import checkpoint_key, keys_hint
 from migrator.target.keys import scan_space
+from migrator.target.sink import Client
 from migrator.verify import report as vr
 from migrator.verify.fast import FastBatch, FastChecks, usable
 from migrator.verify.keys import Reader
@@ -41,6 +41,7 @@ from migrator.verify.members import Explainer, params
 from migrator.verify.repair import Repairer
 from migrator.verify.report import TableCheck
 from migrator.verify.rows import CARDINALITY, Command, RowChecks, run_structure
+from migrator.verify.stray import StrayScan, scan_now
 
 LOOKUP_CHUNK = 500
 
@@ -84,32 +85,52 @@ class Checker:
         tv.check.seconds = time.perf_counter() - t0
         return tv
 
-    def stale(self, verifiers: list[TableVerifier], everything_verified: bool, name: str) -> None:
+    def scan_ahead(self, tables: list[str], everything: bool, name: str) -> StrayScan | None:
+        """Start the stray-key SCAN of ``tables``' key spaces, to run during the pass, unless
+        every table is verified and the target holds as many keys as the last complete load
+        wrote (the checkpoint's hint): then the SCAN is likely not needed at all (``stale``
+        decides, and scans after the pass if it is)."""
+        if everything:
+            client = self.reader.client
+            hint = keys_hint(client, name)
+            if hint is not None and hint == held_keys(client, name):
+                return None
+        return StrayScan(self.reader.client, self.space, tables).start()
+
+    def stale(
+        self,
+        verifiers: list[TableVerifier],
+        everything_verified: bool,
+        name: str,
+        scan: StrayScan | None = None,
+    ) -> None:
         """Look for stale keys, unless the database holds exactly the keys the verified tables
-        explain (DBSIZE, less this mapping's checkpoint): then there can be none. Otherwise
-        one SCAN over the verified tables' key spaces: a key that fits none of its table's
+        explain (DBSIZE, less this mapping's checkpoint): then there can be none (``scan``,
+        the SCAN started with the pass, is stopped). Otherwise one SCAN over the verified
+        tables' key spaces (``scan``'s, or one now): a key that fits none of its table's
         patterns, or a keyed structure the pass did not expect, is stale at once; per-row
         keys are counted, and looked up in the source only when there are more of them than
         the pass found."""
         if everything_verified:
-            client = self.reader.client
-            held = int(client.dbsize()) - int(client.exists(checkpoint_key(name)))
+            held = held_keys(self.reader.client, name)
             if held == sum(tv.present + tv.keyed_present for tv in verifiers):
+                if scan is not None:
+                    scan.cancel()
                 return
         t0 = time.perf_counter()
         by_name = {tv.name: tv for tv in verifiers}
-        rows: Counter[str] = Counter()
-        for page in scan_space(self.reader.client, self.space, list(by_name)):
-            counted, others = self.space.tally(page, by_name)
-            rows.update(counted)
-            for key, table, p in others:
-                tv = by_name[table]
-                if p is None:
-                    tv.stray(key, "(fits none of the table's key patterns)")
-                elif p.family == "row":
-                    rows[table] += 1
-                elif key not in tv.expected_keys:
-                    tv.stray(key, f"({p.what}, no source row has it)")
+        if scan is not None:
+            rows, others = scan.result()
+        else:
+            rows, others = scan_now(self.reader.client, self.space, list(by_name))
+        for key, table, p in others:
+            tv = by_name[table]
+            if p is None:
+                tv.stray(key, "(fits none of the table's key patterns)")
+            elif p.family == "row":
+                rows[table] += 1
+            elif key not in tv.expected_keys:
+                tv.stray(key, f"({p.what}, no source row has it)")
         spent = (time.perf_counter() - t0) / len(verifiers) if verifiers else 0.0
         for tv in verifiers:
             t1 = time.perf_counter()
@@ -345,6 +366,11 @@ class TableVerifier(RowChecks):
         for key in dict.fromkeys(keys):
             if key not in produced:
                 self.stray(key, "(no source row has this key)")
+
+
+def held_keys(client: Client, name: str) -> int:
+    """The keys in the target's database, less the mapping's checkpoint."""
+    return int(client.dbsize()) - int(client.exists(checkpoint_key(name)))
 
 
 @contextmanager

@@ -1,0 +1,73 @@
+"""verify's stray-key SCAN, run on a thread of its own while the row pass reads the source.
+
+The SCAN of the verified tables' key spaces (target/keys.py) costs Redis about a second per
+million keys, and waiting for it costs the client nothing: started with the pass, its pages
+are tallied as they come (``KeySpace.tally``: per-row keys counted per table, every other key
+kept with its table and pattern), and the pass's results are compared with the tally at the
+end (tables.py, ``Checker.stale``). SCAN returns every key that exists from its start to its
+end, so a stale key that was there before verify began is found whatever the pass does
+meanwhile; a key the pass writes (``--fix``) may or may not come, and is expected anyway.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+
+from migrator.plan.keyspace import KeyPattern, KeySpace
+from migrator.target.keys import scan_space
+from migrator.target.sink import Client
+
+Found = list[tuple[bytes, str, "KeyPattern | None"]]
+
+
+class StrayScan:
+    """SCAN and tally the key spaces of ``tables`` on a daemon thread: ``result`` waits for
+    it (raising what it raised), ``cancel`` stops it after the page in hand."""
+
+    def __init__(self, client: Client, space: KeySpace, tables: Sequence[str]) -> None:
+        self.client, self.space, self.tables = client, space, list(tables)
+        self.rows: Counter[str] = Counter()
+        self.others: Found = []
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="verify-scan", daemon=True)
+
+    def start(self) -> StrayScan:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            for page in scan_space(self.client, self.space, self.tables):
+                if self._stop.is_set():
+                    return
+                counted, others = self.space.tally(page, self.tables)
+                self.rows.update(counted)
+                self.others += others
+        except BaseException as e:  # handed to the caller by result()
+            self.error = e
+
+    def result(self) -> tuple[Counter[str], Found]:
+        """Per-row keys per table, and every other key of the tables (with its table and
+        pattern, None when it fits none), once the SCAN is complete."""
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.rows, self.others
+
+    def cancel(self) -> None:
+        """Stop after the page in hand (a page that waits on retries may take longer: the
+        thread is a daemon, and does nothing more once that page is in)."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def scan_now(client: Client, space: KeySpace, tables: Sequence[str]) -> tuple[Counter[str], Found]:
+    """The same SCAN and tally, on the calling thread."""
+    scan = StrayScan(client, space, tables)
+    scan._run()
+    if scan.error is not None:
+        raise scan.error
+    return scan.rows, scan.others
