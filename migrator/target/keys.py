@@ -40,14 +40,14 @@ def scan_keys(client: Client, glob: str, count: int = SCAN_COUNT) -> Iterator[li
 
 
 def scan_space(
-    client: Client, space: KeySpace, tables: Iterable[str] | None = None
+    client: Client, space: KeySpace, tables: Iterable[str] | None = None, count: int = SCAN_COUNT
 ) -> Iterator[list[bytes]]:
     """Pages of keys under the key spaces of ``tables`` (default: all), each key once per
     page even where globs overlap (a key matched by an earlier glob is left out)."""
     done: list[bytes] = []
     for glob in space.globs(tables):
         seen = re.compile(b"|".join(done), re.DOTALL).fullmatch if done else None
-        for keys in scan_keys(client, glob):
+        for keys in scan_keys(client, glob, count):
             page = keys if seen is None else [k for k in keys if seen(k) is None]
             if page:
                 yield page

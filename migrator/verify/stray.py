@@ -20,6 +20,10 @@ from migrator.target.keys import scan_space
 from migrator.target.sink import Client
 
 Found = list[tuple[bytes, str, "KeyPattern | None"]]
+#: keys asked for per SCAN call: fewer, larger pages mean fewer hand-overs between this thread
+#: and the pass (with PyMySQL, whose rows are parsed in Python, 10,000 made verify ~0.4 s
+#: faster per million keys than 2,000); each call holds Redis ~2-9 ms
+PAGE = 10_000
 
 
 class StrayScan:
@@ -40,7 +44,7 @@ class StrayScan:
 
     def _run(self) -> None:
         try:
-            for page in scan_space(self.client, self.space, self.tables):
+            for page in scan_space(self.client, self.space, self.tables, PAGE):
                 if self._stop.is_set():
                     return
                 counted, others = self.space.tally(page, self.tables)
