@@ -6,6 +6,7 @@ memory, is refused before anything is written."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from urllib.parse import quote
 
@@ -13,6 +14,7 @@ import pytest
 import redis
 from sqlalchemy.engine import make_url
 
+from migrator.commands import verify
 from migrator.mapping.loader import parse_mapping
 from migrator.plan.escape import split
 from migrator.urls import mask, mask_text
@@ -239,6 +241,32 @@ def test_an_acl_user_without_a_permission(tag_db: MySQLDatabase, tmp_path: Path)
 
 
 # -- item 8: secrets ------------------------------------------------------------------------------
+
+
+def test_a_scan_the_user_may_not_run_fails_verify_with_the_acl_hint(
+    tag_db: MySQLDatabase, tmp_path: Path
+) -> None:
+    """The stray-key SCAN runs on a thread of its own beside the pass: its failure is the
+    command's, one line and a hint (exit 3), and the thread does not outlive the command."""
+    with redis_process(tmp_path) as server:
+        url = _acl_user(server, "~* &* +@all")
+        path = write_mapping(tmp_path, tag_db, url, "escape: backslash")
+        assert cli_run("migrate", str(path)).returncode == 0
+        client = server.client()
+        client.set("app:other", "1")  # more keys than migrate wrote: the SCAN starts at once
+        client.close()
+        assert cli_run("verify", str(path)).returncode == 0
+        _acl_user(server, "-scan")
+        for args in ([], ["--tables", "tag"]):  # --tables: never settled by DBSIZE
+            done = cli_run("verify", str(path), "--json", *args)
+            assert done.returncode == 3, done.stderr
+            failure = json.loads(done.stdout)
+            assert "scan" in failure["error"].lower() and "ACL SETUSER" in failure["hint"]
+            assert "Traceback" not in done.stderr and "s3cr" not in done.stdout + done.stderr
+        before = threading.active_count()
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            verify(path)
+        assert threading.active_count() == before  # the scan thread has ended
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from typing import cast
 from redis.cluster import RedisCluster
 
 from migrator.plan.keyspace import KeySpace, glob_regex
+from migrator.retry import Retrying
 from migrator.target.sink import Client, retry
 
 #: keys asked for per SCAN call, and removed per UNLINK batch
@@ -17,9 +18,11 @@ SCAN_COUNT = 2000
 UNLINK_BATCH = 1000
 
 
-def scan_keys(client: Client, glob: str, count: int = SCAN_COUNT) -> Iterator[list[bytes]]:
+def scan_keys(
+    client: Client, glob: str, count: int = SCAN_COUNT, retrying: Retrying | None = None
+) -> Iterator[list[bytes]]:
     """Keys matching ``glob``, a SCAN page at a time, on every primary of a cluster (a key
-    may come twice, as SCAN allows)."""
+    may come twice, as SCAN allows); a dropped connection is retried as ``retrying`` says."""
     nodes = (
         [client.get_redis_connection(n) for n in client.get_primaries()]
         if isinstance(client, RedisCluster)
@@ -29,7 +32,8 @@ def scan_keys(client: Client, glob: str, count: int = SCAN_COUNT) -> Iterator[li
         cursor = 0
         while True:
             cursor, keys = retry(
-                lambda: node.scan(cursor=cursor, match=glob, count=count)  # noqa: B023
+                lambda: node.scan(cursor=cursor, match=glob, count=count),  # noqa: B023
+                retrying=retrying,
             )
             if keys and isinstance(keys[0], bytes):  # as our clients answer: no copy
                 yield cast("list[bytes]", keys)
@@ -40,14 +44,18 @@ def scan_keys(client: Client, glob: str, count: int = SCAN_COUNT) -> Iterator[li
 
 
 def scan_space(
-    client: Client, space: KeySpace, tables: Iterable[str] | None = None, count: int = SCAN_COUNT
+    client: Client,
+    space: KeySpace,
+    tables: Iterable[str] | None = None,
+    count: int = SCAN_COUNT,
+    retrying: Retrying | None = None,
 ) -> Iterator[list[bytes]]:
     """Pages of keys under the key spaces of ``tables`` (default: all), each key once per
     page even where globs overlap (a key matched by an earlier glob is left out)."""
     done: list[bytes] = []
     for glob in space.globs(tables):
         seen = re.compile(b"|".join(done), re.DOTALL).fullmatch if done else None
-        for keys in scan_keys(client, glob, count):
+        for keys in scan_keys(client, glob, count, retrying):
             page = keys if seen is None else [k for k in keys if seen(k) is None]
             if page:
                 yield page

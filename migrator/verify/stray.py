@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from migrator.plan.keyspace import KeyPattern, KeySpace
+from migrator.retry import Retrying
 from migrator.target.keys import scan_space
 from migrator.target.sink import Client
 
@@ -44,7 +45,9 @@ class StrayScan:
 
     def _run(self) -> None:
         try:
-            for page in scan_space(self.client, self.space, self.tables, PAGE):
+            # a retry's wait ends when the scan is cancelled (Stopped: nothing more to do)
+            retrying = Retrying(stop=self._stop)
+            for page in scan_space(self.client, self.space, self.tables, PAGE, retrying):
                 if self._stop.is_set():
                     return
                 counted, others = self.space.tally(page, self.tables)
@@ -62,8 +65,7 @@ class StrayScan:
         return self.rows, self.others
 
     def cancel(self) -> None:
-        """Stop after the page in hand (a page that waits on retries may take longer: the
-        thread is a daemon, and does nothing more once that page is in)."""
+        """Stop after the page in hand, or at once while waiting to retry one."""
         self._stop.set()
         self._thread.join(timeout=5)
 
