@@ -99,7 +99,8 @@ def _pass(
     """One comparison of every table, in a snapshot of its own."""
     snapshot = src.snapshot()
     checker = Checker(src, reader_for(client), plans, space, fix=fix)
-    # the stray-key SCAN runs alongside the pass; stopped if the pass shows it is not needed
+    # the stray-key SCAN runs alongside the pass; stopped here, whether its tally was used
+    # (stale), not needed (DBSIZE settled it) or the pass failed
     names = [r.name for r in resolved]
     scan = checker.scan_ahead(names, everything_verified, m.name) if mode == "full" else None
     try:

@@ -60,6 +60,9 @@ class StrayScan:
         """Per-row keys per table, and every other key of the tables (with its table and
         pattern, None when it fits none), once the SCAN is complete."""
         self._thread.join()
+        return self._outcome()
+
+    def _outcome(self) -> tuple[Counter[str], Found]:
         if self.error is not None:
             raise self.error
         return self.rows, self.others
@@ -74,6 +77,4 @@ def scan_now(client: Client, space: KeySpace, tables: Sequence[str]) -> tuple[Co
     """The same SCAN and tally, on the calling thread."""
     scan = StrayScan(client, space, tables)
     scan._run()
-    if scan.error is not None:
-        raise scan.error
-    return scan.rows, scan.others
+    return scan._outcome()

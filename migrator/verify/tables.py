@@ -106,16 +106,14 @@ class Checker:
     ) -> None:
         """Look for stale keys, unless the database holds exactly the keys the verified tables
         explain (DBSIZE, less this mapping's checkpoint): then there can be none (``scan``,
-        the SCAN started with the pass, is stopped). Otherwise one SCAN over the verified
-        tables' key spaces (``scan``'s, or one now): a key that fits none of its table's
-        patterns, or a keyed structure the pass did not expect, is stale at once; per-row
-        keys are counted, and looked up in the source only when there are more of them than
-        the pass found."""
+        the SCAN started with the pass, is left to its owner to stop). Otherwise one SCAN over
+        the verified tables' key spaces (``scan``'s, or one now): a key that fits none of its
+        table's patterns, or a keyed structure the pass did not expect, is stale at once;
+        per-row keys are counted, and looked up in the source only when there are more of
+        them than the pass found."""
         if everything_verified:
             held = held_keys(self.reader.client, name)
             if held == sum(tv.present + tv.keyed_present for tv in verifiers):
-                if scan is not None:
-                    scan.cancel()
                 return
         t0 = time.perf_counter()
         by_name = {tv.name: tv for tv in verifiers}
