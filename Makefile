@@ -2,7 +2,10 @@
 #
 #   make demo      venv + install, start MariaDB/Redis if down, load samples/ into the
 #                  database migrator_demo, then migrate and verify mappings/demo.yaml
-#   make test      venv + install, start the servers if down, then the whole test suite
+#   make test      venv + install, start the servers if down, then the test suite (tests
+#                  marked long left out)
+#   make test-long the tests marked long alone: slow ones whose guarantee a faster default
+#                  test covers too (pyproject.toml's markers)
 #   make lint      ruff check, ruff format --check, mypy
 #   make dist      build the sdist and wheel into dist/ and check them (twine check --strict,
 #                  their contents, the tests run from the sdist): scripts/check_dist.py
@@ -26,16 +29,13 @@ LOCAL_MYSQL_URL ?= mysql+pymysql://root@127.0.0.1:3306
 LOCAL_REDIS_URL ?= redis://127.0.0.1:6379
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint dist services install
+.PHONY: demo test test-long lint dist services install
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[dev]'
-	@# the optional C driver (reads rows ~6x faster) where its build dependencies are present
-	if pkg-config --exists mariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null; then \
-	    $(BIN)/python -m pip install --disable-pip-version-check -q -e '.[dev,fast]'; fi
 	touch $@
 
 services:
@@ -50,13 +50,21 @@ demo: $(STAMP) services
 	$(BIN)/migrator migrate mappings/demo.yaml
 	$(BIN)/migrator verify mappings/demo.yaml
 
-test: $(STAMP)
+# pytest with $(1) before PYTEST_ARGS, against the local servers when the environment names none
+define pytest_on_servers
 	-@bash scripts/services.sh
 	@if [ -z "$${MIGRATOR_TEST_MYSQL_URL:-}" ] && bash scripts/services.sh check mysql; then \
 	    export MIGRATOR_TEST_MYSQL_URL='$(LOCAL_MYSQL_URL)'; fi; \
 	if [ -z "$${MIGRATOR_TEST_REDIS_URL:-}" ] && bash scripts/services.sh check redis; then \
 	    export MIGRATOR_TEST_REDIS_URL='$(LOCAL_REDIS_URL)'; fi; \
-	set -x; $(BIN)/pytest $(PYTEST_ARGS)
+	set -x; $(BIN)/pytest $(1) $(PYTEST_ARGS)
+endef
+
+test: $(STAMP)
+	$(call pytest_on_servers,)
+
+test-long: $(STAMP)
+	$(call pytest_on_servers,-m long)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -15,11 +15,17 @@ salary.
 2. Lag: sync follows while a writer inserts ``--rate`` rows/s for ``--seconds`` seconds in
    transactions of 10 rows every 10 ms; for each row, the time from just before its COMMIT
    in MySQL to the end of the EXEC that applied it in Redis; p50, p99 and max are printed.
+3. The lag sync reports (``lag_seconds`` of /metrics and the status lines) next to the lag
+   this script measures, sampled every 20 ms during phase 2 and the idle seconds after it:
+   measured = now - the moment just before the COMMIT of the oldest transaction not yet
+   applied (0 when all are applied; so it includes the COMMIT itself, which sync cannot see
+   begin). Printed: both distributions and their difference.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import shutil
 import statistics
 import subprocess
@@ -33,6 +39,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from migrator.commands.figures import SyncFigures
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.source.binlog import Transaction
@@ -132,6 +139,10 @@ def lag(db: PrivateMariaDB, url: str, target: str, rate: int, seconds: float) ->
     mapping = parse_mapping(MAPPING, name="bench")
     committed: dict[bytes, float] = {}
     lags: list[float] = []
+    # in commit order: the last id of each transaction and the moment before its COMMIT
+    txn_last: list[int] = []
+    txn_time: list[float] = []
+    top = [0]  # the highest id applied (ids rise with the commit order)
 
     def applied(group: list[Transaction]) -> None:
         now = time.time()
@@ -141,15 +152,33 @@ def lag(db: PrivateMariaDB, url: str, target: str, rate: int, seconds: float) ->
                     t = committed.get(change.after[0] or b"")
                     if t is not None:
                         lags.append(now - t)
+                        top[0] = max(top[0], int(change.after[0] or 0))
+
+    def measured(now: float) -> float:
+        i = bisect.bisect_right(txn_last, top[0])  # the oldest transaction not applied
+        return now - txn_time[i] if i < len(txn_time) else 0.0
+
+    samples: list[tuple[float, float, bool]] = []  # (measured, reported, writing)
+    figures = SyncFigures()
+    sampling, writing = threading.Event(), threading.Event()
+
+    def sample() -> None:
+        while not sampling.is_set():
+            reported = figures.lag()
+            samples.append((measured(time.time()), reported, writing.is_set()))
+            time.sleep(0.02)
 
     stop = threading.Event()
     follower = threading.Thread(
         target=sync, args=(mapping,),
         kwargs={"source": url, "target": target, "stop": stop, "on_applied": applied,
-                "server_id": 9103},
+                "server_id": 9103, "figures": figures},
     )  # fmt: skip
     follower.start()
     time.sleep(1.0)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    writing.set()
     conn = db.connect("bench")
     conn.autocommit(False)
     cur = conn.cursor()
@@ -163,12 +192,17 @@ def lag(db: PrivateMariaDB, url: str, target: str, rate: int, seconds: float) ->
         now = time.time()  # just before the commit: the lag includes the commit itself
         for r in rows:
             committed[str(r[0]).encode()] = now
+        txn_time.append(now)  # before the COMMIT: sync may apply it before COMMIT returns
+        txn_last.append(rows[-1][0])  # type: ignore[arg-type]
         conn.commit()
         next_id += per_tick
         due += tick
         time.sleep(max(0.0, due - time.monotonic()))
     conn.close()
+    writing.clear()
     time.sleep(2.0)
+    sampling.set()
+    sampler.join()
     stop.set()
     follower.join(10)
     written = next_id - 10_000_000
@@ -177,7 +211,34 @@ def lag(db: PrivateMariaDB, url: str, target: str, rate: int, seconds: float) ->
     print(f"lag at {written / seconds:,.0f} inserts/s for {seconds:.0f} s: {len(lags):,} of "
           f"{written:,} rows timed; p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
           f"max {lags[-1] * 1000:.1f} ms")  # fmt: skip
+    _compare(samples)
     return lags
+
+
+def _ms(values: list[float]) -> str:
+    v = sorted(values)
+    return (f"p50 {statistics.median(v) * 1000:.1f} ms, p99 {v[int(len(v) * 0.99) - 1] * 1000:.1f} "
+            f"ms, max {v[-1] * 1000:.1f} ms")  # fmt: skip
+
+
+def _compare(samples: list[tuple[float, float, bool]]) -> None:
+    busy = [(m, r) for m, r, w in samples if w]
+    idle = [(m, r) for m, r, w in samples if not w][5:]  # after the last writes are applied
+    print(f"lag sampled every 20 ms while writing ({len(busy)} samples): measured "
+          f"{_ms([m for m, _ in busy])}; sync reports {_ms([r for _, r in busy])}; "
+          f"reported - measured: min {min(r - m for m, r in busy) * 1000:.1f} ms, "
+          f"{_ms([r - m for m, r in busy])}")  # fmt: skip
+    print(f"lag while idle ({len(idle)} samples): measured max "
+          f"{max(m for m, _ in idle) * 1000:.1f} ms; sync reports max "
+          f"{max(r for _, r in idle) * 1000:.1f} ms")  # fmt: skip
+
+
+def bench_database(db: PrivateMariaDB) -> str:
+    """Start ``db``, create the database ``bench`` with the ``emp`` table; its URL."""
+    db.start()
+    db.connect().cursor().execute("CREATE DATABASE bench")
+    db.connect("bench").cursor().execute(DDL)
+    return f"{db.url}/bench"
 
 
 def main() -> None:
@@ -189,11 +250,7 @@ def main() -> None:
     args = parser.parse_args()
     db, target = PrivateMariaDB(), PrivateRedis()
     try:
-        db.start()
-        admin = db.connect()
-        admin.cursor().execute("CREATE DATABASE bench")
-        db.connect("bench").cursor().execute(DDL)
-        url = f"{db.url}/bench"
+        url = bench_database(db)
         if args.profile:
             import cProfile
             import pstats

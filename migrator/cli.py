@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperOption
 
 from migrator import __version__
 from migrator.commands import dry_run as plan_only
@@ -28,7 +29,13 @@ from migrator.commands.failures import explain
 from migrator.commands.reports import SyncStatus, write_rejects
 from migrator.commands.session import DEFAULT_TARGET
 from migrator.commands.sync import sync as sync_command
-from migrator.errors import EXIT_CONNECT, EXIT_USAGE, MappingErrors, MigratorError
+from migrator.errors import (
+    EXIT_CONNECT,
+    EXIT_USAGE,
+    MappingErrors,
+    MigratorError,
+    NothingWritten,
+)
 from migrator.mapping.loader import load_mapping
 from migrator.render import (
     emit,
@@ -44,13 +51,24 @@ from migrator.render import (
 )
 from migrator.urls import mask, mask_text
 
+
+def _flag_type(self: TyperOption, ctx: Any) -> str | None:
+    """No type column for a flag in --help: typer 0.29 writes ``<bool>`` after every flag
+    (--json, --resume, --help...), which takes no value."""
+    return None if self.is_flag else _option_type(self, ctx)
+
+
+_option_type = TyperOption.display_type_rich
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+
 app = typer.Typer(
     name="migrator",
     help="Move a MySQL schema and its data into Redis, indexes included, and prove it.\n\n"
-    "Example: migrator migrate mappings/emp.yaml",
+    "Example: migrator migrate shop.yaml",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
 )
 _debug = False
 
@@ -74,7 +92,9 @@ DebugOpt = Annotated[
 MappingArg = Annotated[
     str,
     typer.Argument(
-        help="The YAML mapping file, e.g. mappings/emp.yaml.", metavar="MAPPING", show_default=False
+        help="The YAML mapping file, e.g. shop.yaml (migrator init drafts one).",
+        metavar="MAPPING",
+        show_default=False,
     ),
 ]
 SourceOpt = Annotated[
@@ -125,6 +145,38 @@ TablesOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
+DaskOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dask",
+        metavar="ADDRESS",
+        help="Run the chunks as tasks of a Dask cluster, at its scheduler's address (needs "
+        "pip install 'migrator[dask]' here and on the workers; each chunk in a snapshot of its "
+        "own; see the docs' scale-out.md), e.g. --dask tcp://10.0.0.5:8786.",
+    ),
+]
+ChunkRowsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--chunk-rows",
+        metavar="N",
+        min=1,
+        help="With --workers N (N > 1) or --dask: rows per chunk, cut along the primary key's "
+        "index when the command starts (default 50000); migrate --resume keeps the chunks it "
+        "recorded, e.g. --chunk-rows 200000.",
+    ),
+]
+RetriesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--retries",
+        metavar="N",
+        min=0,
+        help="Retries in a row of a transient failure (lost connection, deadlock, "
+        "LOADING...) before giving up with exit 3 (default: the mapping's "
+        "options.retries.attempts, else 8), e.g. --retries 20.",
+    ),
+]
 
 
 def _tables(value: str | None) -> list[str] | None:
@@ -143,8 +195,14 @@ def fail(e: MigratorError, as_json: bool = False) -> NoReturn:
         failure = failure_dict(e)
         if len(errors) > 1:
             failure["errors"] = [failure_dict(one) for one in errors]
-        out.print_json(json.dumps(failure))
+        json_line(failure)
     raise typer.Exit(e.exit_code)
+
+
+def json_line(value: dict[str, Any]) -> None:
+    """One JSON object on one line of stdout (``--json``: every line is an object)."""
+    sys.stdout.write(json.dumps(value) + "\n")
+    sys.stdout.flush()
 
 
 def failure_dict(e: MigratorError) -> dict[str, Any]:
@@ -184,11 +242,15 @@ def run(fn: Callable[[], int], resume: str | None = None, as_json: bool = False)
         code = fn()
     except MigratorError as e:
         fail(e, as_json)
-    except KeyboardInterrupt:
-        say("error", "interrupted", resume)
+    except KeyboardInterrupt as e:
+        # interrupted before the first write: nothing to continue
+        hint = None if isinstance(e, NothingWritten) else resume
+        say("error", "interrupted", hint)
+        if as_json:
+            json_line({"error": "interrupted", "hint": hint, "exit_code": 130})
         raise typer.Exit(130) from None
     except Exception as e:  # anything a command did not foresee: still one line and a hint
-        fail(explain(e), as_json)
+        fail(explain(e, resumable=resume is not None), as_json)
     else:
         raise typer.Exit(code)
     finally:
@@ -200,13 +262,16 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM: stop like Ctrl-C (workers too), then say how to resume
 
 
-def resume_command(mapping: str, options: dict[str, object]) -> str:
+def resume_command(
+    mapping: str, options: dict[str, object], command: str = "migrate", last: str = "--resume"
+) -> str:
     """The command that continues this run: every option that was given (those set through
-    their environment variable are left to it), ``--resume``, passwords masked with a note
+    their environment variable are left to it), ``last``, passwords masked with a note
     to supply them again. ``options``: flag -> value (None or False: not given)."""
     from_env = {"--source": "MIGRATOR_SOURCE_URL", "--target": "MIGRATOR_TARGET_URL",
-                "--workers": "MIGRATOR_WORKERS"}  # fmt: skip
-    words = ["migrator", "migrate", shlex.quote(mapping)]
+                "--workers": "MIGRATOR_WORKERS",
+                "--server-id": "MIGRATOR_SYNC_SERVER_ID"}  # fmt: skip
+    words = ["migrator", command, shlex.quote(mapping)]
     masked = False
     for flag, value in options.items():
         if value is None or value is False:
@@ -220,7 +285,7 @@ def resume_command(mapping: str, options: dict[str, object]) -> str:
         shown = mask(text) if flag in ("--source", "--target") else text
         masked = masked or shown != text
         words += [flag, shlex.quote(shown)]
-    command = " ".join([*words, "--resume"])
+    command = " ".join([*words, last] if last else words)
     return command + (" (passwords are shown as ***: type them again)" if masked else "")
 
 
@@ -229,7 +294,7 @@ def main_options(
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Move a MySQL schema and its data into Redis. Example: migrator migrate mappings/emp.yaml"""
+    """Move a MySQL schema and its data into Redis. Example: migrator migrate shop.yaml"""
     if version:
         out.print(f"migrator {__version__}")
         raise typer.Exit(0)
@@ -264,15 +329,17 @@ def migrate(
             "--workers",
             metavar="N",
             min=1,
-            help="Processes loading in parallel: each single-integer primary key's range is "
-            "split across them and tables run side by side (default: 1 on machines of up to 2 "
-            "CPUs or for loads under 200,000 rows, else min(4, CPUs)). With 1, all tables are "
-            "read in one consistent snapshot; with N, each range in a snapshot of its own "
-            "(consistent per range, not across ranges or tables), e.g. --workers 2.",
+            help="Processes loading in parallel: each table is cut into chunks by its primary "
+            "key (see --chunk-rows) and the chunks run side by side (default: 1 on machines of "
+            "up to 2 CPUs or for loads under 200,000 rows, else min(4, CPUs)). With 1, all "
+            "tables are read in one consistent snapshot; with N, each chunk in a snapshot of "
+            "its own (consistent per chunk, not across chunks or tables), e.g. --workers 2.",
             envvar="MIGRATOR_WORKERS",
             show_envvar=True,
         ),
     ] = None,
+    chunk_rows: ChunkRowsOpt = None,
+    dask: DaskOpt = None,
     replace: Annotated[
         bool,
         typer.Option(
@@ -283,17 +350,7 @@ def migrate(
             "m.yaml --replace.",
         ),
     ] = False,
-    retries: Annotated[
-        int | None,
-        typer.Option(
-            "--retries",
-            metavar="N",
-            min=0,
-            help="Retries in a row of a transient failure (lost connection, deadlock, "
-            "LOADING...) before giving up with exit 3 (default: the mapping's "
-            "options.retries.attempts, else 8), e.g. --retries 20.",
-        ),
-    ] = None,
+    retries: RetriesOpt = None,
     into_existing: Annotated[
         bool,
         typer.Option(
@@ -323,17 +380,18 @@ def migrate(
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Load the mapped tables into Redis. Example: migrator migrate mappings/emp.yaml --json
+    """Load the mapped tables into Redis. Example: migrator migrate shop.yaml --json
 
     With one worker every table is read inside one consistent snapshot of MySQL (START
     TRANSACTION WITH CONSISTENT SNAPSHOT); the summary states its moment and, when the
-    binary log is on, its binlog file/position and GTID. With --workers N each key range is
-    read in a snapshot of its own, taken when that range starts: every range is consistent
-    in itself, but ranges and tables are not one moment. A run over an earlier one
+    binary log is on, its binlog file/position and GTID. With --workers N each chunk is
+    read in a snapshot of its own, taken when that chunk starts: every chunk is consistent
+    in itself, but chunks and tables are not one moment. A run over an earlier one
     overwrites what changed and removes nothing: use verify --fix, or --replace."""
     again = resume_command(mapping, {
         "--source": source, "--target": target, "--tables": tables, "--batch-size": batch_size,
-        "--workers": workers, "--retries": retries, "--replace": replace, "--json": as_json,
+        "--workers": workers, "--chunk-rows": chunk_rows, "--dask": dask, "--retries": retries,
+        "--replace": replace, "--json": as_json,
     })  # fmt: skip
 
     def go() -> int:
@@ -344,6 +402,7 @@ def migrate(
                 batch_size=batch_size, resume=resume, progress=progress, workers=workers,
                 replace=replace, retries=retries, resume_command=again,
                 into_existing=into_existing, memory_check=not no_memory_check,
+                chunk_rows=chunk_rows, dask=dask,
             )  # fmt: skip
         if rejects:
             write_rejects(report, rejects)
@@ -420,7 +479,7 @@ def validate(
     debug: DebugOpt = False,
 ) -> None:
     """Check a mapping (and, given a source, against the live schema).
-    Example: migrator validate mappings/emp.yaml"""
+    Example: migrator validate shop.yaml"""
 
     def go() -> int:
         report = check(mapping, source=source)
@@ -466,7 +525,7 @@ def dry_run(
     debug: DebugOpt = False,
 ) -> None:
     """Show what migrate would do, without touching Redis (the target is never contacted).
-    Example: migrator dry-run mappings/emp.yaml --sample 5 --resp load.resp"""
+    Example: migrator dry-run shop.yaml --sample 5 --resp load.resp"""
 
     def go() -> int:
         report = plan_only(
@@ -521,11 +580,20 @@ def verify(
             "only when Redis then matches, e.g. migrator verify m.yaml --fix.",
         ),
     ] = False,
+    dask: DaskOpt = None,
+    chunk_rows: ChunkRowsOpt = None,
+    retries: RetriesOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Prove Redis matches MySQL, as of one consistent snapshot; exit 1 on any difference.
-    Example: migrator verify mappings/emp.yaml --fix"""
+    Example: migrator verify shop.yaml --fix"""
+    again = resume_command(mapping, {
+        "--source": source, "--target": target, "--tables": tables,
+        "--counts-only": counts_only, "--sample": sample, "--batch-size": batch_size,
+        "--fix": fix, "--dask": dask, "--chunk-rows": chunk_rows, "--retries": retries,
+        "--json": as_json,
+    }, command="verify", last="")  # fmt: skip
 
     def go() -> int:
         note_default_target(mapping, target)
@@ -533,7 +601,8 @@ def verify(
             report = run_verify(
                 mapping, source=source, target=target, tables=_tables(tables),
                 counts_only=counts_only, sample=sample, batch_size=batch_size, fix=fix,
-                progress=progress,
+                progress=progress, dask=dask, chunk_rows=chunk_rows, retries=retries,
+                again=again,
             )  # fmt: skip
         emit(report, as_json, render_verify)
         return report.exit_code
@@ -575,16 +644,94 @@ def sync(
             "migrator sync m.yaml --reload.",
         ),
     ] = False,
+    retries: Annotated[
+        int | None,
+        typer.Option(
+            "--retries",
+            metavar="N",
+            min=0,
+            help="Retries in a row of a lost MySQL or Redis connection, or of a Redis that "
+            "lost its data, before giving up with exit 3 (default: the mapping's "
+            "options.retries.attempts, else 8), e.g. --retries 20.",
+        ),
+    ] = None,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="Print one JSON status object per second, then the report."),
+    ] = False,
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics",
+            metavar="HOST:PORT",
+            help="Serve Prometheus metrics at /metrics and a health check at /healthz (200, or "
+            "503 and why) on this address, e.g. --metrics 127.0.0.1:9108.",
+            envvar="MIGRATOR_SYNC_METRICS",
+            show_envvar=True,
+        ),
+    ] = None,
+    health_stall: Annotated[
+        float,
+        typer.Option(
+            "--health-stall",
+            metavar="SECONDS",
+            min=0.1,
+            help="/healthz answers 503 once sync is behind without advancing, or has heard "
+            "nothing from the source, for this long, e.g. --health-stall 60.",
+        ),
+    ] = 30.0,
+    health_retries: Annotated[
+        int,
+        typer.Option(
+            "--health-retries",
+            metavar="N",
+            min=1,
+            help="/healthz answers 503 while N or more failures in a row are being retried, "
+            "e.g. --health-retries 5.",
+        ),
+    ] = 3,
+    resnapshot: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--resnapshot",
+            metavar="TABLE",
+            help="Remove this table's keys and read it again online, chunk by chunk, while "
+            "every other table keeps following (repeatable), e.g. --resnapshot emp.",
+        ),
+    ] = None,
+    chunk_rows: Annotated[
+        int,
+        typer.Option(
+            "--chunk-rows",
+            metavar="N",
+            min=1,
+            help="Rows per chunk of an online snapshot (one short SELECT each), e.g. "
+            "--chunk-rows 50000.",
+        ),
+    ] = 20_000,
+    online_load: Annotated[
+        bool,
+        typer.Option(
+            "--online-load",
+            help="On a first run (or --reload), read every table online in primary-key chunks "
+            "while following the log, resumable after a crash, instead of in one long "
+            "consistent snapshot, e.g. migrator sync m.yaml --online-load.",
+        ),
     ] = False,
     debug: DebugOpt = False,
 ) -> None:
     """Keep Redis in step with MySQL: load a consistent snapshot on the first run, then
     follow the binary log (row format) until Ctrl-C or SIGTERM.
-    Example: migrator sync mappings/emp.yaml --until-caught-up"""
+    Example: migrator sync shop.yaml --until-caught-up"""
+    from migrator.commands.figures import HealthRules, SyncFigures
     from migrator.render import render_sync, sync_status_printer
+
+    again = resume_command(
+        mapping,
+        {"--source": source, "--target": target, "--server-id": server_id, "--retries": retries,
+         "--until-caught-up": until_caught_up, "--json": as_json},
+        "sync", "",
+    )  # fmt: skip
 
     def go() -> int:
         note_default_target(mapping, target)
@@ -602,18 +749,22 @@ def sync(
                 report = sync_command(
                     mapping, source=source, target=target, until_caught_up=until_caught_up,
                     server_id=server_id, stop=stop, on_status=on_status, progress=bars,
-                    reload=reload,
+                    reload=reload, retries=retries, again=again, metrics=metrics,
+                    figures=SyncFigures(HealthRules(health_stall, health_retries)),
+                    resnapshot_tables=tuple(resnapshot or ()), chunk_rows=chunk_rows,
+                    online_load=online_load,
                 )  # fmt: skip
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if as_json:  # one object per line: the statuses, then the report
-            print(json.dumps(report.as_dict()), flush=True)
+            json_line(report.as_dict())
         else:
             render_sync(report)
         return report.exit_code
 
-    run(go, as_json=as_json)
+    interrupted = f"an unfinished first load stores no position: '{again}' loads again"
+    run(go, resume=interrupted, as_json=as_json)
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -7,6 +7,15 @@ EXIT_DIFFERENCE = 1
 EXIT_USAGE = 2
 EXIT_CONNECT = 3
 
+#: where the documentation is read once installed (pyproject's [project.urls] Documentation):
+#: messages cite its pages by address, never a file of the repository that pip does not install
+DOCS = "https://github.com/migrator-dev/migrator/blob/main/docs"
+
+
+def docs(page: str) -> str:
+    """The address of a page of the documentation: ``docs("connections.md")``."""
+    return f"{DOCS}/{page}"
+
 
 class MigratorError(Exception):
     """A failure the user can act on: a message naming the cause and, where known, the fix."""
@@ -20,6 +29,17 @@ class MigratorError(Exception):
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled whole, hint included (a task on a Dask worker raises it to the caller)."""
+        return (_rebuilt, (type(self), self.message, dict(self.__dict__)))
+
+
+def _rebuilt(cls: type[MigratorError], message: str, state: dict[str, object]) -> MigratorError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
 
 
 class MappingError(MigratorError):
@@ -87,3 +107,8 @@ class TargetLost(MigratorError):
     stops the command with exit 3."""
 
     exit_code = EXIT_CONNECT
+
+
+class NothingWritten(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM before the command wrote anything (its first connections, its
+    checks of the target): exit 130 like any interrupt, with nothing to resume."""

@@ -10,13 +10,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
-from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
@@ -36,22 +37,33 @@ from rich.text import Text
 from migrator import progress as stages
 from migrator.commands.dryrun import DryRunReport
 from migrator.commands.reports import MigrateReport, SyncReport, SyncStatus
+from migrator.errors import docs
+from migrator.lines import (
+    ARGUMENTS,
+    WORDS,
+    ProgressLines,
+    fit,
+    progress_interval,
+    report_table,
+    table_lines,
+    wrap,
+)
 from migrator.mapping.scaffold import Draft
 from migrator.mapping.validate import ValidateReport, plural
-from migrator.verify.report import DONE, VerifyReport
+from migrator.verify.report import AMBIGUOUS, DONE, VerifyReport
 
 
 def console(stderr: bool = False) -> Console:
-    """Rich's console (no emoji: keys such as a:email:b stay as written), except that a pipe
-    or CI log with no COLUMNS set gets no width limit: report tables come out at their
-    natural width instead of folded into 80 columns."""
+    """Rich's console (no emoji: keys such as a:email:b stay as written), as wide as the
+    terminal or COLUMNS; a pipe or CI log with no COLUMNS set gets 80 columns (not the width
+    of a terminal its stdin may be), so a log reads like an 80-column terminal."""
     made = Console(stderr=stderr, emoji=False)
     if not made.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
-        made = Console(stderr=stderr, emoji=False, width=UNLIMITED)
+        made = Console(stderr=stderr, emoji=False, width=LOG_WIDTH)
     return made
 
 
-UNLIMITED = 10_000
+LOG_WIDTH = 80
 err = console(stderr=True)
 out = console()
 
@@ -64,18 +76,26 @@ R = TypeVar("R", bound=Report)
 
 
 def say(level: str, message: str, hint: str | None = None) -> None:
-    """``error: <cause>`` (or ``warning:``) on stderr, then ``  hint: <fix>`` when known."""
+    """``error: <cause>`` (or ``warning:``) on stderr, then ``  hint: <fix>`` when known;
+    each wrapped to the width between words."""
     color = "red" if level == "error" else "yellow"
-    err.print(f"[bold {color}]{level}:[/] ", end="", highlight=False)
-    err.print(message, markup=False, highlight=False, soft_wrap=True)
+    line(Text.assemble((f"{level}:", f"bold {color}"), " ", message), to_stderr=True)
     if hint:
-        err.print("  [yellow]hint:[/] ", end="", highlight=False)
-        err.print(hint, markup=False, highlight=False, soft_wrap=True)
+        line(Text.assemble("  ", ("hint:", "yellow"), " ", hint), to_stderr=True)
 
 
 def plain(message: str, to_stderr: bool = False) -> None:
-    """A line printed as it is: no markup, no highlighting, no wrapping."""
-    (err if to_stderr else out).print(message, markup=False, highlight=False, soft_wrap=True)
+    """A line printed as it is (no markup, no highlighting), wrapped to the width between
+    words: a word longer than the width stands whole on a line of its own."""
+    line(Text(message), to_stderr)
+
+
+def line(text: Text | str, to_stderr: bool = False, words: re.Pattern[str] = WORDS) -> None:
+    """``text`` wrapped to the console's width between ``words`` (``lines.wrap``); a str
+    is taken as it is, without markup."""
+    where = err if to_stderr else out
+    for one in wrap(text, where.width, words=words):
+        where.print(one, highlight=False, soft_wrap=True)
 
 
 def emit(report: R, as_json: bool, human: Callable[[R], None]) -> None:
@@ -91,22 +111,48 @@ class RichProgress:
     (a retry, a reload after the target lost data), kept NOTE_SECONDS after rows move on."""
 
     NOTE_SECONDS = 3.0
+    BAR = 12  # the bar's width below 100 columns; it narrows to MIN_BAR for a long name
+    MIN_BAR = 4
 
     def __init__(self, console: Console) -> None:
-        # fits 80 columns: name, bar, rows done/total, rows/s, ETA (elapsed when wider)
+        # fits 80 columns: name, bar, rows done/total, rows/s, ETA (elapsed when wider); for
+        # a long name the bar narrows, then the bar and the words go (``compact``): names
+        # stay whole
+        self.console = console
+        self.wide = console.width >= 100
+        name = TextColumn("{task.description}", style="bold", table_column=Column(no_wrap=True))
+        done = TextColumn("{task.fields[done]}", justify="right")
+        note = TextColumn("{task.fields[note]}", style="yellow")
+        self.compact = (name, done, TextColumn("{task.fields[rate]:>7}/s"), TimeRemainingColumn(),
+                        note)  # fmt: skip
+        self.bar = BarColumn(bar_width=None if self.wide else self.BAR)
         columns = [
-            TextColumn("{task.description}", style="bold", table_column=Column(max_width=16)),
-            BarColumn(bar_width=None if console.width >= 100 else 12),
-            TextColumn("{task.fields[done]}", justify="right"),
+            name,
+            self.bar,
+            done,
             TextColumn("{task.fields[rate]:>7} rows/s"),
-            *([TimeElapsedColumn()] if console.width >= 100 else []),
+            *([TimeElapsedColumn()] if self.wide else []),
             TextColumn("eta"),
             TimeRemainingColumn(),
-            TextColumn("{task.fields[note]}", style="yellow"),
+            note,
         ]
         self.bars = Progress(*columns, console=console, transient=False)
         self.tasks: dict[str, TaskID] = {}
         self.noted: dict[str, float] = {}
+        self.widest = (0, 0)  # the longest name and done/total text so far
+
+    def _make_room(self, table: str, total: int | None) -> None:
+        """Before a table's bar is drawn: narrow the bar, or switch to ``compact``, so that
+        its whole name fits the width beside its rows, rows/s and ETA."""
+        name = max(self.widest[0], cell_len(table))
+        done = max(self.widest[1], len(_done(total or 0, total)))
+        self.widest = (name, done)
+        rest = done + len("1234567 rows/s") + len("eta") + len("0:00:00") + 7  # 7 blanks
+        free = self.console.width - name - rest - (len("0:00:00 ") if self.wide else 0)
+        if free < self.MIN_BAR:
+            self.bars.columns = self.compact
+        elif free < (20 if self.wide else self.BAR):
+            self.bar.bar_width = free
 
     def __enter__(self) -> RichProgress:
         self.bars.start()
@@ -119,6 +165,7 @@ class RichProgress:
         if table in self.tasks:  # started again (a reload after the target lost data)
             self.bars.reset(self.tasks[table], total=total, rate="", done=_done(0, total))
             return
+        self._make_room(table, total)
         self.tasks[table] = self.bars.add_task(
             escape(table), total=total, rate="", done=_done(0, total), note=""
         )
@@ -155,104 +202,34 @@ def _done(completed: float, total: float | None) -> str:
     return f"{completed:,.0f}/{total:,.0f}" if total else f"{completed:,.0f}"
 
 
-class NotesOnly(stages.NullProgress):
-    """Where bars cannot be drawn (stderr is no terminal): each note as a line on stderr."""
-
-    def note(self, table: str, message: str) -> None:
-        plain(f"note: {table}: {message}", to_stderr=True)
-
-
 @contextmanager
 def progress_bars(wanted: bool = True) -> Iterator[stages.Progress]:
-    """Bars on stderr when it is a terminal (and ``wanted``), else notes only."""
-    if wanted and err.is_terminal:
+    """Bars on stderr when it is a terminal (and ``wanted``); when it is a pipe or a log, a
+    progress line every $MIGRATOR_PROGRESS_SECONDS (``lines.ProgressLines``); notes always."""
+    if err.is_terminal and wanted:
         with RichProgress(err) as bars:
             yield bars
-    else:
-        yield NotesOnly()
-
-
-def report_table(title: str, heads: Sequence[str], left: Sequence[str]) -> RichTable:
-    """A report table readable at 80 columns: light borders, no header word cut, long
-    names fold (never an ellipsis). Print it with ``show``, which keeps numbers whole."""
-    table = RichTable(
-        title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True
-    )
-    for h in heads:
-        table.add_column(
-            h,
-            justify="left" if h in left else "right",
-            min_width=max(len(w) for w in h.split()),
-            overflow="fold",
-        )
-    return table
+        return
+    every = 0.0 if err.is_terminal else progress_interval()
+    with ProgressLines(lambda text: plain(text, to_stderr=True), every) as lines:
+        yield lines
 
 
 def show(table: RichTable) -> None:
-    """Print a ``report_table`` so that no word or number is ever cut.
+    """Print a ``report_table`` so that no word or number is ever cut (``lines.fit``).
 
-    Its title goes first, on a line of its own. When the table fits the width without
-    breaking a word, it is drawn, at its natural width when stdout is neither a terminal nor
-    given COLUMNS (pipes, CI logs); otherwise (a narrow terminal) each row becomes a plain
-    line, ``name: head value, head value``, wrapped between those pairs."""
-    for col in table.columns:
-        cells = [col.header, *col.cells]
-        words = [w for c in cells if isinstance(c, (str, Text)) for w in _text(c).split()]
-        if col.justify == "right":  # numbers whole, even a short cell under a long head
-            words += [_text(c) for c in col.cells if isinstance(c, (str, Text))]
-        col.min_width = max([col.min_width or 0, *map(len, words)])
+    Its title goes first, wrapped on its own. A table that fits the width with every word
+    whole is drawn (in a pipe or log: 80 columns, as with COLUMNS=80); otherwise each row
+    becomes plain lines, ``name: head value, head value``, wrapped between those pairs."""
     title, table.title = table.title, None
     if title is not None:
-        out.print(title, markup=False, highlight=False)
-    if _unbroken_width(table) > out.width:
-        for line in table_lines(table, out.width):
-            out.print(line, highlight=False, soft_wrap=True)
+        line(title)
+    if not fit(table, out.width):
+        for row in table_lines(table, out.width):
+            out.print(row, highlight=False, soft_wrap=True)
         return
-    lines = out.render_lines(table, out.options, pad=False)
-    out.print(Segments([s for line in lines for s in [*_rstrip(line), Segment.line()]]), end="")
-
-
-def _unbroken_width(table: RichTable) -> int:
-    """The narrowest the table can be drawn without breaking a word: every column at its
-    ``min_width``, plus padding and borders (rich's own private measures of them)."""
-    padding = sum(table._get_padding_width(i) for i in range(len(table.columns)))
-    return sum(c.min_width or 1 for c in table.columns) + padding + table._extra_width
-
-
-def table_lines(table: RichTable, width: int) -> list[Text]:
-    """Each row as plain lines: its first cell, then ``head value`` for every other cell that
-    says something (``-`` and empty cells are left out; lines within a cell joined by ';'),
-    wrapped to ``width`` between those pairs, continuation lines indented."""
-    columns = [list(col.cells) for col in table.columns]
-    heads = [_text(col.header) for col in table.columns]
-    lines = []
-    for row in zip(*columns):
-        label, *rest = (_cell(c) for c in row)
-        pairs = [
-            Text.assemble(f"{head} ", cell)
-            for head, cell in zip(heads[1:], rest)
-            if cell.plain.strip() not in ("", "-")
-        ]
-        line = Text.assemble(label, ":")
-        for i, pair in enumerate(pairs):
-            if i < len(pairs) - 1:
-                pair.append(",")
-            if len(line) + 1 + len(pair) > width and line.plain.strip():
-                lines.append(line)
-                line = Text(" ")
-            line.append(" ")
-            line.append_text(pair)
-        lines.append(line)
-    return lines
-
-
-def _text(cell: object) -> str:
-    return cell.plain if isinstance(cell, Text) else str(cell)
-
-
-def _cell(cell: object) -> Text:
-    text = cell.copy() if isinstance(cell, Text) else Text(str(cell))
-    return Text("; ").join(text.split("\n")) if "\n" in text.plain else text
+    rendered = out.render_lines(table, out.options, pad=False)
+    out.print(Segments([s for x in rendered for s in [*_rstrip(x), Segment.line()]]), end="")
 
 
 def _rstrip(segments: list[Segment]) -> list[Segment]:
@@ -305,11 +282,11 @@ def render_migrate(report: MigrateReport) -> None:
     )  # fmt: skip
     show(table)
     if report.removed is not None:
-        out.print(Text(f"--replace: removed {report.removed:,} keys the mapping owns first"))
+        line(f"--replace: removed {report.removed:,} keys the mapping owns first")
     if report.consistency:
-        out.print(Text(f"source read: {report.consistency}", "dim"))
+        line(Text(f"source read: {report.consistency}", "dim"))
     for note in report.notes:
-        err.print(Text(note, "yellow"))
+        line(Text(note, "yellow"), to_stderr=True)
     for what in report.recoveries:
         say("warning", what)
     for t in report.tables:
@@ -321,11 +298,11 @@ def render_migrate(report: MigrateReport) -> None:
             plain(f"  ... and {more:,} more rejected row(s) of {t.table}", to_stderr=True)
     if report.rejected:
         listed = f"listed in {report.rejects_file}" if report.rejects_file else "see above"
-        err.print(
+        rejected = Text.from_markup(
             f"[red]{report.rejected} row(s) were rejected[/] ({listed}; --rejects FILE lists "
-            "them, options.escape: backslash writes them escaped); exit code 1",
-            highlight=False,
+            "them, options.escape: backslash writes them escaped); exit code 1"
         )
+        line(rejected, to_stderr=True)
     if report.duplicate_rows:
         say(
             "error",
@@ -337,14 +314,23 @@ def render_migrate(report: MigrateReport) -> None:
 
 
 def render_init(draft: Draft, text: str, output: str | None) -> None:
-    """The drafted YAML ``text`` on stdout, or a one-line note of the file it went to."""
+    """The drafted YAML ``text`` on stdout, or a one-line note of the file it went to; and
+    the rows the default ``escape: reject`` would not write, if any."""
+    if draft.rejects:
+        shown = ", ".join(f"{t} ({n:,})" for t, n in draft.rejects.items())
+        plain(
+            f"rows with '{draft.separator}' inside a value of a composite key would be "
+            f"rejected under the default escape: reject: {shown}; the draft sets "
+            "options.escape: backslash to write them escaped",
+            to_stderr=True,
+        )
     if not output:
         sys.stdout.write(text)
         return
     left_out = [t.name for t in draft.tables if t.body is None]
     note = f", left out: {', '.join(left_out)} (see the comments)" if left_out else ""
     plain(
-        f"wrote {output}: {len(draft.mapped)} tables{note}; "
+        f"wrote {output}: {plural(len(draft.mapped), 'table')}{note}; "
         f"check it with: migrator validate {output}",
         to_stderr=True,
     )
@@ -355,7 +341,7 @@ def render_validate(report: ValidateReport) -> None:
     for p in report.problems:
         say(p.level, str(dataclasses.replace(p, hint=None)), p.hint)
     if report.errors:
-        err.print(report.summary(), style="red", markup=False, highlight=False, soft_wrap=True)
+        line(Text(report.summary(), "red"), to_stderr=True)
     else:
         plain(report.summary())
 
@@ -389,13 +375,14 @@ def render_dry_run(report: DryRunReport) -> None:
                 "not unique in MySQL)"
             )
         for note in notes:
-            out.print(f"  note: {note}", markup=False, highlight=False)
-        for line in t.sample:
-            plain(f"  {line}")
+            plain(f"  note: {note}")
+        for command in t.sample:  # wrapped between arguments
+            line(f"  {command}", words=ARGUMENTS)
         out.print()
     plain(
         f"total: {sum(t.rows for t in report.tables):,} rows -> {report.keys:,} keys, "
-        f"about {human_bytes(report.memory)} of Redis memory (estimate; see docs/commands.md). "
+        f"about {human_bytes(report.memory)} of Redis memory (an estimate, see "
+        f"{docs('commands.md#migrator-dry-run')}). "
         f"Target {report.target} was not contacted."
     )
     if report.snapshot is not None:
@@ -406,6 +393,17 @@ def render_dry_run(report: DryRunReport) -> None:
             f"{human_bytes(report.resp_bytes)}; load it with: "
             f"redis-cli -u <target URL> --pipe < {report.resp_file}"
         )
+    if report.rejected:
+        if any(AMBIGUOUS in t.rejected for t in report.tables):
+            plain(
+                "options.escape: backslash writes them, each separator in a value escaped",
+                to_stderr=True,
+            )
+        rejected = Text.from_markup(
+            f"[red]{report.rejected:,} row(s) would be rejected[/] by migrate (see the notes "
+            "above); exit code 1"
+        )
+        line(rejected, to_stderr=True)
 
 
 def render_repairs(report: VerifyReport) -> None:
@@ -426,14 +424,14 @@ def render_repairs(report: VerifyReport) -> None:
             table.add_row(Text(t.table), Text(what), f"{n:,}", Text("\n".join(keys)))
     show(table)
     if report.found is not None:
-        out.print(Text("then checked again, in a new snapshot:", "dim"))
+        line(Text("then checked again, in a new snapshot:", "dim"))
 
 
 def render_verify(report: VerifyReport) -> None:
     """The verify table, then the first examples of each kind of difference."""
     table = report_table(
         f"verify {report.mapping} ({report.mode}): {report.source} vs {report.target}",
-        ("table", "MySQL rows", "Redis rows", "missing", "different", "stale",
+        ("table", "MySQL rows", "Redis rows", "missing", "different", "stale", "rejected",
          "structure problems", "status"),
         left=("table", "status"),
     )  # fmt: skip
@@ -444,7 +442,7 @@ def render_verify(report: VerifyReport) -> None:
         redis_rows = "-" if t.redis_rows is None else f"{t.redis_rows:,}"
         table.add_row(
             Text(t.table), f"{t.mysql_rows:,}", redis_rows, f"{t.missing:,}", f"{t.different:,}",
-            f"{t.stale:,}", f"{t.structure:,}", status,
+            f"{t.stale:,}", f"{t.rejected:,}", f"{t.structure:,}", status,
         )  # fmt: skip
     show(table)
     for t in report.tables:
@@ -464,12 +462,14 @@ def render_verify(report: VerifyReport) -> None:
     for t in report.tables:
         for note in t.notes:
             if note not in everywhere or len(report.tables) == 1:
-                out.print(Text(f"{t.table}: {note}", "dim"))
+                line(Text(f"{t.table}: {note}", "dim"))
     if len(report.tables) > 1:
         for note in sorted(everywhere):
-            out.print(Text(f"every table: {note}", "dim"))
+            line(Text(f"every table: {note}", "dim"))
     if report.snapshot is not None:
-        out.print(Text(f"compared with {report.snapshot.describe()}", "dim"))
+        line(Text(f"compared with {report.snapshot.describe()}", "dim"))
+    for hint in report.rejected_hints():
+        line(Text(hint, "red"), to_stderr=True)
     if not report.ok:
         err.print("[red]Redis differs from MySQL[/] (see above); exit code 1")
     elif report.mode == "counts-only":
@@ -486,6 +486,11 @@ def render_verify(report: VerifyReport) -> None:
 # --- sync -------------------------------------------------------------------------------------
 def _status_line(s: SyncStatus) -> Text:
     where = s.position.split(" (GTID")[0]  # the GTID is in --json; the line fits 80 columns
+    if s.note:  # a retry or a recovery: what, and what next
+        return Text.assemble((s.phase, "bold"), " ", (s.note, "yellow"))
+    snap = s.online_snapshot
+    if snap:  # an online snapshot under way: its table and chunk instead of the position
+        where = f"snapshot {snap['table']} {snap['chunk']}/{snap['chunks']}"
     return Text.assemble(
         (s.phase, "bold green" if s.phase == "caught up" else "bold"),
         f" {s.events_per_second:,.0f} rows/s  {s.rows_changed:,} rows  "
@@ -527,9 +532,17 @@ def sync_status_printer(as_json: bool) -> Iterator[Callable[[SyncStatus], None]]
 
 
 def render_sync(report: SyncReport) -> None:
-    if report.snapshot is not None:
+    if report.snapshot is not None and report.online_load:
         snap = report.snapshot
-        out.print(
+        plain(
+            f"sync {report.mapping}: first run from binlog {snap.binlog_file}:"
+            f"{snap.binlog_position}: every table read online, chunk by chunk, while following"
+            + (f" ({report.removed:,} keys of an earlier load removed first)" if report.removed
+               else "")
+        )  # fmt: skip
+    elif report.snapshot is not None:
+        snap = report.snapshot
+        plain(
             f"sync {report.mapping}: loaded a consistent snapshot of {report.source} "
             f"as of {snap.moment} UTC, binlog {snap.binlog_file}:{snap.binlog_position}"
         )
@@ -537,8 +550,15 @@ def render_sync(report: SyncReport) -> None:
         removed = (
             f" ({report.removed:,} keys of an earlier load removed first)" if report.removed else ""
         )
-        out.print(f"  {rows:,} rows in {len(report.loaded)} table(s) -> {report.target}{removed}")
-    out.print(
+        plain(f"  {rows:,} rows in {len(report.loaded)} table(s) -> {report.target}{removed}")
+    for note in report.notes:
+        plain(f"sync {report.mapping}: {note}")
+    for t in report.resnapshots:
+        plain(
+            f"sync {report.mapping}: snapshot of {t.table} ({t.status}) done online: "
+            f"{t.rows:,} rows in {t.seconds:.1f} s"
+        )
+    plain(
         f"sync {report.mapping}: applied {report.transactions:,} transaction(s), "
         f"{report.rows_changed:,} row change(s) in {report.seconds:.1f} s; "
         f"{report.stopped} at binlog {report.position}"

@@ -70,7 +70,8 @@ class Retrying:
         if failures > attempts:
             raise ConnectError(
                 f"{what}: {reason} (still failing after {attempts} retries)",
-                "check the server; more patience: options.retries in the mapping or --retries N",
+                "check the server; more patience: options.retries in the mapping, or "
+                "--retries N (migrate, verify)",
             )
         self.total += 1
         wait = self.delay(failures)

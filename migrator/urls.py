@@ -73,7 +73,7 @@ def scrub(text: str, *urls: Any) -> str:
             continue
         raw = _as_text(url)
         text = text.replace(raw, mask(raw))
-        secret = _password(raw)
+        secret = password_of(raw)
         if secret:
             for s in {secret, unquote(secret), quote(unquote(secret), safe="")}:
                 if len(s) >= 3:
@@ -81,7 +81,9 @@ def scrub(text: str, *urls: Any) -> str:
     return text
 
 
-def _password(url: str) -> str:
+def password_of(url: str) -> str:
+    """The password as ``url`` writes it (between the user name's ``:`` and the last ``@``;
+    "" when there is none)."""
     rest = url.partition("://")[2] or url
     at = rest.rfind("@")
     if at < 0:
@@ -105,15 +107,34 @@ def refuse_misread(url: str, what: str) -> None:
     """Stop (exit 2) on a URL that parsers would misread (``misread``), before any part of
     it is parsed, connected to or printed other than masked."""
     if misread(url):
-        from migrator.errors import MigratorError
+        from migrator.errors import MigratorError, docs
 
         raise MigratorError(
             f"cannot read the {what} URL {mask(url)}: an '@' comes after a '/', '?' or '#', "
             "so the user name or password is not percent-encoded",
             "write @ : / ? # % in the user name and password as %40 %3A %2F %3F %23 %25 "
             "(an '@' in a query value as %40), or put the password in ${VAR} inside the "
-            "mapping's URL, which is encoded for you (docs/connections.md)",
+            f"mapping's URL, which is encoded for you ({docs('connections.md')})",
         )
+
+
+def readable(url: str, what: str) -> str:
+    """``url`` as every parser reads it alike: refused (exit 2) when parsers would misread it
+    (``refuse_misread``); else with each ``@`` of its user information but the last written
+    ``%40``. The user information ends at the last ``@`` before the host and the user name at
+    its first ``:``, for source (MySQL) and target (Redis) URLs alike, as ``mask`` reads them:
+    ``mysql+pymysql://u:Secr3t@Horse@host/db`` is user ``u``, password ``Secr3t@Horse``
+    and host ``host`` (SQLAlchemy alone would end the password at the first ``@`` and take
+    ``Horse@host`` for the host, and look it up)."""
+    refuse_misread(url, what)
+    head = url.find("://")
+    if head < 0:
+        return url
+    rest = url[head + 3 :]
+    at = rest.rfind("@")
+    if at < 0:
+        return url
+    return url[: head + 3] + rest[:at].replace("@", "%40") + rest[at:]
 
 
 def userinfo_spans(text: str) -> tuple[int, int] | None:

@@ -7,7 +7,9 @@
 2. ``twine check --strict`` on both (metadata, README rendering);
 3. the wheel: every file of the package, data files included (the mapping JSON Schema
    wherever it lives, ``py.typed``), the ``migrator`` command, the licence and its SPDX
-   expression, the version of ``migrator.__version__``, and nothing else (no tests);
+   expression, the version of ``migrator.__version__``, the documentation's address
+   (``Project-URL: Documentation``, the ``DOCS`` that messages cite), and nothing else (no
+   tests);
 4. the sdist: every file git tracks except the GitHub settings (tests, their data and
    support files included), and no file git does not track;
 5. the tests that need no server (``pytest -m "not integration"``), run from the unpacked
@@ -73,6 +75,10 @@ def check_wheel(wheel: Path, version: str) -> list[str]:
     for line in ("License-Expression: MIT", f"Version: {version}", "License-File: LICENSE"):
         if line not in metadata.splitlines():
             problems.append(f"wheel METADATA lacks {line!r}")
+    from migrator.errors import DOCS
+
+    if f"Project-URL: Documentation, {DOCS}" not in metadata.splitlines():
+        problems.append(f"wheel METADATA does not name the documentation ({DOCS})")
     if f"{PACKAGE} = {PACKAGE}.cli:main" not in entry_points:
         problems.append("wheel has no 'migrator' console script")
     return problems

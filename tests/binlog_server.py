@@ -4,7 +4,8 @@ The shared server on 3306 keeps its binary log off, so these tests start their o
 session, and stop it at the end:
 
 * ``PrivateMariaDB``: a mariadbd in a temporary directory on a free port (removed at the end);
-  ``mariadb-install-db`` + ``mariadbd --no-defaults`` take ~2 s;
+  ``mariadb-install-db`` + ``mariadbd --no-defaults`` take ~2 s; ``restart()`` stops it and
+  starts it again on the same port and data directory, ``halt()`` only stops it;
 * ``MySQL8Container``: ``mysql:8.0`` through testcontainers, where a Docker engine answers
   (hosted CI, laptops; not the project's machines), with GTIDs on as MySQL sites run it.
 
@@ -86,38 +87,54 @@ def missing() -> str | None:
 @dataclass
 class PrivateMariaDB:
     """One mariadbd of our own: ``start()``, ``url``, ``stop()``; ``binlog=False`` starts it
-    without the binary log (for the refusal test)."""
+    without the binary log (for the refusal test); ``server_id``, ``log_bin`` (the log's
+    file names) and ``options`` for a primary and replica pair (tests/replication.py)."""
 
     kind: ClassVar[str] = "mariadb"
     binlog: bool = True
+    server_id: int = 1
+    log_bin: str = "mysql-bin"
     port: int = field(default_factory=free_port)
     dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="migrator-binlog-")))
     process: subprocess.Popen[bytes] | None = None
     reader_url: str = ""  # set by add_reader()
+    options: tuple[str, ...] = ()  # more of mariadbd's command line (TLS files, say)
 
     @property
     def url(self) -> str:
         return f"mysql+pymysql://root@127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> None:
+        """Install a data directory (unless one is there: a server halted before) and start."""
         data = self.dir / "data"
+        if (data / "mysql").exists():
+            self._launch(timeout)
+            return
         done = subprocess.run(
             [
                 "mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
                 "--auth-root-authentication-method=normal", "--skip-test-db",
+                f"--tmpdir={self.dir}",  # its own: temporary names in /tmp collide across runs
             ],
             capture_output=True,
         )  # fmt: skip
         if done.returncode != 0:
             out = (done.stdout + done.stderr).decode(errors="replace")[-2000:]
             raise RuntimeError(f"mariadb-install-db failed ({done.returncode}):\n{out}")
+        self._launch(timeout)
+
+    def _launch(self, timeout: float) -> None:
+        """Start mariadbd on the installed data directory and wait until it answers."""
         args = [
-            MARIADBD, "--no-defaults", "--user=root", f"--datadir={data}", f"--port={self.port}",
-            "--bind-address=127.0.0.1", f"--socket={self.dir / 'sock'}",
-            f"--pid-file={self.dir / 'pid'}", "--server-id=1", "--skip-name-resolve",
-            "--innodb-buffer-pool-size=64M", f"--log-error={self.dir / 'err.log'}",
-            *(BINLOG_OPTIONS if self.binlog else ()),
+            MARIADBD, "--no-defaults", "--user=root", f"--datadir={self.dir / 'data'}",
+            f"--port={self.port}", "--bind-address=127.0.0.1", f"--socket={self.dir / 'sock'}",
+            f"--pid-file={self.dir / 'pid'}", f"--server-id={self.server_id}",
+            "--skip-name-resolve", "--innodb-buffer-pool-size=64M",
+            f"--log-error={self.dir / 'err.log'}", f"--tmpdir={self.dir}",
+            *(BINLOG_OPTIONS if self.binlog else ()), *self.options,
         ]  # fmt: skip
+        if self.binlog:
+            args[args.index("--log-bin=mysql-bin")] = f"--log-bin={self.log_bin}"
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while True:
@@ -133,6 +150,25 @@ class PrivateMariaDB:
                     ) from None
                 time.sleep(0.1)
 
+    def halt(self, *, kill: bool = False) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after 20 s; ``kill``: SIGKILL at once, a
+        crash InnoDB recovers from at the next start), keeping its data directory."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def restart(self, down: float = 0.0, timeout: float = 60.0) -> None:
+        """Stop the server, stay down ``down`` seconds, start it again on the same port and
+        data directory (a MySQL restart as clients see it)."""
+        self.halt()
+        time.sleep(down)
+        self._launch(timeout)
+
     def connect(self, database: str | None = None) -> pymysql.Connection:  # type: ignore[type-arg]
         return pymysql.connect(
             host="127.0.0.1", port=self.port, user="root", database=database,
@@ -141,14 +177,7 @@ class PrivateMariaDB:
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 20 s) and remove its directory."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
+        self.halt()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

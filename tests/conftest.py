@@ -32,6 +32,9 @@ Fixtures:
 
 Tests that use a server fixture are marked ``integration``; those that use Sakila or
 employees also ``acceptance`` (``pytest -m "not integration"`` runs the pure tests only).
+Tests marked ``long`` are left out unless asked for (``make test-long``: ``pytest -m long``;
+or their node id); ``workers`` marks those whose outcome depends on the worker count, which
+CI runs again with ``MIGRATOR_WORKERS=4`` (pyproject.toml's markers say more).
 """
 
 from __future__ import annotations
@@ -87,13 +90,35 @@ def _unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if names & _INTEGRATION:
             item.add_marker(pytest.mark.integration)
         if names & _ACCEPTANCE:
             item.add_marker(pytest.mark.acceptance)
+    _leave_out_long(config, items)
+
+
+def _leave_out_long(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``long`` run only when asked for: a ``-m`` expression that names them
+    (``make test-long`` is ``pytest -m long``), or their node id on the command line; else
+    they are deselected."""
+    if "long" in (config.getoption("markexpr") or ""):
+        return
+    named = []
+    for arg in config.args:
+        path, sep, rest = arg.partition("::")
+        if sep:
+            rel = Path(os.path.relpath(os.path.abspath(path), config.rootpath)).as_posix()
+            named.append(f"{rel}::{rest}")
+    keep, left = [], []
+    for item in items:
+        asked = any(item.nodeid == n or item.nodeid.startswith((n + "[", n + "::")) for n in named)
+        (left if item.get_closest_marker("long") and not asked else keep).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = keep
 
 
 def pytest_report_header() -> list[str]:

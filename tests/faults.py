@@ -9,6 +9,10 @@ purpose, always cleaned up.
   holds. ``close()`` (also on ``with``) kills it for sure. Every wait is bounded.
 * ``kill_connections(db)``: ``KILL`` every connection of the shared MariaDB whose current
   database is the test's own (``mig_t_<hex>``), never anyone else's.
+* ``silent_server()``: a TCP port that accepts connections and says nothing (``.port``;
+  ``.accepted``: the connections so far), as Redis or a web server does until sent a command.
+* ``signal_when(proc, ...)``: send a process a signal once a condition holds, then collect
+  its output (bounded; the process is killed if it outlives the bound).
 * ``Processes``: the descendants of a pid, read from /proc, and a bounded wait for them to
   be gone (workers must die with their parent).
 """
@@ -18,9 +22,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -52,8 +59,23 @@ def wait_for(what: str, check: Callable[[], object], seconds: float, every: floa
         except (redis.RedisError, OSError, pymysql.MySQLError) as e:
             last = e
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {seconds:.1f}s (last error: {last})")
+            raise AssertionError(
+                f"{what} within {seconds:.1f}s (last error: {last}); meanwhile:\n{threads()}"
+            )
         time.sleep(every)
+
+
+def threads(frames: int = 8) -> str:
+    """Where this process's other threads are (the last ``frames`` of each): what a timed-out
+    wait shows, so that a background thread stuck somewhere says where."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    out = []
+    for ident, frame in sys._current_frames().items():
+        if ident == threading.get_ident():
+            continue
+        stack = "".join(traceback.format_stack(frame)[-frames:])
+        out.append(f"thread {names.get(ident, ident)}:\n{stack}")
+    return "\n".join(out) or "(no other thread)"
 
 
 @dataclass
@@ -127,10 +149,14 @@ class RedisProcess:
             proc.kill()
             proc.wait(STOP_SECONDS)
 
-    def restart(self, down: float = 1.0, *, kill: bool = False) -> None:
-        """Stop, stay down ``down`` seconds, start again on the same port."""
+    def restart(self, down: float = 1.0, *, kill: bool = False, empty: bool = False) -> None:
+        """Stop, stay down ``down`` seconds, start again on the same port; ``empty``: without
+        the data it had (its append-only file removed while it is down)."""
         self.stop(kill=kill)
         time.sleep(down)
+        if empty:
+            shutil.rmtree(self.directory / "appendonlydir", ignore_errors=True)
+            (self.directory / "dump.rdb").unlink(missing_ok=True)
         self.restarts += 1
         self.start()
 
@@ -304,3 +330,56 @@ def reap(pids: list[int]) -> None:
                 os.kill(p, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+@dataclass
+class SilentServer:
+    port: int
+    accepted: list[socket.socket] = field(default_factory=list)
+
+
+@contextmanager
+def silent_server() -> Iterator[SilentServer]:
+    """A TCP server of the test's own that accepts connections and never sends a byte;
+    closed, with every connection it accepted, at the end."""
+    server = socket.create_server(("127.0.0.1", 0))
+    silent = SilentServer(server.getsockname()[1])
+    done = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not done.is_set():
+            try:
+                silent.accepted.append(server.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield silent
+    finally:
+        done.set()
+        thread.join(2)
+        for conn in silent.accepted:
+            conn.close()
+        server.close()
+
+
+def signal_when(
+    proc: subprocess.Popen[str],
+    what: str,
+    ready: Callable[[], object],
+    sig: int,
+    seconds: float = 60,
+) -> tuple[str, str]:
+    """Send ``sig`` to ``proc`` once ``ready()`` (or once it ended by itself), then its
+    (stdout, stderr); killed for sure if still running when this returns or fails."""
+    try:
+        wait_for(what, lambda: proc.poll() is not None or ready(), seconds)
+        proc.send_signal(sig)
+        return proc.communicate(timeout=seconds)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

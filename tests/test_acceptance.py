@@ -22,7 +22,7 @@ from migrator.mapping.loader import load_mapping
 from migrator.mapping.model import Mapping, Table, Template
 from tests.test_json_schema import schema_errors
 
-pytestmark = pytest.mark.acceptance
+pytestmark = [pytest.mark.acceptance, pytest.mark.workers]  # workers: as in test_migrate.py
 
 BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
 GEOMETRY = {

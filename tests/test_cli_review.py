@@ -103,8 +103,11 @@ def test_wrong_type_at_a_row_key_names_the_key_and_how_to_resume(
     done = cli_run("migrate", str(path), "--target", redis_url, "--into-existing")
     assert done.returncode == 1, done.stderr
     assert "WRONGTYPE" in done.stderr and "emp:3" in done.stderr
-    # the resume hint repeats every option given, so following it writes to the same target
-    assert f"once fixed: migrator migrate {path} --target {redis_url} --resume" in done.stderr
+    # the resume hint repeats every option given, so following it writes to the same target;
+    # at 80 columns the hint wraps between words, the command whole on a line of its own
+    command = f"migrator migrate {path} --target {redis_url} --resume"
+    assert f"  {command}\n" in done.stderr, done.stderr
+    assert f"once fixed: {command}" in " ".join(done.stderr.split())
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
 
 

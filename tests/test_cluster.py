@@ -26,7 +26,8 @@ from migrator.verify import report as vr
 from tests.cluster import ClusterServers
 from tests.test_workers import MAPPING, ROWS, TABLE, snapshot
 
-pytestmark = pytest.mark.integration
+# workers: loads into a cluster from worker processes too; again in CI with MIGRATOR_WORKERS=4
+pytestmark = [pytest.mark.integration, pytest.mark.workers]
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -146,7 +147,8 @@ def test_items_equal_a_single_server_and_verify(
     redis_url: str, redis_client: redis.Redis,
 ) -> None:  # fmt: skip
     one = migrate(items, source=mysql_db.url, target=redis_url, workers=1)
-    many = migrate(items, source=mysql_db.url, target=cluster.url, workers=workers)
+    many = migrate(items, source=mysql_db.url, target=cluster.url, workers=workers,
+                   chunk_rows=ROWS // 2)  # fmt: skip
     assert many.tables[0].as_dict() | {"seconds": 0, "rows_per_second": 0} == one.tables[
         0
     ].as_dict() | {"seconds": 0, "rows_per_second": 0}

@@ -35,11 +35,19 @@ def _schema() -> Schema:
         Column("email", Kind.TEXT, True, "varchar(60)"),
         pk=("a", "b"),
     )
-    return Schema("test", {t.name: t for t in (emp, item, part, tag)}, ())
+    grp = table(
+        "grp",
+        Column("gid", Kind.INTEGER, False, "int"),
+        Column("member", Kind.TEXT, False, "varchar(40)"),
+        Column("at", Kind.DATETIME, False, "datetime"),
+        pk=("gid", "member"),
+    )
+    return Schema("test", {t.name: t for t in (emp, item, part, tag, grp)}, ())
 
 
-def problems(tables: str) -> list[tuple[str, str, str]]:
-    m = parse_mapping("version: 1\ntables:\n" + tables, file="m.yaml")
+def problems(tables: str, options: str = "") -> list[tuple[str, str, str]]:
+    opts = f"options: {{{options}}}\n" if options else ""
+    m = parse_mapping(f"version: 1\n{opts}tables:\n" + tables, file="m.yaml")
     return [(p.level, p.path, p.message) for p in check_collisions(m, _schema())]
 
 
@@ -98,3 +106,30 @@ def test_loader_refuses_what_would_overwrite_silently(body: str, line: int, mess
     with pytest.raises(MappingError) as caught:
         parse_mapping("version: 1\ntables:\n" + body, file="m.yaml")
     assert caught.value.line == line and message in caught.value.message
+
+
+# -- issue 16 item 2: values written with their separators --------------------------------------
+ITEM = '  item: {key: "g:{id}:admin:x", counter: false}\n'
+
+
+def test_the_one_varying_value_of_a_composite_may_hold_the_separator() -> None:
+    """'member' is written with its ':' (the only text part beside an integer), so the row
+    (1, 'admin:x') writes g:1:admin:x, the key of item 1."""
+    (found,) = problems('  grp: {key: "g:{gid}:{member}"}\n' + ITEM)
+    assert found[0] == "warning" and found[1] == "tables.item.key"
+    assert "e.g. 'g:" in found[2] and ":admin:x'" in found[2]
+
+
+def test_a_datetime_beside_the_varying_value() -> None:
+    (found,) = problems('  grp: {key: "g:{at}:{member}"}\n' + ITEM)
+    assert found[0] == "warning" and ":admin:x'" in found[2]
+
+
+def test_two_varying_values_hold_no_separator_they_are_rejected() -> None:
+    """(a, b) both text: a row with ':' in either is rejected, so tag:{a}:{b} never meets
+    tag:{id}:x:y (b would have to be 'x:y')."""
+    assert problems('  tag: {}\n  item: {key: "tag:{id}:x:y", counter: false}\n') == []
+
+
+def test_escaped_values_hold_no_bare_separator() -> None:
+    assert problems('  grp: {key: "g:{gid}:{member}"}\n' + ITEM, "escape: backslash") == []

@@ -26,6 +26,9 @@ from migrator.commands.verify import verify
 from migrator.errors import ConnectError
 from tests.services import MySQLDatabase
 
+# outcome decided by migrate's worker count: again in CI with MIGRATOR_WORKERS=4
+pytestmark = pytest.mark.workers
+
 ROWS = 6000
 TOTAL = 10 * ROWS + 1000
 
@@ -257,6 +260,7 @@ def test_fix_converges_after_writes_during_migrate(
     assert verify(path, source=db.url, target=redis_url).ok
 
 
+@pytest.mark.long  # neighbour: test_fix_converges_after_writes_during_migrate
 def test_fix_while_the_source_is_written_converges_on_a_rerun(
     shop: tuple[MySQLDatabase, Path], redis_url: str
 ) -> None:
@@ -319,7 +323,7 @@ def test_an_interrupted_replace_is_finished_by_resume(
     migrate(path, source=db.url, target=redis_url, workers=1)
     db.run("DELETE FROM item WHERE id > 100; DELETE FROM item_tag WHERE item_id > 100;")
 
-    def lost(*args: object) -> int:
+    def lost(*args: object, **kwargs: object) -> int:
         raise ConnectError("lost the connection to Redis (test)")
 
     module = sys.modules["migrator.commands.migrate"]  # (the package exports the function)

@@ -219,3 +219,24 @@ def test_every_option_of_every_command_is_in_commands_md() -> None:
                 if opt.startswith("-") and f"`{opt}" not in sections[name] + preamble:
                     missing.append(f"{name} {opt}")
     assert not missing
+
+
+def test_every_environment_variable_is_in_the_table_once() -> None:
+    """commands.md's "Environment variables" table names each variable an option reads, on one
+    row each (no variable twice)."""
+    import typer
+
+    from migrator.cli import app
+
+    text = (REPO / "docs" / "commands.md").read_text(encoding="utf-8")
+    table = text.split("\n## Environment variables\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([A-Z_]+)` \|", table, re.MULTILINE)
+    group = typer.main.get_command(app)
+    read = {
+        name
+        for command in group.commands.values()  # type: ignore[attr-defined]
+        for param in command.params
+        for name in ([param.envvar] if isinstance(param.envvar, str) else param.envvar or [])
+    }
+    assert sorted(read - set(rows)) == []
+    assert sorted(r for r in set(rows) if rows.count(r) > 1) == []

@@ -1,9 +1,9 @@
-"""The raw row drivers: pymysql and mysqlclient (MySQLdb) yield the very same bytes.
+"""The raw row drivers: asyncmy (the default) and PyMySQL yield the very same bytes.
 
-migrate reads rows through mysqlclient when it is importable and the source URL names pymysql
+migrate reads rows through asyncmy unless the source URL has query options only PyMySQL takes
 (source.raw_driver), so every value check of tests/test_values_mysql.py runs here through each
-available driver, and the two drivers' raw reads are compared value by value, keyset
-pagination over string, binary and composite keys included.
+driver, and asyncmy's raw reads are compared with PyMySQL's value by value, keyset pagination
+over string, binary and composite keys included.
 """
 
 from __future__ import annotations
@@ -18,16 +18,13 @@ from sqlalchemy.engine import make_url
 from migrator.commands import migrate
 from migrator.errors import ConnectError
 from migrator.mapping.loader import parse_mapping
-from migrator.source.drivers import RAW_DRIVER_ENV, mysqldb_available, raw_driver
+from migrator.source import asyncmy_sync
+from migrator.source.drivers import RAW_DRIVER_ENV, raw_driver
 from migrator.source.mysql import RawRow, Source
 from tests.test_values_mysql import EXPECTED, TYPES
 
-NO_MYSQLDB = "mysqlclient (MySQLdb) is not importable: pip install -e '.[fast]'"
-DRIVERS = [
-    "pymysql",
-    pytest.param("mysqldb", marks=pytest.mark.skipif(not mysqldb_available(), reason=NO_MYSQLDB)),
-]
-MODULES = {"pymysql": "pymysql", "mysqldb": "MySQLdb"}
+DRIVERS = ["asyncmy", "pymysql"]
+MODULES = {"asyncmy": "migrator.source.asyncmy_sync", "pymysql": "pymysql"}
 
 KEYS = r"""
 CREATE TABLE ks (code VARCHAR(20) PRIMARY KEY, n INT NULL) CHARACTER SET utf8mb4;
@@ -97,13 +94,12 @@ def _read_all(url: str, driver: str, monkeypatch: pytest.MonkeyPatch) -> dict[st
     return out
 
 
-@pytest.mark.skipif(not mysqldb_available(), reason=NO_MYSQLDB)
 def test_drivers_read_identical_bytes(types_db: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     by_pymysql = _read_all(types_db.url, "pymysql", monkeypatch)
-    by_mysqldb = _read_all(types_db.url, "mysqldb", monkeypatch)
-    assert set(by_pymysql) == set(by_mysqldb)
+    by_asyncmy = _read_all(types_db.url, "asyncmy", monkeypatch)
+    assert set(by_pymysql) == set(by_asyncmy)
     for what, rows in by_pymysql.items():
-        assert by_mysqldb[what] == rows, what
+        assert by_asyncmy[what] == rows, what
     for what, rows in by_pymysql.items():  # values really are raw bytes, not converted
         values = rows if isinstance(rows, list) else [(rows,)]
         for row in values:
@@ -119,16 +115,31 @@ def no_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_raw_driver_default(no_env: None) -> None:
+    """A plain install reads rows with asyncmy; the options PyMySQL alone takes keep it."""
+    assert asyncmy_sync.available()  # a dependency of the tool, wheels for every platform
     url = make_url("mysql+pymysql://root@127.0.0.1:3306/x")
-    assert raw_driver(url) == ("mysqldb" if mysqldb_available() else "pymysql")
-    assert raw_driver(make_url("mysql+mysqldb://root@127.0.0.1/x")) == "mysqldb"
-    assert raw_driver(make_url("mysql+pymysql://root@127.0.0.1/x?ssl_ca=/ca.pem")) == "pymysql"
+    assert raw_driver(url) == "asyncmy"
+    assert raw_driver(make_url("mysql+mysqldb://root@127.0.0.1/x")) == "asyncmy"  # rows, not schema
+    tls = "mysql+pymysql://root@h/x?ssl_ca=/ca.pem&ssl_cert=/c.crt&ssl_key=/c.key"
+    assert raw_driver(make_url(tls + "&ssl_check_hostname=false")) == "asyncmy"
+    assert raw_driver(make_url("mysql+pymysql://root@h/x?read_timeout=30")) == "asyncmy"
+    assert raw_driver(make_url("mysql+pymysql://root@h/x?ssl_disabled=true")) == "asyncmy"
+    assert raw_driver(make_url("mysql+pymysql://root@h/x?write_timeout=30")) == "pymysql"
+    assert raw_driver(make_url(tls + "&local_infile=0")) == "pymysql"
 
 
 def test_raw_driver_forced(monkeypatch: pytest.MonkeyPatch) -> None:
     url = make_url("mysql+mysqldb://root@127.0.0.1:3306/x")
     monkeypatch.setenv(RAW_DRIVER_ENV, "PyMySQL")
     assert raw_driver(url) == "pymysql"
-    monkeypatch.setenv(RAW_DRIVER_ENV, "odbc")
+    monkeypatch.setenv(RAW_DRIVER_ENV, "mysqldb")  # mysqlclient: no longer a row reader
     with pytest.raises(ConnectError, match=RAW_DRIVER_ENV):
         raw_driver(url)
+
+
+def test_without_asyncmy_rows_are_read_by_pymysql(
+    no_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where no asyncmy wheel exists and it was not installed, PyMySQL reads the rows."""
+    monkeypatch.setattr(asyncmy_sync, "available", lambda: False)
+    assert raw_driver(make_url("mysql+pymysql://root@127.0.0.1:3306/x")) == "pymysql"

@@ -360,6 +360,7 @@ def test_resp_export_loads_exactly_what_migrate_writes(
     assert kinds == {b"hash", b"string", b"set", b"zset", b"list"}
 
 
+@pytest.mark.long  # neighbour: test_resp_export_loads_exactly_what_migrate_writes
 def test_resp_export_on_sakila(sakila_url: str, private_redis: redis.Redis, tmp_path: Path) -> None:
     mapping = scaffolded(sakila_url, tmp_path, "sakila")
     assert _resp_equals_migrate(mapping, sakila_url, private_redis, tmp_path) > 40_000

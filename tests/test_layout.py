@@ -21,7 +21,8 @@ ALLOWED = {
     "target": {"mapping", "plan"},
     "verify": {"mapping", "plan", "source", "target"},
     "commands": {"mapping", "plan", "source", "target", "verify"},
-    "render": {"commands", "mapping", "verify"},
+    "lines": set(),
+    "render": {"commands", "lines", "mapping", "verify"},
     "cli": {"cli", "commands", "mapping", "render", "package"},
     "package": {"mapping"},
 }

@@ -35,6 +35,7 @@ def migrator_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Co
     )
 
 
+@pytest.mark.workers  # what migrate writes: again with 4 workers in CI
 def test_reserved_and_odd_identifiers_are_quoted(
     mysql_db,
     redis_url: str,
@@ -79,6 +80,7 @@ def test_source_session_is_read_only(mysql_db) -> None:  # type: ignore[no-untyp
     assert mysql_db.query("SELECT COUNT(*) FROM t")[0][0] == 0
 
 
+@pytest.mark.workers  # what migrate writes: again with 4 workers in CI
 def test_resume_continues_after_the_checkpoint(
     mysql_db,
     redis_url: str,
@@ -136,6 +138,7 @@ def test_unknown_column_names_line_and_suggestion(
     assert redis_client.dbsize() == 0  # nothing written
 
 
+@pytest.mark.workers  # what migrate writes: again with 4 workers in CI
 def test_cli_json_summary(mysql_db, redis_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     mysql_db.run("CREATE TABLE emp (id INT PRIMARY KEY, n VARCHAR(5), s INT);"
                  "INSERT INTO emp VALUES (1,'a',NULL),(2,'b',3);")  # fmt: skip
@@ -209,6 +212,7 @@ def test_unreachable_redis_exit_3_without_password(mysql_db, tmp_path: Path) -> 
     assert "hunter22" not in p.stderr + p.stdout and "Traceback" not in p.stderr
 
 
+@pytest.mark.workers  # what migrate writes: again with 4 workers in CI
 def test_environment_overrides_the_mapping(
     mysql_db,
     redis_url: str,

@@ -28,6 +28,7 @@ def _schema() -> Schema:
             Column("n", Kind.INTEGER, True, "int"),
             Column("at", Kind.DATETIME, True, "datetime"),
             Column("note", Kind.TEXT, True, "varchar(20)"),
+            Column("tag", Kind.TEXT, True, "varchar(20)"),
         ),
         primary_key=("a", "b"),
         indexes=(IndexInfo("ix", ("n", "at"), False),),
@@ -43,13 +44,13 @@ def _plan(body: str, options: str = "") -> TablePlan:
     return TablePlan(resolved)
 
 
-NAMES = ("a", "b", "n", "at", "note")
+NAMES = ("a", "b", "n", "at", "note", "tag")
 ROWS = [
-    (b"a:b", b"c", b"1", b"2020-01-01 10:00:00", b"x"),  # ambiguous: 'a' holds ':'
-    (b"a", b"b:c", b"2", b"2020-01-01 10:00:00", b"y:z"),  # ambiguous: 'b' holds ':'
-    (b"p", b"q", b"3", b"2021-02-03 04:05:06", b"no:te"),  # ':' only in a single-value place
-    (b"r\\s", b"t", None, None, None),  # a backslash: fine when rejecting, escaped otherwise
-    (b"u", b"v", b"-4", b"2022-12-31 23:59:59", None),
+    (b"a:b", b"c", b"1", b"2020-01-01 10:00:00", b"x", None),  # ambiguous: 'a' holds ':'
+    (b"a", b"b:c", b"2", b"2020-01-01 10:00:00", b"y:z", None),  # ambiguous: 'b' holds ':'
+    (b"p", b"q", b"3", b"2021-02-03 04:05:06", b"no:te", None),  # ':' in 'note' only
+    (b"r\\s", b"t", None, None, None, None),  # a backslash: fine when rejecting, escaped else
+    (b"u", b"v", b"-4", b"2022-12-31 23:59:59", None, None),
 ]
 
 
@@ -95,8 +96,8 @@ def test_ambiguous_rows_are_rejected_and_named() -> None:
 
 
 def test_a_composite_with_a_null_is_not_written_so_not_ambiguous() -> None:
-    plan = _plan("as: none\n    indexes: [[note, n]]", "separator: ' '")
-    rows = [(b"p", b"q", None, None, b"no te"), (b"r", b"s", b"1", None, b"no te")]
+    plan = _plan("as: none\n    indexes: [[note, tag]]", "separator: ' '")
+    rows = [(b"p", b"q", None, None, b"no te", None), (b"r", b"s", b"1", None, b"no te", b"x")]
     _, stats = plan.plan([tuple(r[NAMES.index(c)] for c in plan.select) for r in rows])
     assert [(r.pk, r.column) for r in stats.rejects] == [(("r", "s"), "note")]
 
@@ -178,3 +179,80 @@ def test_sync_deltas_reject_and_escape_as_migrate_does() -> None:
     escaped = _plan("indexes: [note]", "escape: backslash")
     commands = TableDelta(escaped).change(None, rows_for(escaped)[0]).commands
     assert any(c[:2] == (b"HSET", b"t:a\\:b:c") for c in commands)
+
+
+# -- issue 16 item 2: only two or more varying values are ambiguous -------------------------------
+@pytest.mark.parametrize(
+    ("kind", "column_type", "sep", "count"),
+    [
+        (Kind.INTEGER, "int", ":", 0),
+        (Kind.INTEGER, "int", "-", None),  # a negative number holds one, others none
+        (Kind.DATETIME, "datetime", ":", 2),
+        (Kind.DATETIME, "datetime(3)", ".", 1),
+        (Kind.DATETIME, "datetime", ".", 0),
+        (Kind.TIMESTAMP, "timestamp(6)", ":", 2),
+        (Kind.TIME, "time", ":", 2),
+        (Kind.DATE, "date", "-", 2),
+        (Kind.DECIMAL, "decimal(10,2)", ".", 1),
+        (Kind.DECIMAL, "decimal(10,0)", ".", 0),
+        (Kind.FLOAT, "float", ".", None),
+        (Kind.TEXT, "varchar(20)", ":", None),
+        (Kind.JSON, "json", ":", None),
+    ],
+)
+def test_separator_count_by_type(kind: Kind, column_type: str, sep: str, count: int | None) -> None:
+    from migrator.mapping.keyspace import separator_count
+
+    assert separator_count(kind, column_type, sep) == count
+
+
+def test_one_varying_value_beside_fixed_ones_is_written() -> None:
+    """(n, note) and (at, note): 'note' is the only text, so 'no:te' is written; the primary
+    key (a, b), two texts, stays guarded."""
+    sets = 'sets: [{key: "s:{n}:{note}", member: "{at}:{note}"}]'
+    plan = _plan(f"as: none\n    indexes: [[n, note], [at, note]]\n    {sets}")
+    assert plan.checked == [(plan.pos["a"], "a"), (plan.pos["b"], "b")]
+    row = tuple({"a": b"p", "b": b"q", "n": b"3", "at": b"2021-02-03 04:05:06",
+                 "note": b"no:te"}.get(c) for c in plan.select)  # fmt: skip
+    commands, stats = plan.plan([row])
+    assert not stats.rejected
+    assert (b"SADD", b"s:3:no:te", b"2021-02-03 04:05:06:no:te") in commands
+    assert (b"SADD", b"t:indices:n:3:note:no:te", b"p:q") in commands
+    payload, _, packed = plan.pack([row])
+    assert payload == resp(commands) and packed == stats
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["t:{n}:{note}", "t:{note}:{n}", "{at}:{note}:{n}", "t:{n}:x:{note}:{at}", "t:{note}:{at}"],
+)
+def test_what_is_written_reads_back_one_way(text: str) -> None:
+    """Random values, ':' and '\\' in the text among them: the key a row gets is read back to
+    exactly that row's values (TablePlan.read, what verify's readers use)."""
+    plan = _plan("columns: [n, at, note]")
+    template = Template.parse(text)
+    key_of = plan.key_fn(template)
+    rng = random.Random(text)
+    for _ in range(300):
+        values = {
+            "a": b"p", "b": b"q",
+            "n": str(rng.randrange(-50, 50)).encode(),
+            "at": b"20%02d-01-02 0%d:%02d:59" % (rng.randrange(100), rng.randrange(10),
+                                                  rng.randrange(60)),
+            "note": "".join(rng.choice("a:\\ b") for _ in range(rng.randrange(6))).encode(),
+        }  # fmt: skip
+        row = tuple(values.get(c) for c in plan.select)
+        assert plan.ambiguous(row) is None
+        key = key_of(row)
+        assert key is not None
+        got = plan.read(template, key, True)
+        assert got == {c: values[c] for c in template.columns}, (key, got)
+
+
+def test_two_varying_values_are_read_without_separators() -> None:
+    plan = _plan('columns: [n]\n    key: "t:{a}:{b}"')
+    t = plan.resolved.key
+    assert plan.read(t, b"t:x:y", True) == {"a": b"x", "b": b"y"}
+    assert plan.read(t, b"t:x:y:z", True) is None  # migrate never writes such a key
+    assert plan.read_joined(("a", "b"), b"x:y") == [b"x", b"y"]
+    assert plan.read_joined(("n", "note"), b"1:no:te") == [b"1", b"no:te"]

@@ -162,3 +162,26 @@ def test_renamed_script_refuses_what_it_cannot_rename() -> None:
     # a DROP it does not recognise would hit the fixed-name database: refused, not run
     with pytest.raises(RuntimeError, match="could not rename"):
         renamed_script("DROP /* x */ SCHEMA sakila;\n", "sakila", "mig_t_s")
+
+
+def test_long_tests_run_only_when_asked_for() -> None:
+    """``make test`` leaves the ``long`` tests out; ``-m long`` (make test-long) or a test's
+    own node id runs them (tests/conftest.py)."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    long_one = "tests/test_dryrun.py::test_resp_export_on_sakila"
+    other = "tests/test_dryrun.py::test_json_output"
+
+    def collected(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *args],
+                              cwd=repo, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    everything = collected("tests/test_dryrun.py")
+    assert long_one not in everything and other in everything
+    asked = collected("tests/test_dryrun.py", "-m", "long")
+    assert long_one in asked and other not in asked
+    assert long_one in collected(long_one)

@@ -38,12 +38,10 @@ def _count(conn: object, table: str) -> int:
     return n
 
 
-@pytest.mark.parametrize("driver", ["pymysql", "mysqldb"])
+@pytest.mark.parametrize("driver", ["asyncmy", "pymysql"])
 def test_a_snapshot_does_not_see_later_writes(
     mysql_db: MySQLDatabase, driver: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if driver == "mysqldb":
-        pytest.importorskip("MySQLdb")
     monkeypatch.setenv("MIGRATOR_RAW_DRIVER", driver)
     mysql_db.run("CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t VALUES (1), (2);")
     conn = raw_connect(parse_url(mysql_db.url), 10)

@@ -8,6 +8,9 @@ import redis
 from migrator.commands import migrate
 from migrator.mapping.loader import parse_mapping
 
+# outcome decided by migrate's worker count: again in CI with MIGRATOR_WORKERS=4
+pytestmark = pytest.mark.workers
+
 TYPES = """
 CREATE TABLE v (
   id INT PRIMARY KEY,

@@ -131,7 +131,7 @@ TAMPERING: dict[str, tuple[Callable[[redis.Redis], object], str, str, str]] = {
                              vr.MISSING_INDEX, "emp:indices:mgr_id:8"),
     "foreign index member": (lambda r: r.sadd("emp:indices:mgr_id:8", "77"), "emp",
                              vr.FOREIGN_INDEX, "emp:indices:mgr_id:8"),
-    "wrong counter": (lambda r: r.set("emp:id", "99"), "emp", vr.WRONG_COUNTER, "emp:id"),
+    "wrong counter": (lambda r: r.set("emp:id", "3"), "emp", vr.WRONG_COUNTER, "emp:id"),
     "reordered latest list": (lambda r: (r.lset("emp:latest:hired", 0, "1"),
                                          r.lset("emp:latest:hired", 1, "2")),
                               "emp", vr.WRONG_LATEST, "emp:latest:hired"),

@@ -16,6 +16,9 @@ from migrator.plan.planner import TablePlan
 from migrator.plan.resp import resp
 from migrator.target.checkpoint import Checkpoint
 
+# outcome decided by migrate's worker count: again in CI with MIGRATOR_WORKERS=4
+pytestmark = pytest.mark.workers
+
 ROWS = 3000
 TABLE = f"""
 CREATE TABLE item (
@@ -107,9 +110,10 @@ def test_one_and_four_workers_write_identical_contents(
     assert checkpoint_fields(redis_client) == ["item"]  # one worker: the table is one range
     first = snapshot(redis_client)
     redis_client.flushdb()
-    four = migrate(item_mapping, source=mysql_db.url, target=redis_url, workers=4)
+    four = migrate(item_mapping, source=mysql_db.url, target=redis_url, workers=4,
+                   chunk_rows=ROWS // 4)  # fmt: skip
     ranges = [f for f in checkpoint_fields(redis_client) if f.startswith("item#range:")]
-    assert len(ranges) == 4  # the key range really was split
+    assert len(ranges) == 4  # the key range really was cut into chunks
     assert snapshot(redis_client) == first
     assert one.tables[0].as_dict() | {"seconds": 0, "rows_per_second": 0} == four.tables[
         0
@@ -120,6 +124,9 @@ def test_one_and_four_workers_write_identical_contents(
     assert len(first[b"item:latest"][1]) == 50
 
 
+# neighbours: test_chunks.py::test_resume_finds_the_same_chunks, and
+# test_faults.py::test_workers_die_with_their_parent_and_resume_completes
+@pytest.mark.long
 def test_resume_with_workers_after_a_failure(
     item_mapping: Path, mysql_db: Any, redis_url: str, redis_client: redis.Redis
 ) -> None:
@@ -130,7 +137,8 @@ def test_resume_with_workers_after_a_failure(
     # range fails part-way, after some of its batches were acknowledged
     redis_client.set("item:indices:grp:70", "in the way")
     with pytest.raises(TargetError, match="WRONGTYPE"):  # (the preflight would refuse it)
-        migrate(item_mapping, source=mysql_db.url, target=redis_url, workers=4, into_existing=True)
+        migrate(item_mapping, source=mysql_db.url, target=redis_url, workers=4,
+                chunk_rows=ROWS // 4, into_existing=True)  # fmt: skip
     state = Checkpoint(redis_client, "items").load()
     ranges = {f: s for f, s in state.items() if f.startswith("item#range:")}
     assert len(ranges) == 4 and "item" not in state

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from migrator.commands.session import check_batch_size, load, opened, target_url
-from migrator.errors import MigratorError
+from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError
 from migrator.mapping.model import Template
 from migrator.mapping.resolve import Resolved
 from migrator.plan.estimate import Limits, MemoryModel, keyspace
@@ -78,6 +78,7 @@ class TableDryRun:
     seconds: float = 0.0
     duplicate_keys: int = 0  # a declared primary_key MySQL does not keep unique: shared keys
     duplicate_rows: int = 0  # and the rows beyond one per such key, which would be overwritten
+    readers: dict[str, int] = field(default_factory=dict)  # rows per driver that read them
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +93,7 @@ class TableDryRun:
             "seconds": round(self.seconds, 3),
             "duplicate_keys": self.duplicate_keys,
             "duplicate_rows": self.duplicate_rows,
+            "readers": self.readers,
         }
 
 
@@ -117,8 +119,14 @@ class DryRunReport:
         return sum(sum(t.memory.values()) for t in self.tables) + self.keyspace_bytes
 
     @property
+    def rejected(self) -> int:
+        """Rows migrate would not write (a separator inside a composite's value under
+        ``escape: reject``, a NULL in a row-key column)."""
+        return sum(sum(t.rejected.values()) for t in self.tables)
+
+    @property
     def exit_code(self) -> int:
-        return 0
+        return EXIT_DIFFERENCE if self.rejected else EXIT_OK
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -133,6 +141,7 @@ class DryRunReport:
             "resp_bytes": self.resp_bytes,
             "seconds": round(self.seconds, 3),
             "snapshot": self.snapshot.as_dict() if self.snapshot is not None else None,
+            "rejected": self.rejected,
             "tables": [t.as_dict() for t in self.tables],
         }
 
@@ -255,6 +264,7 @@ def dry_run(
                 skipped=dict(done.skipped),
                 rejected=dict(done.rejected),
                 seconds=time.perf_counter() - t0,
+                readers=dict(done.readers),
             )
             if r.trusts_declared_key:
                 pk = [r.schema.column(c) for c in r.primary_key]
@@ -292,6 +302,7 @@ def plan_table(
         commands, stats = plan.plan(rows)
         sink.write(commands, plan.pack(rows)[0] if sink.out is not None else None)
         total.add(stats)
+        total.readers[src.reader] += len(rows)
         progress.advance(r.name, len(rows))
     sink.write(finish_commands(src, plan, r))
     progress.finish(r.name)

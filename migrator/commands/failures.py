@@ -4,7 +4,15 @@ traceback only with ``--debug``."""
 
 from __future__ import annotations
 
-from migrator.errors import EXIT_DIFFERENCE, ConnectError, MigratorError, TargetError
+from types import TracebackType
+
+from migrator.errors import (
+    EXIT_DIFFERENCE,
+    ConnectError,
+    MigratorError,
+    NothingWritten,
+    TargetError,
+)
 
 #: module -> the package that provides it
 PACKAGES = {
@@ -28,8 +36,9 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def explain(e: Exception) -> MigratorError:
-    """The ``MigratorError`` for an exception that escaped a command."""
+def explain(e: Exception, resumable: bool = False) -> MigratorError:
+    """The ``MigratorError`` for an exception that escaped a command (``resumable``: one that
+    continues with ``--resume``, migrate)."""
     import redis
 
     from migrator.target.failures import ACL_HINT
@@ -47,7 +56,9 @@ def explain(e: Exception) -> MigratorError:
     if isinstance(e, (redis.ConnectionError, redis.TimeoutError)):
         return ConnectError(
             f"lost the connection to Redis: {_first_line(e)}",
-            "is the server up? 'migrator migrate MAPPING --resume' continues a load",
+            "is the server up? 'migrator migrate MAPPING --resume' continues a load"
+            if resumable
+            else "is the server up? Then run the command again",
         )
     if isinstance(e, redis.RedisError):
         return TargetError(f"Redis refused a command: {_first_line(e)}")
@@ -59,3 +70,29 @@ def explain(e: Exception) -> MigratorError:
         f"unexpected error: {type(e).__name__}: {_first_line(e)}",
         "run again with --debug to see where it happened, and report it",
     )
+
+
+class BeforeWriting:
+    """``with BeforeWriting() as first: ...; first.over()``: until ``over()``, the command has
+    written nothing, so a failure suggests no ``--resume``: an interrupt becomes
+    ``NothingWritten``, and an error no step turned into a ``MigratorError`` is explained here,
+    without the resume hint (``explain``)."""
+
+    def __init__(self) -> None:
+        self.written = False
+
+    def over(self) -> None:
+        self.written = True
+
+    def __enter__(self) -> BeforeWriting:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.written or e is None or isinstance(e, (MigratorError, NothingWritten)):
+            return
+        if isinstance(e, KeyboardInterrupt):
+            raise NothingWritten from None
+        if isinstance(e, Exception):
+            raise explain(e) from e

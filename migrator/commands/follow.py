@@ -1,6 +1,12 @@
 """sync's follow loop: a reader thread decodes the binary log into a queue; this thread
 applies groups of whole transactions, each with the position after it (one MULTI/EXEC on a
 single server; on a Cluster the position after its commands). See ``migrator.commands.sync``.
+
+A lost source connection, whichever it is (the log stream, the one that rebuilds latest
+lists, the WKT look-ups), ends the loop with ``SourceLost`` after the last whole transaction
+applied; a target that lost its data ends it with ``TargetLost`` (checked on every group, on
+every new connection, every second while idle, and before "caught up" is reported). The
+caller (commands/sync.py) decides what comes next.
 """
 
 from __future__ import annotations
@@ -9,14 +15,28 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
-from migrator.commands.reports import SchemaChanged, SyncReport, SyncStatus
+from migrator.commands.figures import SyncFigures
+from migrator.commands.online_snapshot import SNAPSHOT_CHUNK_ROWS, Snapshots, load_queue
+from migrator.commands.reports import SchemaChanged, SyncReport, SyncStatus, TableReport
+from migrator.commands.schema_watch import (
+    Replan,
+    Resnapshot,
+    SchemaWatch,
+    resnapshot_by_hand,
+    short_query,
+    stopped,
+)
 from migrator.errors import MigratorError, SourceError
+from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Command
+from migrator.plan.cascade import Cascades, followable
 from migrator.plan.delta import Delta, TableDelta
 from migrator.plan.planner import TablePlan
+from migrator.retry import Retrying
 from migrator.source.binlog import (
     BinlogPosition,
     BinlogReader,
@@ -27,7 +47,9 @@ from migrator.source.binlog import (
 )
 from migrator.source.binlog_settings import log_status
 from migrator.source.mysql import Source
+from migrator.source.reconnect import SourceLost, lost_reason, surfaced
 from migrator.target.cluster import is_cluster
+from migrator.target.sink import retry
 from migrator.target.sync_state import SyncState, apply_group, raise_counter
 
 MAX_GROUP_ROWS = 5000  # row changes applied in one MULTI/EXEC at most (whole transactions)
@@ -41,7 +63,7 @@ def wkt_function(src: Source) -> Callable[[bytes], bytes]:
     """GEOMETRY from the log (SRID + WKB) -> the WKT the snapshot selects, asked of the server
     so the text is byte-for-byte ``ST_AsText``'s."""
 
-    def wkt(raw: bytes) -> bytes:
+    def ask(raw: bytes) -> bytes:
         cursor = src.raw_connection().cursor()
         try:
             srid = int.from_bytes(raw[:4], "little")
@@ -51,10 +73,22 @@ def wkt_function(src: Source) -> Callable[[bytes], bytes]:
             cursor.close()
         return bytes(value)
 
+    def wkt(raw: bytes) -> bytes:
+        return surfaced(lambda: ask(raw), "turning GEOMETRY into text", src.close)
+
     return wkt
 
 
 _END = object()
+#: how often the target's marker is checked while no group is applied (seconds)
+TARGET_CHECK_SECONDS = 1.0
+
+
+class _Lost:
+    """The reader's connection was lost (handed from the reader thread)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
 class Follower:
@@ -75,17 +109,49 @@ class Follower:
         on_status: Callable[[SyncStatus], None] | None,
         status_interval: float,
         on_applied: Callable[[list[Transaction]], None] | None,
+        check_target: Callable[[], None] = lambda: None,
+        retrying: Retrying | None = None,
+        mapping: Mapping | None = None,
+        figures: SyncFigures | None = None,
+        resnapshot: Resnapshot | None = resnapshot_by_hand,
+        chunk_rows: int = SNAPSHOT_CHUNK_ROWS,
+        asked: tuple[tuple[str, str], ...] = (),
+        identity: dict[str, str] | None = None,
     ) -> None:
         self.src, self.client, self.state, self.stop = src, client, state, stop
+        self.check_target, self.retrying = check_target, retrying
+        self.progressed = False  # the new reader delivered something (a retry succeeded)
         self.cluster = is_cluster(client)
         self.plans = {r.name: TablePlan(r) for r in resolved}
         self.deltas = {name: TableDelta(plan) for name, plan in self.plans.items()}
+        rules = followable(self.plans, self.cluster)[0]  # sync refused the rest at start
+        self.cascades = Cascades(rules, self.deltas, self._read) if rules else None
         self.resolved = {r.name: r for r in resolved}
         tables = {
-            name: TableColumns(plan.select, tuple(map(plan.resolved.schema.column, plan.select)))
+            name: TableColumns(
+                plan.select,
+                tuple(map(plan.resolved.schema.column, plan.select)),
+                row_end=plan.resolved.schema.row_end,
+            )
             for name, plan in self.plans.items()
         }
         self.ctl = Source(str(src.url.render_as_string(hide_password=False)))
+        self.schema: SchemaWatch | None = None  # DDL decided by its effect on the mapping
+        # a DDL that changes what the mapping writes for one table's rows: (table, reason)
+        self.resnapshot = resnapshot
+        stored = retry(state.load, retrying=retrying)
+        if mapping is not None:
+            self.schema = SchemaWatch(mapping, self.plans, self.ctl, stored.get("columns"))
+        self.report: SyncReport | None = None
+        self.snapshots: Snapshots | None = None  # online snapshots of single tables
+        if mapping is not None:
+            waiting = [p for p in load_queue(stored) if p.table in self.plans]
+            self.snapshots = Snapshots(
+                src, client, mapping, self.resolved, self.plans, waiting,
+                chunk_rows, retrying, self._snapshotted,
+            )  # fmt: skip
+        self.asked, self.identity = asked, identity or {}
+        self.read_to = start  # how far the log is applied, or read with nothing to apply
         self.reader_stop = threading.Event()
         self.reader = BinlogReader(
             src.url, server_id=server_id, database=database, tables=tables, start=start,
@@ -98,11 +164,13 @@ class Follower:
             on_applied,
         )
         self.position = start
-        self.last_commit = 0.0
+        self.figures = figures or SyncFigures()
+        self.retrying = retrying or self.figures.retrying("Redis")
 
     def _pump(self) -> None:
         try:
             for event in self.reader:
+                self.figures.read(event)
                 while True:
                     try:
                         self.queue.put(event, timeout=0.2)
@@ -111,39 +179,58 @@ class Follower:
                         if self.reader_stop.is_set():
                             return
         except BaseException as e:  # handed to the applying thread
-            self.queue.put(e)
+            reason = lost_reason(e)
+            self.queue.put(e if reason is None else _Lost(reason))
         finally:
             self.queue.put(_END)
 
     def run(self, until_caught_up: bool, report: SyncReport) -> None:
+        self.report = report
+        snap = self.snapshots
+        if snap is not None and snap.queue and snap.queue[0].chunk:
+            p = snap.queue[0]
+            report.notes.append(f"resumed {p.table} at chunk {p.chunk + 1} of {p.chunks}")
+        for table, why in self.asked:
+            if why:
+                self.resnapshot_online(table, why)
+            else:
+                report.notes.append(f"{table} is no longer in the mapping: its keys are kept")
+        if self.identity and self.snapshots is not None:
+            self._store_snapshots()  # the mapping's tables, with the queue they asked for
         thread = threading.Thread(target=self._pump, name="binlog-reader", daemon=True)
+        self.figures.following(self.position)
         thread.start()
         try:
             self._loop(until_caught_up, report)
         finally:
             self.reader_stop.set()
             thread.join(2.0)
-            self.reader.close()
+            with suppress(Exception):  # a lost connection has nothing left to close
+                self.reader.close()
             self.ctl.close()
 
     def _loop(self, until_caught_up: bool, report: SyncReport) -> None:
-        last_status = last_head = time.monotonic()
+        last_status = last_head = last_check = time.monotonic()
         window_rows, window_start = 0, time.monotonic()
         caught_up = False
         while True:
             group: list[Transaction] = []
             rows = 0
             ended, ddl, idle = False, None, False
-            try:
-                item = self.queue.get(timeout=0.1)
+            try:  # a chunk waiting for the stream: look again soon, it may be idle
+                item = self.queue.get(timeout=0.01 if self._snapshot_waits() else 0.1)
             except queue.Empty:
                 item = None
             while item is not None:
                 if isinstance(item, Transaction):
                     group.append(item)
                     rows += len(item.changes)
+                    self.progressed = True
                 elif isinstance(item, Idle):
-                    idle = True
+                    idle = self.progressed = True
+                    self.read_to = max(self.read_to, item.position)
+                elif isinstance(item, _Lost):
+                    raise SourceLost(item.reason)
                 elif isinstance(item, SchemaChange):
                     ddl = item
                     break
@@ -160,6 +247,7 @@ class Follower:
                     item = None
             if group:
                 self._apply(group)
+                last_check = time.monotonic()
                 report.transactions += len(group)
                 report.rows_changed += rows
                 report.position = self.position
@@ -167,16 +255,25 @@ class Follower:
                 caught_up = False
             if idle or ended:
                 caught_up = self.queue.empty()
+            if self.snapshots is not None and self.snapshots.queue:
+                self._snapshot_step()
+                caught_up = caught_up and not self.snapshots.queue
             now = time.monotonic()
             if not caught_up and not group and now - last_head >= 0.5 and self.queue.empty():
                 # busy logs of other databases may leave no silence for a heartbeat
                 caught_up, last_head = self._at_head(), now
+                caught_up = caught_up and not (self.snapshots and self.snapshots.queue)
+            if now - last_check >= TARGET_CHECK_SECONDS or (until_caught_up and caught_up):
+                self.check_target()  # TargetLost when Redis no longer holds the position
+                last_check = now
             if self.on_status and (now - last_status >= self.status_interval or ended):
                 rate = window_rows / max(now - window_start, 1e-9)
                 self.on_status(self._status(report, rate, caught_up))
                 last_status, window_rows, window_start = now, 0, now
             if ddl is not None:
-                self._schema_changed(ddl)
+                if self.snapshots is not None:  # a chunk read before a DDL is read again
+                    self.snapshots.discard(ddl.table)
+                self._schema_changed(ddl, report)
             if ended:
                 report.stopped = "end of log"
                 return
@@ -189,22 +286,69 @@ class Follower:
 
     def _at_head(self) -> bool:
         """Whether everything up to the end of the binary log is applied."""
-        head = log_status(self.src.raw_connection())
+        src = self.src
+        head = surfaced(lambda: log_status(src.raw_connection()), "asking for the log's end",
+                        src.close)  # fmt: skip
+        if head is not None:
+            self.figures.head_at(*head)
         return head is not None and (self.position.file, self.position.pos) >= head
 
     def _status(self, report: SyncReport, rate: float, caught_up: bool) -> SyncStatus:
-        lag = 0.0 if caught_up or not self.last_commit else max(0.0, time.time() - self.last_commit)
-        return SyncStatus(
+        status = SyncStatus(
             "caught up" if caught_up else "following", str(self.position),
-            report.transactions, report.rows_changed, rate, lag,
+            report.transactions, report.rows_changed, rate, self.figures.lag(),
         )  # fmt: skip
+        if self.snapshots is not None:
+            status.online_snapshot = self.snapshots.progress()
+        return status
+
+    # -- online snapshots (commands/online_snapshot.py) ------------------------------------
+    def resnapshot_online(self, table: str, reason: str) -> None:
+        """Read ``table`` again, online, while every other table keeps following: its keys
+        are removed when its turn comes, then it is loaded chunk by chunk. Stored at once
+        with the applied position, so a crash still does it. ``reason`` is reported."""
+        assert self.snapshots is not None, "a Follower built with its mapping"
+        self.snapshots.add(table, reason)
+        self._store_snapshots()
+        if self.report is not None:
+            self.report.notes.append(f"re-snapshot of {table} queued: {reason}")
+
+    def _snapshot_waits(self) -> bool:
+        return self.snapshots is not None and bool(self.snapshots.queue)
+
+    def _snapshot_step(self) -> None:
+        assert self.snapshots is not None
+        applied = max(self.position, self.read_to)
+        if self.snapshots.step(applied):
+            self._store_snapshots()
+
+    def _store_snapshots(self) -> None:
+        """The snapshots' progress with the applied position, in one atomic write."""
+        assert self.snapshots is not None
+        fields = position_fields(self.position) | self.snapshots.fields() | self.identity
+        position = self.state.command(fields | self.schema.fields() if self.schema else fields)
+        apply_group(self.client, [], position, self.state, self.retrying)
+
+    def _snapshotted(self, table: TableReport, _: object) -> None:
+        if self.report is not None:
+            self.report.resnapshots.append(table)
 
     def _apply(self, group: list[Transaction]) -> None:
         total = Delta()
         deltas = self.deltas
+        snap = self.snapshots
+        replaced = {p.table for p in snap.queue} if snap is not None and snap.queue else None
         for txn in group:
             for change in txn.changes:
-                deltas[change.table].change(change.before, change.after, total)
+                if replaced and change.table in replaced:
+                    assert snap is not None
+                    snap.observe(change)  # a whole-row replacement (online_snapshot.py)
+                    deltas[change.table].change(change.before, None, total)
+                    deltas[change.table].change(None, change.after, total)
+                else:
+                    deltas[change.table].change(change.before, change.after, total)
+                if self.cascades is not None:  # child rows the log does not carry
+                    self.cascades.follow(change.table, change.before, change.after, total)
         dirty = total.dirty_latest
         commands: list[Command] = total.commands
         commands += [raise_counter(k, v) for k, v in total.counters.items()]
@@ -212,15 +356,29 @@ class Follower:
             for rebuild in self._latest(dirty):
                 commands += [(b"MULTI",), *rebuild, (b"EXEC",)] if self.cluster else rebuild
         last = group[-1]
+        fields = position_fields(last.position)
+        position = self.state.command(fields | self.schema.fields() if self.schema else fields)
+        apply_group(self.client, commands, position, self.state, self.retrying)
         self.position = last.position
-        apply_group(self.client, commands, self.state.command(position_fields(last.position)))
-        self.last_commit = float(last.timestamp)
+        self.figures.applied_group(group, 2 if self.cluster else 1)
         if self.on_applied:
             self.on_applied(group)
+
+    def _read(self, commands: list[Command]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        replies = list(pipe.execute())
+        self.figures.redis_round_trip()
+        return replies
 
     def _latest(self, dirty: set[tuple[str, int]]) -> list[list[Command]]:
         """Rebuild the touched latest lists from MySQL's current rows (DEL + RPUSH each, inside
         the group's MULTI; on a cluster in a MULTI of its own), as migrate builds them."""
+        return surfaced(lambda: self._read_latest(dirty), "rebuilding latest lists",
+                        self.src.close)  # fmt: skip
+
+    def _read_latest(self, dirty: set[tuple[str, int]]) -> list[list[Command]]:
         conn = self.src.raw_connection()
         conn.rollback()  # a fresh read view: the rows as committed now
         out: list[list[Command]] = []
@@ -236,29 +394,53 @@ class Follower:
         conn.rollback()
         return out
 
-    def _schema_changed(self, ddl: SchemaChange) -> None:
+    def _schema_changed(self, ddl: SchemaChange, report: SyncReport) -> None:
+        """Apply a DDL whose effect leaves the mapping's values alone (a TRUNCATE: remove the
+        table's keys), with the position after it; hand a table whose rows must be read again
+        to the re-snapshot hook (the default stops, exit 1); else stop (exit 1)."""
+        if not ddl.statement_dml and self.schema is not None:
+            effect = self.schema.effect(ddl)
+            if effect.action == "resnapshot":
+                reason = f"{short_query(ddl.query)} at {ddl.position}: {effect.what}"
+                if self.resnapshot is None:  # online: queued with the position before it
+                    self.resnapshot_online(ddl.table, reason)
+                else:  # resnapshot_by_hand stops, the position kept
+                    self.resnapshot(ddl.table, reason)
+            if effect.action != "stop" and ddl.after is not None:
+                if effect.action == "truncate":
+                    self.schema.truncate(self.client, ddl.table)  # a crash: replayed, the same
+                fields = position_fields(ddl.after) | self.schema.fields(always=True)
+                position = self.state.command(fields)
+                apply_group(self.client, [], position, self.state, self.retrying)
+                self.position = report.position = ddl.after
+                if self.on_status:
+                    status = self._status(report, 0.0, False)
+                    status.note = effect.what
+                    if effect.action == "resnapshot":
+                        status.note += f"; re-snapshotting {ddl.table}"
+                    self.on_status(status)
+                if effect.action == "resnapshot" and self.resnapshot is None:
+                    raise Replan(ddl.table)  # a new reader and plan from the position after it
+                return
+            self.state.clear()
+            raise stopped(ddl, effect)
         self.state.clear()
         if ddl.statement_dml:
             raise SchemaChanged(
                 f"table '{ddl.table}' was changed by a statement logged as SQL, not as rows, "
-                f"at {ddl.position}: {_short(ddl.query)}; sync cannot apply it exactly and "
+                f"at {ddl.position}: {short_query(ddl.query)}; sync cannot apply it exactly and "
                 "stopped before it (everything up to it is applied)",
                 "a session wrote with binlog_format=STATEMENT or MIXED: SET GLOBAL "
                 "binlog_format = 'ROW' and make every client use it; then 'migrator sync "
                 "MAPPING --reload' removes the mapping's keys and loads a new snapshot",
             )
         raise SchemaChanged(
-            f"table '{ddl.table}' changed at {ddl.position}: {_short(ddl.query)}; sync stopped "
-            "before it (everything up to it is applied)",
+            f"table '{ddl.table}' changed at {ddl.position}: {short_query(ddl.query)}; sync "
+            "stopped before it (everything up to it is applied)",
             "the mapping may no longer fit: run 'migrator validate MAPPING' against the source "
             "and adjust it; then 'migrator sync MAPPING --reload' removes the mapping's keys "
             "and loads a new snapshot",
         )
-
-
-def _short(query: str) -> str:
-    one = " ".join(query.split())
-    return one if len(one) <= 80 else one[:77] + "..."
 
 
 def _reader_error(e: BaseException) -> MigratorError:

@@ -13,30 +13,40 @@ A run is bound to what it loads and guarded against a target that loses it (issu
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from migrator.commands.parallel import RANGE, default_workers, load_tables
-from migrator.commands.preflight import check_memory, check_target
+from migrator.commands import scaleout
+from migrator.commands.failures import BeforeWriting
+from migrator.commands.parallel import default_workers, load_tables
 from migrator.commands.reports import MigrateReport
-from migrator.commands.session import check_batch_size, load, opened, source_url, target_url
+from migrator.commands.session import (
+    check_batch_size,
+    load,
+    opened,
+    retry_policy,
+    source_url,
+    target_url,
+)
+from migrator.commands.startup import STARTING, lost_or_transient, start_up
 from migrator.errors import ConnectError, MigratorError, TargetError, TargetLost
-from migrator.mapping.fingerprint import changes, fingerprint
 from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.retry import Retrying
+from migrator.source.chunks import CHUNK_ROWS
 from migrator.source.mysql import Source
 from migrator.target.checkpoint import Checkpoint, TableState
 from migrator.target.cluster import connect_any
 from migrator.target.cluster_sink import sink_for
-from migrator.target.guard import Guard, new_token, run_id
+from migrator.target.guard import Guard, run_id
 from migrator.target.keys import remove_owned
-from migrator.target.sink import Client, transient
+from migrator.target.sink import Client, retry, transient
 from migrator.urls import mask
 
 
@@ -55,13 +65,16 @@ def migrate(
     resume_command: str | None = None,
     into_existing: bool = False,
     memory_check: bool = True,
+    chunk_rows: int | None = None,
+    dask: str | None = None,
 ) -> MigrateReport:
     """Load every mapped table into Redis. Returns a report; raises MigratorError.
 
     With one worker every table is read inside one consistent snapshot of the source
     (``report.snapshot``: its moment and binlog position). ``workers`` (else
-    $MIGRATOR_WORKERS) splits each single-integer primary key's range across processes and
-    loads tables side by side (migrator/parallel.py), each range in a snapshot of its own;
+    $MIGRATOR_WORKERS) cuts each table into chunks of about ``chunk_rows`` rows by its primary
+    key (source/chunks.py; default 50,000) and loads them side by side (parallel.py), each
+    chunk in a snapshot of its own;
     default: 1 on machines of up to 2 CPUs or for loads under 200,000 rows, else
     min(4, CPUs). ``replace`` first removes every key the mapping owns (SCAN + UNLINK, never
     FLUSHDB; ``options.ignore`` and other mappings' keys stay), then loads; a ``--resume``
@@ -72,7 +85,8 @@ def migrate(
     Before writing, the target is checked (commands/preflight.py): keys of the mapping's key
     space that no earlier run of it wrote refuse the run unless ``into_existing`` or
     ``replace``; with ``maxmemory`` set, a load that will not fit is refused unless not
-    ``memory_check``."""
+    ``memory_check``. ``dask``: the address of a Dask scheduler whose workers run the chunks
+    (scaleout.py) instead of local processes."""
 
     m = load(mapping)
     check_batch_size(batch_size)
@@ -83,45 +97,55 @@ def migrate(
         workers = int(raw)
     if workers is not None and workers < 1:
         raise MigratorError("--workers must be at least 1", "e.g. --workers 2")
-    if retries is not None and retries < 0:
-        raise MigratorError("--retries must be 0 or more", "e.g. --retries 8")
-    policy = m.options.retries
-    if retries is not None:
-        policy = dataclasses.replace(policy, attempts=retries)
+    if dask and workers is not None:
+        raise MigratorError(
+            "--workers and --dask exclude each other: with --dask the cluster's worker "
+            "threads run the chunks",
+            "drop --workers (or unset MIGRATOR_WORKERS), or drop --dask",
+        )
+    if chunk_rows is not None and chunk_rows < 1:
+        raise MigratorError("--chunk-rows must be at least 1", f"e.g. --chunk-rows {CHUNK_ROWS}")
+    policy = retry_policy(m, retries)
     size = batch_size or m.options.batch_size
     again = resume_command or f"migrator migrate {m.file or 'MAPPING'} --resume"
     started = time.perf_counter()
-    with opened(m, source, tables) as (src, resolved):
+    first = BeforeWriting()  # until start-up is over: no --resume to suggest
+    with first, _cluster(dask) as connecting, opened(m, source, tables) as (src, resolved):
         src.retrying = Retrying(policy)
         n_workers = workers or default_workers(sum(r.schema.row_estimate for r in resolved))
+        if connecting is not None:  # every table in chunks, one snapshot each
+            n_workers = 2  # (at least: the cluster's threads are counted once it answers)
         report = MigrateReport(
             mapping=m.file or m.name,
             source=mask(src.url),
             target=mask(target_url(m, target)),
             tables=[],
         )
-        try:
-            client = connect_any(target_url(m, target))
-            # before anything is written: keys in the way, room for the load (preflight.py)
-            plans = [TablePlan(r) for r in resolved]
-            check_target(client, m, plans, into_existing=into_existing or replace)
-            if memory_check and not resume and not replace:  # (--replace frees memory first)
-                check_memory(client, src, resolved)
-            run = {"mapping": fingerprint(m, resolved), "source": src.identity()}
-            checkpoint = Checkpoint(client, m.name)
-            earlier = checkpoint.load()
-            state = begin(checkpoint, run, resume, m)
-            report.recoveries = untrusted(src, client, checkpoint, resolved, state)
-            assert checkpoint.token is not None
-            guard = Guard(checkpoint.key, checkpoint.token, run_id(client))
-            guard.attach(client)
-        except (TargetError, ConnectError, TargetLost) as e:
-            raise partial(e, again) from None
+        # nothing of this run is written before the load: a failure here (the target
+        # unreachable, refusing the login) needs no --resume, and its hint is its own
+        client = connect_any(target_url(m, target))
+        # a Redis that goes away from here on is retried as it is mid-load
+        retrying = Retrying(policy, lambda text: progress.note(STARTING, text))
+        # what an earlier run left (read once: a retried start-up has begun its own)
+        earlier = retrying.call(Checkpoint(client, m.name).load, transient, "Redis")
+        cluster = None  # --dask: its scheduler and a worker answer before the first write
+        if connecting is not None:
+            cluster = connecting.client()
+            n_workers = max(2, scaleout.threads(cluster))
+        begun = retrying.call(
+            lambda: start_up(client, m, src, resolved, replace=replace, resume=resume,
+                             into_existing=into_existing, memory_check=memory_check),
+            lost_or_transient, "starting the run on Redis",
+        )  # fmt: skip
+        first.over()
+        run, checkpoint, state, guard = begun.run, begun.checkpoint, begun.state, begun.guard
+        report.recoveries = begun.recoveries
         common: dict[str, Any] = {
             "source": source_url(m, source),
             "target": target_url(m, target),
             "mapping": m.name,
             "batch_size": size,
+            "chunk_rows": chunk_rows or CHUNK_ROWS,
             "snapshot": n_workers > 1,
             "retries": policy,
             "token": checkpoint.token,
@@ -131,15 +155,27 @@ def migrate(
             progress.note(what.split(":", 1)[0], what)
         resumed = bool(state)
         try:
-            if (replace and not (resume and state)) or REPLACING in state:
-                report.removed = _replace(m, src, client, checkpoint, resolved, state)
-            if n_workers == 1:
-                report.snapshot = src.snapshot()
+            removing = (replace and not (resume and state)) or REPLACING in state
             losses = 0
             while True:
                 try:
+                    if removing:
+                        removed = _replace(m, src, client, checkpoint, resolved, retrying)
+                        report.removed = (report.removed or 0) + removed
+                        state.pop(REPLACING, None)
+                        removing = False
+                    if n_workers == 1 and report.snapshot is None:
+                        report.snapshot = src.snapshot()
                     report.tables = load_tables(
-                        src, client, checkpoint, resolved, state, progress, n_workers, common
+                        src,
+                        client,
+                        checkpoint,
+                        resolved,
+                        state,
+                        progress,
+                        n_workers,
+                        common,
+                        engine=None if dask is None else lambda: scaleout.DaskPool(cluster, dask),
                     )
                     break
                 except TargetLost as e:
@@ -147,6 +183,9 @@ def migrate(
                     if losses > policy.attempts:
                         raise
                     state, what = recover(client, checkpoint, guard, run, policy)
+                    # a removal cut short, or a target whose run marker went with its data
+                    # (it may hold keys of an older state again): remove before loading
+                    removing = removing or REPLACING in state or (replace and not state)
                     report.recoveries.append(f"{e.message}; {what}")
                     common["run_id"] = guard.run_id
                     for r in resolved:
@@ -172,6 +211,19 @@ def migrate(
         return report
 
 
+@contextmanager
+def _cluster(address: str | None) -> Iterator[scaleout.Connecting | None]:
+    """The Dask client of ``--dask`` being connected (None without it), closed at the end."""
+    if address is None:
+        yield None
+        return
+    connecting = scaleout.Connecting(address)
+    try:
+        yield connecting
+    finally:
+        connecting.close()
+
+
 #: checkpoint field of a --replace whose removal has not finished
 REPLACING = "#replace"
 
@@ -182,19 +234,20 @@ def _replace(
     client: Client,
     checkpoint: Checkpoint,
     resolved: list[Resolved],
-    state: dict[str, TableState],
+    retrying: Retrying,
 ) -> int:
     """Remove every key the mapping owns under the loaded tables' key spaces; the mark in
-    the checkpoint makes a ``--resume`` finish the removal before it loads."""
-    sink_for(client).write([checkpoint.command(REPLACING, None, 0)])
+    the checkpoint makes a ``--resume`` finish the removal before it loads. Redis going away
+    is retried as ``retrying`` says; a target that lost data raises TargetLost (the caller
+    recovers and removes again)."""
+    sink_for(client, retrying).write([checkpoint.command(REPLACING, None, 0)])
     try:  # every table's patterns say who owns a key
         everything = resolve(m, src.schema())
     except MigratorError:  # another table does not resolve (--tables left it out)
         everything = resolved
     space = KeySpace([TablePlan(r) for r in everything], m.options.ignore)
-    removed = remove_owned(client, space, [r.name for r in resolved])
-    client.hdel(checkpoint.key, REPLACING)
-    state.pop(REPLACING, None)
+    removed = remove_owned(client, space, [r.name for r in resolved], retrying=retrying)
+    retry(lambda: client.hdel(checkpoint.key, REPLACING), retrying=retrying)
     return removed
 
 
@@ -204,9 +257,9 @@ def consistency(report: MigrateReport, workers: int, resumed: bool) -> str:
         text = f"one snapshot: {report.snapshot.describe()}"
     else:
         text = (
-            f"per range: {workers} workers each read a key range (or a whole table) in a "
-            "snapshot of its own, taken when the range starts, so the tables are not one "
-            "moment (--workers 1 reads them all in one snapshot)"
+            f"per chunk: {workers} workers each read a chunk of a primary key (or a whole "
+            "table) in a snapshot of its own, taken when the chunk starts, so the tables are "
+            "not one moment (--workers 1 reads them all in one snapshot)"
         )
     if resumed:
         text += "; rows loaded before --resume were read in the earlier run's snapshot"
@@ -223,95 +276,6 @@ def rerun_note(m: Mapping, earlier: dict[str, TableState], resolved: list[Resolv
         f"stay). Remove them with 'migrator verify {name} --fix', or reload with "
         f"'migrator migrate {name} --replace'."
     )
-
-
-def begin(
-    checkpoint: Checkpoint, run: dict[str, Any], resume: bool, m: Mapping
-) -> dict[str, TableState]:
-    """The table states to start from: none for a fresh run (its marker and binding
-    written), else the checkpoint's, once it is proven bound to this mapping and source."""
-    if resume:
-        marker, was = checkpoint.run()
-        states = checkpoint.load()
-        if states and (marker is None or was is None):
-            raise MigratorError(
-                f"--resume refused: the checkpoint in the target ({checkpoint.key}) records "
-                "neither the mapping nor the source it was made for (an older migrator)",
-                f"start over without --resume: migrator migrate {m.file or 'MAPPING'}",
-            )
-        if marker is not None and was is not None:
-            refuse_changed(was, run, states, m)
-            bound = {**was, "source": run["source"]}
-            bound["mapping"] = {
-                "options": run["mapping"]["options"],
-                "tables": {**was["mapping"].get("tables", {}), **run["mapping"]["tables"]},
-            }
-            checkpoint.token = marker
-            checkpoint.bind(bound)
-            return states
-    checkpoint.begin(new_token(), run)
-    return {}
-
-
-def untrusted(
-    src: Source,
-    client: Client,
-    checkpoint: Checkpoint,
-    resolved: list[Resolved],
-    states: dict[str, TableState],
-) -> list[str]:
-    """Trust a table's checkpoint only while the target holds what it vouches for: the row
-    key of the last row it says was written (of the table's last row, once done). A table
-    whose key is missing (evicted, deleted, restored from elsewhere) loads again from its
-    start: its states are dropped here and in the target. Returns what was dropped, why."""
-    out = []
-    for r in resolved:
-        if r.table.kind != "hash" or not set(r.key.columns) <= set(r.primary_key):
-            continue  # no row key made of the primary key alone to look for
-        own = {f: s for f, s in states.items() if f == r.name or f.startswith(r.name + RANGE)}
-        vouched = [s.after for s in own.values() if s.rows and s.after is not None]
-        state = own.get(r.name)
-        if state is not None and state.done:
-            pk = [r.schema.column(c) for c in r.primary_key]
-            vouched = [tuple(v or b"" for v in row) for row in src.latest(r.name, pk, pk[0], 1)]
-        keys = [row_key(r, after) for after in vouched]
-        missing = [k for k in keys if not client.exists(k)]
-        if missing:
-            for f in own:
-                del states[f]
-            checkpoint.forget(list(own))
-            out.append(
-                f"{r.name}: the checkpoint says rows up to {missing[0].decode(errors='replace')} "
-                "were written, but the target lacks that key: loading the table again"
-            )
-    return out
-
-
-def row_key(r: Resolved, pk: tuple[bytes, ...]) -> bytes:
-    values = {c: v.decode("utf-8", "surrogateescape") for c, v in zip(r.primary_key, pk)}
-    return r.key.render(values).encode("utf-8", "surrogateescape")
-
-
-def refuse_changed(
-    was: dict[str, Any], now: dict[str, Any], states: dict[str, TableState], m: Mapping
-) -> None:
-    """Exit 2 when the checkpoint was made for another source or another mapping."""
-    changed = []
-    if was.get("source") != now["source"]:
-        before, after = was.get("source") or {}, now["source"]
-        changed.append(
-            f"the source (was database '{before.get('database')}' on {before.get('server')}, "
-            f"now '{after['database']}' on {after['server']})"
-        )
-    tables = sorted({name.split(RANGE, 1)[0] for name in states})
-    changed += changes(was.get("mapping", {}), now["mapping"], tables)
-    if changed:
-        raise MigratorError(
-            "--resume refused: the checkpoint was made for another mapping or source; "
-            f"changed since: {'; '.join(changed)}",
-            f"start over without --resume (migrator migrate {m.file or 'MAPPING'}), "
-            "or resume with the mapping and source the checkpoint was made with",
-        )
 
 
 def recover(

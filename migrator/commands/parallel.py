@@ -1,14 +1,16 @@
-"""migrate's per-table loop, and ``--workers``: key ranges of a table loaded side by side.
+"""migrate's per-table loop, and ``--workers``: chunks of a table loaded side by side.
 
 A table is loaded as one or more *tasks*. A task reads a primary-key range in batches,
 packs each batch straight to Redis protocol (``TablePlan.pack``) and hands it to a
 ``PackedWriter`` thread; its progress is checkpointed in the field ``task.field``. With one
-worker, or a key that is not a single integer column, a table is one task whose field is the
-table's own name (the classic checkpoint). With N workers, a single integer key's MIN..MAX is
-split into N ranges, fields ``<table>#range:<after>:<until>``, all registered before any row
-is written, so that ``--resume`` finds the same ranges again whatever ``--workers`` it gets.
-The last range has no upper bound (``<table>#range:<after>:``): rows inserted after the
-split are loaded too.
+worker, or a key MySQL does not keep unique, a table is one task whose field is the table's
+own name (the classic checkpoint), read in the caller's snapshot. With N workers, the table
+is cut into chunks of about ``chunk_rows`` rows along its primary key (source/chunks.py),
+fields ``<table>#range:<n>`` whose state holds the chunk's last key (``until``), all
+registered before any row is written, so that ``--resume`` finds the same chunks again
+whatever ``--workers`` it gets. The last chunk ends at the key's maximum as of the plan: rows
+inserted later are ``sync``'s business. (A checkpoint of an older migrator, with fields
+``<table>#range:<after>:<until>`` and an open-ended last one, is resumed as recorded.)
 Tasks of all tables run in a pool: N-1 spawned processes plus a thread of this process. When
 a table's tasks are all done, its counter and latest lists are rebuilt once, and the table is
 marked done.
@@ -21,7 +23,6 @@ checkpointed only once acknowledged, so a killed worker loses nothing ``--resume
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import queue
 import signal
@@ -39,11 +40,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
-
 from migrator import lifeline
 from migrator.commands.reports import TableReport
-from migrator.mapping.kinds import Kind
 from migrator.mapping.model import Retries
 from migrator.mapping.resolve import Resolved
 from migrator.plan.finish import finish_commands
@@ -51,6 +49,7 @@ from migrator.plan.planner import Stats, TablePlan
 from migrator.plan.values import converter
 from migrator.progress import Progress
 from migrator.retry import Retrying
+from migrator.source.chunks import CHUNK_ROWS, Chunk, plan_chunks
 from migrator.source.mysql import Selector, Source, keyset_value
 from migrator.target.checkpoint import Checkpoint, TableState, checkpoint_key
 from migrator.target.cluster import connect_any
@@ -65,9 +64,9 @@ ENDING_WRITES = (b"SET", b"RPUSH")  # the table's counter and latest lists (fini
 @dataclass(frozen=True)
 class Task:
     resolved: Resolved
-    field: str  # checkpoint field: the table's name, or <table>#range:<after>:<until>
+    field: str  # checkpoint field: the table's name, or <table>#range:<chunk number>
     after: tuple[bytes, ...] | None  # raw primary-key text to start after
-    until: int | None  # last primary key of the range (single integer keys)
+    until: tuple[bytes, ...] | None  # raw primary key the chunk ends with (None: the table's)
     rows: int  # rows already done (resume)
     source: str
     target: str
@@ -77,6 +76,7 @@ class Task:
     retries: Retries
     token: str | None  # the run's marker (target/guard.py)
     run_id: str  # the target server's run_id when the tasks were made ("" unknown)
+    chunk_rows: int = CHUNK_ROWS  # rows per chunk when a table is planned (source/chunks.py)
 
     @property
     def split(self) -> bool:
@@ -99,6 +99,7 @@ def run_task(
     pk = resolved.primary_key
     kinds = [resolved.schema.column(c).kind for c in pk]
     after = None if task.after is None else [keyset_value(v, k) for v, k in zip(task.after, kinds)]
+    until = None if task.until is None else [keyset_value(v, k) for v, k in zip(task.until, kinds)]
     checkpoint = Checkpoint(client, task.mapping, task.token)
     retrying = Retrying(task.retries, note, stop)
     if task.snapshot:  # a KILL as it starts is retried like one while reading
@@ -107,15 +108,17 @@ def run_task(
     writer = writer_for(client, retrying)
     done, total = task.rows, Stats()
     batches = src.batches(
-        resolved.name, selector, pk, task.batch_size, after=after, until=task.until,
+        resolved.name, selector, pk, task.batch_size, after=after, until=until,
         retrying=retrying,
     )  # fmt: skip
     try:
         for rows in batches:
             payload, count, stats = writer.pack(plan, rows)
             done += len(rows)
-            writer.put(payload, count, checkpoint.command(task.field, rows[-1][: len(pk)], done))
+            mark = checkpoint.command(task.field, rows[-1][: len(pk)], done, until=task.until)
+            writer.put(payload, count, mark)
             total.add(stats)
+            total.readers[src.reader] += len(rows)
             report(len(rows))
     except BaseException:
         with suppress(Exception):  # end the read while its connection is still open
@@ -127,7 +130,7 @@ def run_task(
         raise
     last = [c for c in [writer.close()] if c is not None]
     if task.split:
-        last.append(checkpoint.command(task.field, None, done, done=True))
+        last.append(checkpoint.command(task.field, None, done, done=True, until=task.until))
     if last:
         sink_for(client, retrying).write(last)
     return total
@@ -146,55 +149,47 @@ def tasks_for(
     workers: int,
     common: dict[str, Any],
 ) -> tuple[list[Task], int]:
-    """A table's tasks, resuming from ``states``; and the rows done before."""
+    """A table's tasks, resuming from ``states`` (whatever ``workers`` is: the chunks a
+    run recorded are the table's chunks); and the rows done before."""
     name = resolved.name
-    ranges = {f: s for f, s in states.items() if f.startswith(name + RANGE)}
-    if ranges:
+    chunks = {f: s for f, s in states.items() if f.startswith(name + RANGE)}
+    if chunks:
         tasks = []
-        for f, s in ranges.items():
+        for f, s in chunks.items():
             if not s.done:
-                bound = f.rsplit(":", 1)[1]
-                until = int(bound) if bound else None  # the last range: open-ended
-                tasks.append(Task(resolved, f, s.after, until, s.rows, **common))
-        return tasks, sum(s.rows for s in ranges.values())
+                tasks.append(Task(resolved, f, s.after, s.until or _legacy_until(f), s.rows,
+                                  **common))  # fmt: skip
+        return tasks, sum(s.rows for s in chunks.values())
     state = states.get(name)
     if state is not None:
         return [Task(resolved, name, state.after, None, state.rows, **common)], state.rows
-    bounds = _split(src, resolved, workers, common["batch_size"])
-    if not bounds:
+    planned = _chunks(src, resolved, workers, common["chunk_rows"])
+    if len(planned) < 2:  # one chunk: the table's own task and field, as with one worker
         return [Task(resolved, name, None, None, 0, **common)], 0
+    width = len(str(len(planned) - 1))
     tasks = [
-        Task(resolved, f"{name}{RANGE}{a}:{'' if u is None else u}", (str(a).encode(),), u, 0,
-             **common)
-        for a, u in bounds
-    ]  # fmt: skip
+        Task(resolved, f"{name}{RANGE}{i:0{width}d}", c.after, c.until, 0, **common)
+        for i, c in enumerate(planned)
+    ]
     return tasks, 0
 
 
-def _split(
-    src: Source, resolved: Resolved, workers: int, batch_size: int
-) -> list[tuple[int, int | None]]:
-    """(after, until) ranges covering MIN..MAX of a single integer key, the last one without
-    an upper bound (rows inserted meanwhile belong to it); or [] to not split."""
-    pk = resolved.primary_key
-    if workers < 2 or len(pk) != 1 or resolved.schema.column(pk[0]).kind is not Kind.INTEGER:
+def _legacy_until(field: str) -> tuple[bytes, ...] | None:
+    """The last key of a range recorded by an older migrator (``<table>#range:<after>:<until>``
+    of a single integer key; the last range had no upper bound)."""
+    rest = field.split(RANGE, 1)[1]
+    bound = rest.rsplit(":", 1)[1] if ":" in rest else ""
+    return (bound.encode(),) if bound else None
+
+
+def _chunks(src: Source, resolved: Resolved, workers: int, chunk_rows: int) -> list[Chunk]:
+    """The table's chunks (source/chunks.py), or [] to load it as one task: with one worker
+    (every table in the caller's snapshot), or a key MySQL does not index as unique and
+    non-NULL (a declared key: seeking along it would scan the table)."""
+    pk = [resolved.schema.column(c) for c in resolved.primary_key]
+    if workers < 2 or resolved.trusts_declared_key or any(c.nullable for c in pk):
         return []
-    if (resolved.schema.row_estimate or 0) < 4 * batch_size:
-        return []
-    col: Any = sa.column(pk[0])
-    stmt = sa.select(sa.func.min(col), sa.func.max(col)).select_from(sa.table(resolved.name, col))
-    lo_raw, hi_raw = src.fetch_all(stmt)[0]
-    if lo_raw is None or hi_raw is None:
-        return []
-    lo, hi = int(lo_raw), int(hi_raw)
-    step = max(1, (hi - lo + workers) // workers)
-    out: list[tuple[int, int | None]] = []
-    start = lo - 1
-    while start < hi:
-        until = min(hi, start + step)
-        out.append((start, until if until < hi else None))
-        start = until
-    return out
+    return plan_chunks(src, resolved.name, pk, chunk_rows, resolved.schema.row_estimate)
 
 
 # -- running tasks: in this process, or in spawned worker processes -----------------------------
@@ -216,15 +211,29 @@ def _sigint_ignored() -> Iterator[None]:
 
 
 def _in_worker(task: Task) -> Stats:
-    src = _OPEN.get(task.source)
-    if src is None:
-        src = _OPEN[task.source] = Source(task.source)
     name = task.resolved.name
 
     def note(text: str) -> None:
         lifeline.progress.put((name, text))
 
-    client = _OPEN.get(task.target)
+    src, client = connections(task, _OPEN, note)
+    return run_task(task, src, client, lambda n: lifeline.progress.put((name, n)), note)
+
+
+def connections(
+    task: Task, cache: dict[str, Any], note: Callable[[str], None]
+) -> tuple[Source, Client]:
+    """The source and the guarded target a worker runs ``task`` with, opened once per
+    ``cache`` (a worker process's, or a Dask worker thread's) and run: a Dask worker outlives
+    a run, and a client guarded by an earlier run's marker would refuse to reconnect."""
+    src = cache.get(task.source)
+    if src is None:
+        src = cache[task.source] = Source(task.source)
+    token, client = cache.get(task.target, (None, None))
+    if client is not None and token != task.token:
+        with suppress(Exception):
+            client.close()
+        client = None
     if client is None:
         # a target restarting as this worker starts refuses connections for a while: retried
         retrying = Retrying(task.retries, note)
@@ -232,8 +241,8 @@ def _in_worker(task: Task) -> Stats:
         if task.token is not None:
             guard = Guard(checkpoint_key(task.mapping), task.token, task.run_id)
             retry(lambda: guard.attach(client), retrying=retrying)
-        _OPEN[task.target] = client
-    return run_task(task, src, client, lambda n: lifeline.progress.put((name, n)), note)
+        cache[task.target] = (task.token, client)
+    return src, client
 
 
 class Pool:
@@ -244,7 +253,7 @@ class Pool:
     ) -> None:
         """``shared``: the source the local slot reads with (one worker: the caller's, so that
         every table is read in the caller's snapshot); else it opens its own."""
-        ctx = multiprocessing.get_context("spawn")
+        ctx = lifeline.spawn_context()
         self.progress: Any = ctx.Queue() if workers > 1 else queue.SimpleQueue()
         self.local = ThreadPoolExecutor(1, thread_name_prefix="migrate-task")
         self.remote = (
@@ -291,19 +300,7 @@ class Pool:
 
     def drain(self, advance: Callable[[str, int], None], note: Callable[[str, str], None],
               timeout: float) -> None:  # fmt: skip
-        """Hand on what tasks reported: rows done (int) or a retry's note (str)."""
-        while True:
-            try:
-                name, what = (
-                    self.progress.get(timeout=timeout) if timeout else self.progress.get_nowait()
-                )
-            except queue.Empty:
-                return
-            if isinstance(what, str):
-                note(name, what)
-            else:
-                advance(name, what)
-            timeout = 0.0
+        drain(self.progress, advance, note, timeout)
 
     def close(self, cancel: bool = False) -> None:
         """Wait for the tasks to end; ``cancel``: stop them now (worker processes are
@@ -333,12 +330,31 @@ class Pool:
                     p.kill()
 
 
+def drain(
+    progress: Any,
+    advance: Callable[[str, int], None],
+    note: Callable[[str, str], None],
+    timeout: float,
+) -> None:
+    """Hand on what tasks reported on ``progress``: rows done (int) or a retry's note (str)."""
+    while True:
+        try:
+            name, what = progress.get(timeout=timeout) if timeout else progress.get_nowait()
+        except queue.Empty:
+            return
+        if isinstance(what, str):
+            note(name, what)
+        else:
+            advance(name, what)
+        timeout = 0.0
+
+
 #: how long terminated workers get before SIGKILL
 STOP_SECONDS = 1.0
 
 
 def run_all(
-    pool: Pool,
+    pool: Any,
     tasks: list[Task],
     advance: Callable[[str, int], None],
     on_done: Callable[[Task, Stats], None],
@@ -406,9 +422,11 @@ def load_tables(
     progress: Progress,
     workers: int,
     common: dict[str, Any],
+    engine: Callable[[], Any] | None = None,
 ) -> list[TableReport]:
-    """migrate's loop: every table's tasks on a pool of ``workers``, then each table's
-    counter and latest lists, once all its ranges are done."""
+    """migrate's loop: every table's tasks on a pool of ``workers`` (or on the pool
+    ``engine`` makes: a Dask cluster's, scaleout.py), then each table's counter and latest
+    lists, once all its chunks are done."""
     reports = {r.name: TableReport(r.name) for r in resolved}
     by_name = {r.name: r for r in resolved}
     left: dict[str, int] = {}
@@ -443,6 +461,7 @@ def load_tables(
             if r.table.kind == "hash":  # a row sharing a key overwrote a hash: no new key
                 report.keys -= report.duplicate_rows
         report.rejects = list(total.rejects)
+        report.readers = dict(total.readers)
         report.seconds = time.perf_counter() - started.get(name, time.perf_counter())
         progress.finish(name)
 
@@ -455,7 +474,9 @@ def load_tables(
         own = {f: s for f, s in states.items() if f == name or f.startswith(name + RANGE)}
         table_tasks, report.resumed_from = tasks_for(src, r, own, workers, common)
         if not own and any(t.split for t in table_tasks):  # register the ranges first
-            sink(name).write([checkpoint.command(t.field, t.after, 0) for t in table_tasks])
+            sink(name).write(
+                [checkpoint.command(t.field, t.after, 0, until=t.until) for t in table_tasks]
+            )
         progress.start(name, r.schema.row_estimate or None)
         if report.resumed_from:
             progress.advance(name, report.resumed_from)
@@ -473,7 +494,9 @@ def load_tables(
 
     if tasks:
         shared = None if common["snapshot"] else src
-        pool = Pool(min(workers, len(tasks)), common["source"], client, shared)
+        pool = (
+            engine() if engine else Pool(min(workers, len(tasks)), common["source"], client, shared)
+        )
         run_all(
             pool, tasks, progress.advance, on_done,
             on_start=lambda task: started.setdefault(task.resolved.name, time.perf_counter()),

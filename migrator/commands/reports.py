@@ -31,6 +31,7 @@ class TableReport:
     duplicate_rows: int = 0
     retries: int = 0  # transient failures ridden out (retry.py)
     rejects: list[Reject] = field(default_factory=list)  # the first rejected rows, named
+    readers: dict[str, int] = field(default_factory=dict)  # rows per driver that read them
 
     @property
     def rows_per_second(self) -> float:
@@ -52,6 +53,7 @@ class TableReport:
             "duplicate_rows": self.duplicate_rows,
             "retries": self.retries,
             "rejects": [r.as_dict() for r in self.rejects],
+            "readers": self.readers,
         }
 
 
@@ -128,15 +130,21 @@ class SyncStatus:
     rows_changed: int = 0
     events_per_second: float = 0.0
     lag_seconds: float = 0.0
+    note: str | None = None  # a retry or a recovery in progress (what, and what next)
+    figures: dict[str, Any] = field(default_factory=dict)  # SyncFigures.as_dict()
+    online_snapshot: dict[str, Any] | None = None  # its progress (table, chunk, chunks)
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            **self.figures,
             "phase": self.phase,
             "position": self.position,
             "transactions": self.transactions,
             "rows_changed": self.rows_changed,
             "events_per_second": round(self.events_per_second, 1),
             "lag_seconds": round(self.lag_seconds, 3),
+            "note": self.note,
+            "online_snapshot": self.online_snapshot,
         }
 
 
@@ -154,6 +162,10 @@ class SyncReport:
     rows_changed: int = 0
     seconds: float = 0.0
     stopped: str = "stopped"  # "caught up" | "stopped" | "end of log"
+    recoveries: list[str] = field(default_factory=list)  # target losses, source reconnects
+    resnapshots: list[TableReport] = field(default_factory=list)  # online snapshots done
+    online_load: bool = False  # --online-load: a first run reads its tables online
+    notes: list[str] = field(default_factory=list)  # snapshots queued or resumed
 
     exit_code = EXIT_OK
 
@@ -171,6 +183,10 @@ class SyncReport:
             "rows_changed": self.rows_changed,
             "seconds": round(self.seconds, 3),
             "stopped": self.stopped,
+            "recoveries": self.recoveries,
+            "resnapshots": [t.as_dict() for t in self.resnapshots],
+            "notes": self.notes,
+            "online_load": self.online_load,
         }
 
 

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from migrator.errors import MappingError, MappingErrors, MigratorError
 from migrator.mapping.loader import MAX_BATCH_SIZE, load_mapping, suggest
-from migrator.mapping.model import Mapping
+from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.mapping.schema import Schema
 from migrator.mapping.validate import check_schema
@@ -34,6 +35,15 @@ def source_url(mapping: Mapping, override: str | None = None) -> str:
 def target_url(mapping: Mapping, override: str | None = None) -> str:
     """--target, else $MIGRATOR_TARGET_URL, else the mapping's ``target``, else local db 0."""
     return override or os.environ.get("MIGRATOR_TARGET_URL") or mapping.target or DEFAULT_TARGET
+
+
+def retry_policy(mapping: Mapping, retries: int | None = None) -> Retries:
+    """The mapping's ``options.retries``, with ``--retries N`` (``retries``) for its attempts."""
+    if retries is None:
+        return mapping.options.retries
+    if retries < 0:
+        raise MigratorError("--retries must be 0 or more", "e.g. --retries 8")
+    return dataclasses.replace(mapping.options.retries, attempts=retries)
 
 
 def check_batch_size(value: int | None) -> None:

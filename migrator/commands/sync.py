@@ -19,66 +19,117 @@ once sync has caught up (no pending transactions) they are exact too.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import os
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from typing import Any
 
-from migrator.commands.follow import Follower, position_fields
+from migrator.commands.failover import failover
+from migrator.commands.figures import HealthRules, SyncFigures, serving
+from migrator.commands.follow import Follower
+from migrator.commands.online_snapshot import (
+    FIELD,
+    SNAPSHOT_CHUNK_ROWS,
+    dump_queue,
+    first_run_queue,
+)
 from migrator.commands.reports import SyncReport, SyncStatus, TableReport
+from migrator.commands.schema_watch import Resnapshot
 from migrator.commands.session import load, opened, target_url
-from migrator.errors import MigratorError, SourceError
-from migrator.mapping.model import Mapping
-from migrator.mapping.resolve import Resolved
+from migrator.commands.sync_run import SyncRun
+from migrator.errors import MigratorError
+from migrator.mapping.loader import suggest
+from migrator.mapping.model import Mapping, Retries
+from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.batch import Stats
+from migrator.plan.cascade import refuse_unfollowable
 from migrator.plan.finish import finish_commands
-from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.plan.values import converter
 from migrator.progress import NULL_PROGRESS, Progress
+from migrator.retry import Retrying
+from migrator.source import gtid
 from migrator.source.binlog import (
-    BinlogPosition,
     Transaction,
 )
 from migrator.source.binlog_settings import refuse_gaps
 from migrator.source.mysql import Selector, Source
+from migrator.source.reconnect import surfaced
 from migrator.source.snapshot import Snapshot, start_snapshot
-from migrator.target.cluster import connect_any
+from migrator.target.checkpoint import KeysFollower
+from migrator.target.cluster import connect_any, is_cluster
 from migrator.target.cluster_sink import sink_for, writer_for
-from migrator.target.keys import remove_owned
-from migrator.target.sync_state import SyncState, apply_group
+from migrator.target.sync_lock import SyncLock
+from migrator.target.sync_state import SyncState
 from migrator.urls import mask
 
 SERVER_ID_ENV = "MIGRATOR_SYNC_SERVER_ID"
 
 
-def default_server_id(mapping_name: str) -> int:
-    """A replica server id of the mapping's own (stable, so a second sync of the same mapping
-    takes over from the first instead of writing beside it); ``--server-id`` or
-    $MIGRATOR_SYNC_SERVER_ID override it."""
+def default_server_id(mapping_name: str, target: str = "") -> int:
+    """A replica server id of the mapping and target's own (stable; syncs of one mapping into
+    two targets read the log side by side, and a second sync into the same target is refused
+    by its lock before it connects); ``--server-id`` or $MIGRATOR_SYNC_SERVER_ID override it."""
     raw = os.environ.get(SERVER_ID_ENV)
     if raw:
         if not raw.isdigit() or not 0 < int(raw) < 2**32:
             raise MigratorError(f"{SERVER_ID_ENV}={raw!r} is not a server id", "e.g. 4242")
         return int(raw)
-    return 100_000 + zlib.crc32(mapping_name.encode()) % 1_000_000_000
+    where = mask(target).encode()
+    return 100_000 + zlib.crc32(mapping_name.encode() + b"\0" + where) % 1_000_000_000
 
 
-def snapshot_position(snapshot: Snapshot) -> BinlogPosition:
-    if snapshot.binlog_file is None or snapshot.binlog_position is None:
-        raise SourceError(
-            f"the snapshot has no binary-log position: {snapshot.note or 'the log is off'}",
-            "sync needs the position to follow the log from; see the settings above",
+def mapping_fingerprint(m: Mapping, legacy: bool = False) -> str:
+    """What the loaded keys depend on in the mapping (tables, keys, structures, options), not
+    how they are loaded (``batch_size``, ``retries``). ``legacy``: as migrator computed it
+    before, with those two (a stored position then still matches)."""
+    options = m.options
+    if not legacy:
+        options = dataclasses.replace(options, batch_size=0, retries=Retries(0, 0.0, 0.0))
+    return hashlib.sha256(repr((m.tables, options)).encode()).hexdigest()[:16]
+
+
+def table_fingerprints(m: Mapping) -> dict[str, str]:
+    """Per table, what its keys depend on: its own mapping and the options (as
+    ``mapping_fingerprint``). Stored with the position (``tables``) to tell, on the next run,
+    which tables are new or changed in the mapping."""
+    options = dataclasses.replace(m.options, batch_size=0, retries=Retries(0, 0.0, 0.0))
+    return {t.name: hashlib.sha256(repr((t, options)).encode()).hexdigest()[:16] for t in m.tables}
+
+
+def mapping_changes(
+    stored: dict[str, str], m: Mapping, shape: str
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Against the stored state: the tables to re-snapshot online (with why) and the tables
+    no longer mapped (their keys are kept). A state without per-table fingerprints (an older
+    migrator) whose whole-mapping fingerprint differs is refused (exit 2): ``--reload``."""
+    if not stored.get("file"):
+        return [], []
+    now = table_fingerprints(m)
+    raw = stored.get("tables")
+    if not raw:
+        if stored.get("mapping") in (None, shape, mapping_fingerprint(m, legacy=True)):
+            return [], []
+        raise MigratorError(
+            "the mapping changed since sync loaded its snapshot (tables, keys or "
+            "structures differ), and the stored state (from an older migrator) does not say "
+            "which tables, so Redis lacks what the new mapping adds",
+            f"reload: 'migrator sync {m.file or 'MAPPING'} --reload' removes the "
+            "mapping's keys and loads a new snapshot",
         )
-    return BinlogPosition(snapshot.binlog_file, snapshot.binlog_position, snapshot.gtid or "")
-
-
-def mapping_fingerprint(m: Mapping) -> str:
-    """What the loaded keys depend on in the mapping (tables, keys, structures, options)."""
-    return hashlib.sha256(repr((m.tables, m.options)).encode()).hexdigest()[:16]
+    before: dict[str, str] = json.loads(raw)
+    changed = [
+        (t, "new in the mapping" if t not in before else "its mapping changed")
+        for t, fp in now.items()
+        if before.get(t) != fp
+    ]
+    return changed, [t for t in before if t not in now]
 
 
 def sync(
@@ -95,15 +146,48 @@ def sync(
     on_applied: Callable[[list[Transaction]], None] | None = None,
     heartbeat: float = 0.2,
     reload: bool = False,
+    retries: int | None = None,
+    again: str | None = None,
+    metrics: str | None = None,
+    figures: SyncFigures | None = None,
+    resnapshot: Resnapshot | None = None,
+    resnapshot_tables: Sequence[str] = (),
+    chunk_rows: int = SNAPSHOT_CHUNK_ROWS,
+    online_load: bool = False,
 ) -> SyncReport:
     """Load a consistent snapshot on the first run (or with ``reload``), then apply the binary
     log until ``stop`` is set (or, with ``until_caught_up``, until nothing is pending). Raises
-    MigratorError; ``SchemaChanged`` (exit 1) on DDL of a mapped table."""
+    MigratorError; ``SchemaChanged`` (exit 1) on DDL of a mapped table. ``retries``
+    overrides ``options.retries.attempts``; ``again`` is the command that continues after a
+    failure (default ``migrator sync FILE``). A second sync of the same mapping into the same
+    Redis database is refused (target/sync_lock.py); a target that loses data, or a lost
+    source connection, is recovered from (commands/sync_run.py). ``metrics`` (``HOST:PORT``)
+    serves ``/metrics`` and ``/healthz`` of ``figures`` meanwhile. A DDL after which one
+    table must be read again re-snapshots it online with the mapping resolved again (the
+    others keep following); a ``resnapshot(table, reason)`` hook is called instead when
+    given (``resnapshot_by_hand`` stops, exit 1, keeping the position;
+    commands/schema_watch.py).
+    ``resnapshot_tables``: tables removed and read again online, chunk by chunk
+    (``chunk_rows`` rows each), while the others keep following (commands/online_snapshot.py);
+    ``online_load``: the first run (and a reload) reads every table that way too, from the
+    log's position, instead of in one long consistent snapshot."""
     m = load(mapping)
+    asked = refuse_unknown(m, resnapshot_tables)
+    if chunk_rows < 1:
+        raise MigratorError("--chunk-rows must be 1 or more", "e.g. --chunk-rows 20000")
     stop = stop or threading.Event()
     started = time.perf_counter()
-    with opened(m, source) as (src, resolved):
-        client: Any = connect_any(target_url(m, target))
+    figures = figures or SyncFigures(HealthRules(heartbeat=heartbeat))
+    on_status = figures.stamped(on_status)  # the figures in every status line
+    progress = figures.tee(progress, on_status, status_interval)  # the load's progress
+    if retries is not None and retries < 0:
+        raise MigratorError("--retries must be 0 or more", "e.g. --retries 8")
+    policy = m.options.retries
+    if retries is not None:
+        policy = dataclasses.replace(policy, attempts=retries)
+    with serving(metrics, figures, m.name), opened(m, source) as (src, resolved):
+        url = target_url(m, target)
+        client: Any = connect_any(url)
         database = src.url.database
         if not database:
             raise MigratorError(
@@ -111,66 +195,112 @@ def sync(
                 "end it with the database: mysql+pymysql://user@host:3306/shop",
             )
         user = f"'{src.url.username or ''}'@'<host>'"
-        refuse_gaps(src.raw_connection(), user, src.shown_url)
+        surfaced(lambda: refuse_gaps(src.raw_connection(), user, src.shown_url),
+                 "checking the source's settings", src.close)  # fmt: skip
+        refuse_unfollowable({r.name: TablePlan(r) for r in resolved}, is_cluster(client))
         ident = f"{src.url.host or 'localhost'}:{src.url.port or 3306}/{database}"
-        state = SyncState(client, m.name)
-        stored = state.load()
-        if stored and stored.get("source") not in (None, ident):
-            raise MigratorError(
-                f"Redis holds sync state of another source ({stored.get('source')}), not {ident}",
-                f"sync into another Redis database, or delete the key {state.key.decode()} "
-                "and the mapping's keys first",
+        lock = SyncLock(connect_any(url), m.name, m.file or m.name)
+        lock.acquire()  # before anything is written or the log is read
+        try:
+            state = SyncState(client, m.name)
+            stored = state.load()
+            server = surfaced(lambda: gtid.server_id(src.raw_connection()),
+                              "reading the source's server id", src.close)  # fmt: skip
+            reader_id = server_id or default_server_id(m.name, url)
+            shape = mapping_fingerprint(m)
+            if reload:
+                stored = {}
+            elif stored and gtid.moved(stored, ident, server):  # a failover (or another source)
+                stored = surfaced(
+                    lambda: failover(src, client, state.key, stored, ident, server, reader_id),
+                    "finding the stored GTID state on the source", src.close,
+                )  # fmt: skip
+            changed, dropped = mapping_changes(stored, m, shape)
+            identity = {"mapping": shape, "tables": json.dumps(table_fingerprints(m))}
+            report = SyncReport(
+                mapping=m.file or m.name,
+                source=src.shown_url,
+                target=mask(url),
+                snapshot=None,
+                online_load=online_load,
             )
-        shape = mapping_fingerprint(m)
-        if reload:
-            state.clear()
-            stored = {}
-        elif stored.get("file") and stored.get("mapping") not in (None, shape):
-            raise MigratorError(
-                "the mapping changed since sync loaded its snapshot (tables, keys or "
-                "structures differ), so Redis lacks what the new mapping adds",
-                f"reload: 'migrator sync {m.file or 'MAPPING'} --reload' removes the mapping's "
-                "keys and loads a new snapshot",
-            )
-        report = SyncReport(
-            mapping=m.file or m.name,
-            source=src.shown_url,
-            target=mask(target_url(m, target)),
-            snapshot=None,
-        )
-        if not stored.get("file"):
-            if on_status:
-                on_status(SyncStatus("loading", "snapshot"))
-            # a first run starts clean: keys of rows gone since an earlier load (or an
-            # interrupted first run) would otherwise stay
-            space = KeySpace([TablePlan(r) for r in resolved], m.options.ignore)
-            report.removed = remove_owned(client, space, [r.name for r in resolved])
-            report.snapshot, report.loaded = load_snapshot(src, client, resolved, m, progress, stop)
-            pos = snapshot_position(report.snapshot)
-            stored = position_fields(pos)
-            apply_group(
-                client,
-                [],
-                state.command(
-                    {
-                        **stored,
-                        "source": ident,
-                        "loaded_at": report.snapshot.moment,
-                        "mapping": shape,
-                    }
+            run = SyncRun(
+                m, src, client, state, resolved, report, stop, policy, lock,
+                again or f"migrator sync {m.file or 'MAPPING'}",
+                on_status=on_status, progress=progress, figures=figures,
+                load=lambda retrying: load_position(src) if online_load else load_snapshot(
+                    src, client, resolved, m, progress, stop, retrying
                 ),
-            )
-        start = BinlogPosition(stored["file"], int(stored["pos"]), stored.get("gtid", ""))
-        report.started_at = report.position = start
-        if not stop.is_set():
-            follower = Follower(
-                src, client, state, resolved, database, start, stop, heartbeat,
-                server_id or default_server_id(m.name), on_status, status_interval, on_applied,
+                follower=lambda start, **kw: Follower(
+                    src, client, state, resolved, database, start, stop, heartbeat,
+                    reader_id, on_status, status_interval, on_applied, mapping=m,
+                    figures=figures, resnapshot=resnapshot, chunk_rows=chunk_rows,
+                    identity=identity, asked=once(asked, changed, dropped), **kw,
+                ),
+                replan=lambda: replan(src, m, resolved),
+                fields={"source": ident, "server": server, **identity, **(
+                    {FIELD: dump_queue(first_run_queue(resolved, chunk_rows))}
+                    if online_load else {})},
             )  # fmt: skip
-            follower.run(until_caught_up, report)
+            hint = KeysFollower(client, m.name)  # verify's @keys, kept (checkpoint.py)
+            try:
+                run.run(stored, until_caught_up)
+            except BaseException:
+                hint.forget()
+                raise
+            hint.record(run.others)
+        finally:
+            lock.release()
+            client.close()
         report.seconds = time.perf_counter() - started
-        client.close()
         return report
+
+
+def replan(src: Source, m: Mapping, resolved: list[Resolved]) -> None:
+    """After a DDL that re-snapshots a table: the mapping resolved again, in place, against
+    the schema the server has now (the followers to come read it; commands/sync_run.py)."""
+    names = [r.name for r in resolved]
+    resolved[:] = resolve(m, src.schema(names), names)  # read afresh, not the cached one
+
+
+def refuse_unknown(m: Mapping, tables: Sequence[str]) -> list[str]:
+    """``--resnapshot`` tables, each checked against the mapping (exit 2 with the closest)."""
+    out: list[str] = []
+    names = [t.name for t in m.tables]
+    for table in tables:
+        if table not in names:
+            close = suggest(table, names)
+            raise MigratorError(
+                f"--resnapshot {table}: the mapping does not name table '{table}'"
+                + (f"; {close}" if close else ""),
+                f"name a table of the mapping: {', '.join(sorted(names))}",
+            )
+        if table not in out:
+            out.append(table)
+    return out
+
+
+def once(
+    asked: list[str], changed: list[tuple[str, str]], dropped: list[str]
+) -> tuple[tuple[str, str], ...]:
+    """The tables to re-snapshot (with why), handed to the first follower only (later ones
+    resume them from the stored progress)."""
+    out = [(t, why) for t, why in changed] + [(t, "--resnapshot") for t in asked]
+    out += [(t, "") for t in dropped]  # "" : no longer mapped, its keys kept
+    asked.clear()
+    changed.clear()
+    dropped.clear()
+    return tuple(out)
+
+
+def load_position(src: Source) -> tuple[Snapshot, list[TableReport]]:
+    """``--online-load``: only the log's position (a consistent snapshot begun and ended at
+    once); the tables are then read online (commands/online_snapshot.py)."""
+    conn = src.raw_connection()
+    snapshot = surfaced(lambda: start_snapshot(conn), "taking the log's position", src.close)
+    with suppress(Exception):  # a lost connection has nothing to roll back
+        conn.rollback()
+    return snapshot, []
 
 
 def load_snapshot(
@@ -180,10 +310,13 @@ def load_snapshot(
     m: Mapping,
     progress: Progress,
     stop: threading.Event,
+    retrying: Retrying | None = None,
 ) -> tuple[Snapshot, list[TableReport]]:
-    """Every mapped table read in one consistent snapshot and written as migrate writes it."""
+    """Every mapped table read in one consistent snapshot and written as migrate writes it.
+    A lost source connection is ``SourceLost`` (the load starts again from a new snapshot);
+    Redis writes are retried as ``retrying`` says."""
     conn = src.raw_connection()
-    snapshot = start_snapshot(conn)
+    snapshot = surfaced(lambda: start_snapshot(conn), "starting the snapshot", src.close)
     reports = []
     try:
         for r in resolved:
@@ -191,7 +324,7 @@ def load_snapshot(
             plan = TablePlan(r)
             cols = tuple(r.schema.column(n) for n in plan.select)
             selector = Selector(plan.select, cols, tuple(converter(c.kind) for c in cols))
-            writer = writer_for(client)
+            writer = writer_for(client, retrying)
             total = Stats()
             progress.start(r.name, r.schema.row_estimate or None)
             try:
@@ -201,10 +334,11 @@ def load_snapshot(
                     payload, count, stats = writer.pack(plan, rows)
                     writer.put(payload, count)
                     total.add(stats)
+                    total.readers[src.reader] += len(rows)
                     progress.advance(r.name, len(rows))
             finally:
                 writer.close()
-            sink_for(client).write(finish_commands(src, plan, r))
+            sink_for(client, retrying).write(finish_commands(src, plan, r))
             progress.finish(r.name)
             reports.append(
                 TableReport(
@@ -215,8 +349,10 @@ def load_snapshot(
                     skipped=dict(total.skipped),
                     rejected=dict(total.rejected),
                     seconds=time.perf_counter() - t0,
+                    readers=dict(total.readers),
                 )
             )
     finally:
-        conn.rollback()
+        with suppress(Exception):  # a lost connection has nothing to roll back
+            conn.rollback()
     return snapshot, reports

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from migrator.errors import MappingError, MappingErrors
+from migrator.errors import MappingError, MappingErrors, MigratorError
 from migrator.mapping.loader import load_mapping
 from migrator.mapping.model import Mapping
+from migrator.mapping.resolve import resolve
 from migrator.mapping.schema import Schema
 from migrator.mapping.validate import (
     Problem,
@@ -16,7 +17,9 @@ from migrator.mapping.validate import (
     plural,
     problem_from,
 )
+from migrator.plan.cascade import followable
 from migrator.plan.collisions import check_collisions
+from migrator.plan.planner import TablePlan
 from migrator.source.mysql import Source, shared_keys_query
 from migrator.urls import mask
 
@@ -47,7 +50,26 @@ def validate(
         report.problems += check_schema(mapping, schema)
         report.problems += check_collisions(mapping, schema)
         report.problems += shared_keys(mapping, schema, src, report.problems)
+        report.problems += cascades(mapping, schema)
     return report
+
+
+def cascades(mapping: Mapping, schema: Schema) -> list[Problem]:
+    """A warning per reason sync refuses a mapped table (plan/cascade.py): the child of a
+    foreign key whose CASCADE or SET NULL sync cannot apply exactly from the parent's change,
+    or transaction-precise system versioning."""
+    plans = {}
+    for table in mapping.tables:
+        try:
+            plans.update({r.name: TablePlan(r) for r in resolve(mapping, schema, [table.name])})
+        except MigratorError:
+            continue  # problems of its own
+    out = []
+    for u in followable(plans)[1]:
+        where = f"tables.{u.table}"
+        message = f"sync refuses this table: {u.what} ({u.why})"
+        out.append(Problem("warning", message, where, mapping.file, mapping.line_of(where), u.fix))
+    return out
 
 
 def shared_keys(

@@ -5,18 +5,30 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from migrator.commands.session import check_batch_size, load, opened, target_url
+from migrator.commands import scaleout
+from migrator.commands.scaleout_verify import Cluster, check_tables
+from migrator.commands.session import (
+    check_batch_size,
+    load,
+    opened,
+    retry_policy,
+    source_url,
+    target_url,
+)
 from migrator.errors import MigratorError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
+from migrator.retry import Retrying
+from migrator.source.chunks import CHUNK_ROWS
 from migrator.source.mysql import Source
+from migrator.target.checkpoint import record_keys_hint
 from migrator.target.cluster import connect_any
-from migrator.target.sink import Client
 from migrator.urls import mask
 from migrator.verify.cluster_reader import reader_for
+from migrator.verify.keys import Reader
 from migrator.verify.report import VerifyReport
 from migrator.verify.tables import Checker
 
@@ -32,13 +44,24 @@ def verify(
     batch_size: int | None = None,
     fix: bool = False,
     progress: Progress = NULL_PROGRESS,
+    dask: str | None = None,
+    chunk_rows: int | None = None,
+    retries: int | None = None,
+    again: str | None = None,
 ) -> VerifyReport:
     """Compare Redis with the source, table by table, inside one consistent snapshot of the
     source. Returns a report; raises MigratorError.
 
     ``fix``: repair every difference found, writing from the source (repair.py), then, if
     anything was changed, verify again in a new snapshot; the report is that second pass's,
-    with what was changed in ``repaired`` and the first pass in ``found``."""
+    with what was changed in ``repaired`` and the first pass in ``found``. A fix of every
+    table that ends with Redis matching records the keys it holds as the checkpoint's
+    ``@keys`` hint (target/checkpoint.py). ``retries``: ``--retries N``, the attempts of the
+    mapping's ``options.retries`` (retry.py), which reads of MySQL and Redis follow.
+    ``dask``: check on the Dask cluster at that address (scaleout_verify.py): the full
+    comparison chunk by chunk (``chunk_rows``), each chunk in a snapshot of its own;
+    ``counts_only`` and ``sample`` a table per task. ``again``: the command that runs this
+    check again, the hint when the Dask scheduler is lost."""
     m = load(mapping)
     if sample is not None and sample < 1:
         raise MigratorError("--sample must be a positive number of rows, e.g. --sample 1000")
@@ -51,9 +74,11 @@ def verify(
             "drop that option: migrator verify MAPPING --fix",
         )
     check_batch_size(batch_size)
+    policy = retry_policy(m, retries)
     mode = "counts-only" if counts_only else f"sample {sample}" if sample else "full"
     started = time.perf_counter()
     with opened(m, source, tables) as (src, resolved):
+        src.retrying = Retrying(policy)
         everything = resolved
         if tables:  # the other tables still own their keys, and may be parents
             try:
@@ -63,19 +88,33 @@ def verify(
         plans = {r.name: TablePlan(r) for r in everything}
         space = KeySpace(list(plans.values()), m.options.ignore)
         client = connect_any(target_url(m, target))
+        reader = reader_for(client, Retrying(policy))
         size = batch_size or m.options.batch_size
+        cluster = None
+        if dask:
+            again = again or f"migrator verify {m.file or 'MAPPING'} --dask {dask}"
+            cluster = Cluster(scaleout.connect(dask), dask, everything, m.options.ignore,
+                              (source_url(m, source), target_url(m, target)),
+                              chunk_rows or CHUNK_ROWS, f"run it again: {again}")  # fmt: skip
         try:
-            report = _pass(m, src, client, plans, space, resolved, mode, size, sample, fix,
-                           progress, everything_verified=not tables)  # fmt: skip
+            report, keys = _pass(m, src, reader, plans, space, resolved, mode, size, sample,
+                                 fix, progress, everything_verified=not tables,
+                                 cluster=cluster)  # fmt: skip
             if fix:
                 report.repaired = report.changes
                 if any(t.total for t in report.repaired):  # check again, from a new snapshot
-                    again = _pass(m, src, client, plans, space, resolved, mode, size, sample,
-                                  False, progress, everything_verified=not tables)  # fmt: skip
-                    again.repaired, again.found = report.repaired, report.tables
-                    report = again
+                    second, keys = _pass(m, src, reader, plans, space, resolved, mode, size,
+                                         sample, False, progress,
+                                         everything_verified=not tables,
+                                         cluster=cluster)  # fmt: skip
+                    second.repaired, second.found = report.repaired, report.tables
+                    report = second
+                if report.ok and not tables:  # every key the mapping explains, and no other
+                    record_keys_hint(client, m.name, keys)
         finally:
             client.close()
+            if cluster is not None:
+                cluster.client.close()
         report.source = src.shown_url
         report.target = mask(target_url(m, target))
         report.seconds = time.perf_counter() - started
@@ -85,7 +124,7 @@ def verify(
 def _pass(
     m: Mapping,
     src: Source,
-    client: Client,
+    reader: Reader,
     plans: dict[str, TablePlan],
     space: KeySpace,
     resolved: list[Resolved],
@@ -95,16 +134,23 @@ def _pass(
     fix: bool,
     progress: Progress,
     everything_verified: bool,
-) -> VerifyReport:
-    """One comparison of every table, in a snapshot of its own."""
+    cluster: Cluster | None = None,
+) -> tuple[VerifyReport, int]:
+    """One comparison of every table, in a snapshot of its own (with a Dask ``cluster``: the
+    rows of each chunk, or each table, in a snapshot of their own, the rest in this one);
+    and the number
+    of keys of the tables that Redis holds (as a full pass counts them)."""
     snapshot = src.snapshot()
-    checker = Checker(src, reader_for(client), plans, space, fix=fix)
+    checker = Checker(src, reader, plans, space, fix=fix)
     # the stray-key SCAN runs alongside the pass; stopped here, whether its tally was used
     # (stale), not needed (DBSIZE settled it) or the pass failed
     names = [r.name for r in resolved]
     scan = checker.scan_ahead(names, everything_verified, m.name) if mode == "full" else None
     try:
-        verifiers = [checker.table(r, mode, size, sample, progress) for r in resolved]
+        if cluster is None:
+            verifiers = [checker.table(r, mode, size, sample, progress) for r in resolved]
+        else:
+            verifiers = check_tables(cluster, checker, resolved, mode, size, sample, progress)
         if mode == "full":
             checker.stale(verifiers, everything_verified, m.name, scan)
     finally:
@@ -112,7 +158,7 @@ def _pass(
             scan.cancel()
     report = VerifyReport(
         mapping=m.file or m.name, source="", target="", mode=mode,
-        tables=[tv.check for tv in verifiers], snapshot=snapshot,
+        tables=[tv.check for tv in verifiers], snapshot=snapshot if cluster is None else None,
     )  # fmt: skip
     report.changes = [tv.fixer.done for tv in verifiers if tv.fixer is not None]
-    return report
+    return report, sum(tv.present + tv.keyed_present for tv in verifiers)

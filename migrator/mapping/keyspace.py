@@ -10,8 +10,10 @@ names such a key, for the error message.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from functools import cache
+from typing import Literal
 
 from migrator.mapping.model import Template
 
@@ -36,13 +38,55 @@ def kind_name(kind: object) -> str:
 
 
 def may_hold_separator(kind: object, sep: str) -> bool:
-    """Whether a value of this kind can make a composite key ambiguous: it may hold a
-    separator character, and not always the same number of times."""
+    """Whether a value of this kind may hold a separator character, and not always the same
+    number of times (text, JSON, binary; a negative integer's ``-``)."""
     shape = KIND_TEXT.get(kind_name(kind))
     if shape is None:
         return True
     alphabet, fixed = shape
     return any(c in alphabet and c not in fixed for c in sep)
+
+
+#: kind -> the characters its text holds a fixed number of times, and how many
+#: (``.``: once when the column declares a scale or fraction digits, counted by ``_fraction``)
+FIXED_COUNTS: dict[str, dict[str, int]] = {
+    "date": {"-": 2},
+    "datetime": {"-": 2, " ": 1, ":": 2},
+    "timestamp": {"-": 2, " ": 1, ":": 2},
+    "time": {":": 2},
+}
+_DIGITS = re.compile(r"\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
+
+
+def _fraction(kind: str, column_type: str) -> int:
+    """1 if every value of the column holds a ``.`` (a DECIMAL with a scale, a DATETIME(n),
+    TIME(n) or TIMESTAMP(n) with n > 0), else 0."""
+    m = _DIGITS.search(column_type)
+    if m is None:
+        return 0
+    digits = m.group(2) if kind == "decimal" else m.group(1)
+    return int(int(digits or 0) > 0)
+
+
+def separator_count(kind: object, column_type: str, sep: str) -> int | None:
+    """How many separator characters every value of a column holds (0 for an integer with
+    ``:``, 2 for a DATETIME or TIME), or None when the number varies from value to value
+    (text, JSON, binary): a composite is ambiguous only when two or more of its columns vary
+    (``migrator.plan.escape``)."""
+    name = kind_name(kind)
+    shape = KIND_TEXT.get(name)
+    if shape is None:
+        return None
+    alphabet, fixed = shape
+    counts = FIXED_COUNTS.get(name, {})
+    n = 0
+    for c in dict.fromkeys(sep):
+        if c not in alphabet:
+            continue
+        if c not in fixed:
+            return None
+        n += counts[c] if c in counts else _fraction(name, column_type)
+    return n
 
 
 def may_need_escape(kind: object, sep: str) -> bool:
@@ -53,14 +97,17 @@ def may_need_escape(kind: object, sep: str) -> bool:
 
 
 # -- can two templates write the same key? -------------------------------------------------------
-#: a placeholder: the characters its value can hold (None: any character but the separator's)
-Chars = frozenset[str] | None
+#: a placeholder: the characters its value can hold (None: any character but the separator's;
+#: ANY: any character at all, the separator's too)
+Chars = frozenset[str] | Literal["any"] | None
 _ANY = None
+ANY: Literal["any"] = "any"
 
 
 def value_chars(kind: object) -> Chars:
     """The characters a value of ``kind`` can hold in a key: its alphabet, or, for text,
-    anything but the separator's characters (None; such values are rejected or escaped)."""
+    anything but the separator's characters (None: true where ``escape`` rejects or escapes
+    them; ``plan.collisions`` says ANY where a text value is written with its separators)."""
     shape = KIND_TEXT.get(kind_name(kind))
     return frozenset(shape[0]) if shape is not None else _ANY
 
@@ -76,7 +123,7 @@ def _tokens(template: Template, chars: Callable[[str], Chars]) -> tuple[object, 
 
 
 def _holds(cls: Chars, ch: str, sep: str) -> bool:
-    return ch not in sep if cls is None else ch in cls
+    return cls == ANY or (ch not in sep if cls is None else ch in cls)
 
 
 def _readable(ch: str) -> tuple[bool, str]:
@@ -85,8 +132,11 @@ def _readable(ch: str) -> tuple[bool, str]:
 
 def _common(a: Chars, b: Chars, sep: str) -> str | None:
     """A character both classes hold, or None."""
-    if a is None and b is None:
+    if (a is None or a == ANY) and (b is None or b == ANY):
         return "x"
+    if a == ANY or b == ANY:
+        cls = b if a == ANY else a
+        return next(iter(sorted(cls or (), key=_readable)), None)
     if a is None or b is None:
         cls = b if a is None else a
         return next((c for c in sorted(cls or (), key=_readable) if c not in sep), None)

@@ -15,7 +15,11 @@ Choices beyond those defaults, all of them written into the file as comments:
   is any index that contains the primary key (each SET would hold a single row), a prefix
   index (``KEY (title(191))``: MySQL indexes the start of a value, Redis keys would hold
   it whole) and an index on a TEXT or BLOB column; each gets a comment saying why;
-* a table with no key is left out with an example ``primary_key``/``key`` to map it by hand;
+* a table with no key is left out, with an example ``primary_key``/``key`` to map it by hand
+  when some columns are unique and never NULL in its rows (``mapping.profile``), else saying
+  that none is;
+* a non-unique index on a date/time column, or on a numeric one holding about a value per
+  row, becomes a sorted set scored by it, the SET-per-value form in a comment;
 * a column whose name contains a brace cannot be named by a ``{column}`` placeholder; a
   table that needs one in its key is left out, saying why.
 """
@@ -28,8 +32,10 @@ from typing import Any
 
 import yaml
 
-from migrator.errors import SourceError
+from migrator.errors import SourceError, docs
+from migrator.mapping.cascades import cascade_notes
 from migrator.mapping.loader import suggest
+from migrator.mapping.profile import NO_PROFILE, Profile, as_sorted, proven_identity
 from migrator.mapping.schema import IndexInfo, Schema, TableSchema
 from migrator.urls import mask
 
@@ -56,6 +62,7 @@ class TableDraft:
     body: dict[str, Any] | None  # None: left out of the mapping
     notes: list[str] = field(default_factory=list)  # comment lines above the table
     rows: int = 0
+    comments: dict[str, list[str]] = field(default_factory=dict)  # after a key of the body
 
 
 @dataclass
@@ -67,6 +74,8 @@ class Draft:
     separator: str
     tables: list[TableDraft]
     views: tuple[str, ...]
+    #: table -> rows the default ``escape: reject`` would not write (then: escape: backslash)
+    rejects: dict[str, int] = field(default_factory=dict)
 
     @property
     def mapped(self) -> list[TableDraft]:
@@ -77,7 +86,11 @@ class Draft:
         return {
             "version": 1,
             "source": self.source_setting,
-            "options": {"separator": self.separator, "batch_size": BatchSize},
+            "options": {
+                "separator": self.separator,
+                "batch_size": BatchSize,
+                **({"escape": "backslash"} if self.rejects else {}),
+            },
             "tables": {t.name: t.body for t in self.mapped},
         }
 
@@ -90,24 +103,20 @@ def is_join_table(ts: TableSchema) -> bool:
     return len(ts.primary_key) >= 2 and set(ts.column_names) == set(ts.primary_key)
 
 
-def draft_table(ts: TableSchema, schema: Schema, sep: str) -> TableDraft:
-    """One table's defaults (docs/mapping.md), written out in full so a person can edit them."""
+def draft_table(
+    ts: TableSchema, schema: Schema, sep: str, profile: Profile | None = None
+) -> TableDraft:
+    """One table's defaults (docs/mapping.md), written out in full so a person can edit them;
+    ``profile``: what the rows said (None: they were not read)."""
     d = TableDraft(ts.name, None, rows=ts.row_estimate)
     pk = ts.row_identity()
     if not pk:
         d.notes.append(
             f"{ts.name}: left out: no primary key and no NOT NULL unique index to key its "
             "rows; add one in MySQL, or map it by hand with primary_key: [columns...] "
-            "(MySQL will not enforce it; migrate and verify report rows that share a key), "
-            "e.g.:"
+            "(MySQL will not enforce it; migrate and verify report rows that share a key)"
         )
-        cols = guess_identity(ts)
-        key = sep.join([esc(ts.name), *(placeholder(c) for c in cols)])
-        d.notes += [
-            f"  {scalar(ts.name)}:",
-            f"    primary_key: {scalar(list(cols))}",
-            f"    key: {scalar(key)}",
-        ]
+        d.notes += by_hand(ts, sep, profile)
         return d
     bad = [c for c in pk if not placeable(c)]
     if bad:
@@ -117,6 +126,7 @@ def draft_table(ts: TableSchema, schema: Schema, sep: str) -> TableDraft:
         )
         return d
     body: dict[str, Any] = {}
+    d.notes += cascade_notes(ts)
     if not ts.primary_key:
         body["primary_key"] = list(pk)
         d.notes.append(f"no primary key: rows keyed by the NOT NULL unique index on {_cols(pk)}")
@@ -128,6 +138,7 @@ def draft_table(ts: TableSchema, schema: Schema, sep: str) -> TableDraft:
         body["counter"] = f"{esc(ts.name)}{sep}id"
     unique: list[Any] = []
     indexes: list[Any] = []
+    scored: list[dict[str, str]] = []
     references: list[dict[str, Any]] = []
     covered: list[str] = []
     fk_columns = {fk.columns for fk in ts.foreign_keys}
@@ -143,6 +154,15 @@ def draft_table(ts: TableSchema, schema: Schema, sep: str) -> TableDraft:
                 unique.append(entry)
         elif ix.columns in fk_columns:
             covered.append(_cols(ix.columns))
+        elif as_sorted(ts, ix.columns, profile or NO_PROFILE):
+            zset = sorted_entry(ts.name, ix.columns[0], sep)
+            if zset not in scored:
+                scored.append(zset)
+                d.comments.setdefault("sorted", []).append(
+                    f"{ix.columns[0]}: range queries by score (ZRANGE {zset['key']} A B "
+                    "BYSCORE); a SET per value would hold about one row each. That form "
+                    f"instead: indexes: [{scalar(ix.columns[0])}]"
+                )
         else:
             entry = _names(ix.columns)
             if entry not in indexes:
@@ -159,23 +179,42 @@ def draft_table(ts: TableSchema, schema: Schema, sep: str) -> TableDraft:
             ref["parent_columns"] = _names(fk.parent_columns)
         if ref not in references:
             references.append(ref)
-    for name, items in (("unique", unique), ("indexes", indexes), ("references", references)):
+    for name, items in (
+        ("unique", unique),
+        ("indexes", indexes),
+        ("sorted", scored),
+        ("references", references),
+    ):
         if items:
             body[name] = items
     d.body = body
     return d
 
 
-def guess_identity(ts: TableSchema) -> tuple[str, ...]:
-    """Columns that may identify a row of a table without a key, for the draft's example:
-    the first index on NOT NULL columns, else the first index, else the first column."""
-    usable = [ix.columns for ix in ts.indexes if all(placeable(c) for c in ix.columns)]
-    for cols in usable:
-        if all(not ts.column(c).nullable for c in cols):
-            return cols
-    if usable:
-        return usable[0]
-    return next(((c,) for c in ts.column_names if placeable(c)), ts.column_names[:1])
+def by_hand(ts: TableSchema, sep: str, profile: Profile | None) -> list[str]:
+    """The example for a table left out for want of a key: columns the rows prove unique
+    and never NULL, or why there are none."""
+    if profile is None:
+        return ["its rows were not read: no columns to suggest as its key"]
+    rows = profile.rows.get(ts.name, 0)
+    cols = proven_identity(ts, profile)
+    if cols is None:
+        why = (
+            "it has no rows" if not rows else f"none is unique and never NULL in its {rows:,} rows"
+        )
+        return [f"no column or index can key it ({why}): add a primary key in MySQL first"]
+    key = sep.join([esc(ts.name), *(placeholder(c) for c in cols)])
+    return [
+        f"{_cols(cols)} is unique and never NULL in all {rows:,} rows today, e.g.:",
+        f"  {scalar(ts.name)}:",
+        f"    primary_key: {scalar(list(cols))}",
+        f"    key: {scalar(key)}",
+    ]
+
+
+def sorted_entry(table: str, column: str, sep: str) -> dict[str, str]:
+    """A sorted set of the table's rows scored by ``column``: ``{table}:by:{column}``."""
+    return {"key": sep.join([esc(table), "by", esc(column)]), "score": column}
 
 
 def left_out(ix: IndexInfo, ts: TableSchema, pk: tuple[str, ...]) -> str | None:
@@ -250,8 +289,10 @@ def draft(
     tables: list[str] | None = None,
     separator: str = ":",
     today: dt.date | None = None,
+    profile: Profile | None = None,
 ) -> Draft:
-    """The defaults (docs/mapping.md) for every base table (or only ``tables``) of ``schema``."""
+    """The defaults (docs/mapping.md) for every base table (or only ``tables``) of ``schema``;
+    ``profile``: what the rows said (``mapping.profile``), None when they were not read."""
     names = list(schema.tables)
     if tables:
         for t in tables:
@@ -259,16 +300,24 @@ def draft(
                 what = "is a view" if t in schema.views else "is not a table"
                 raise SourceError(
                     f"--tables names '{t}', which {what} in database '{schema.database}'",
-                    suggest(t, names) or "tables: " + ", ".join(names),
+                    suggest(t, names)
+                    or ("tables: " + ", ".join(names) if names else "it has no tables"),
                 )
         names = [n for n in names if n in tables]
+    if not names:
+        views = f" (only views: {', '.join(sorted(schema.views))})" * bool(schema.views)
+        raise SourceError(
+            f"database '{schema.database}' has no tables{views}: there is nothing to draft",
+            "create the tables first, or name the database that holds them at the end of "
+            "--source (mysql+pymysql://user@host:3306/DATABASE)",
+        )
     return Draft(
         source=mask(source),
         source_setting=source_setting(source),
         database=schema.database,
         date=(today or dt.date.today()).isoformat(),
         separator=separator,
-        tables=[draft_table(schema.tables[n], schema, separator) for n in names],
+        tables=[draft_table(schema.tables[n], schema, separator, profile) for n in names],
         views=tuple(sorted(schema.views)) if not tables else (),
     )
 
@@ -286,11 +335,24 @@ def scalar(value: Any) -> str:
     return text.rstrip("\n")
 
 
+def _escape_lines(d: Draft) -> list[str]:
+    """``escape: backslash`` with the reason, where the default would reject rows."""
+    if not d.rejects:
+        return []
+    shown = ", ".join(f"{t} ({n:,})" for t, n in d.rejects.items())
+    return [
+        f"  # rows with {d.separator!r} inside a value of a composite key, which the default",
+        f"  # escape: reject would not write: {shown}; backslash writes them escaped",
+        "  escape: backslash",
+    ]
+
+
 def render(d: Draft) -> str:
     out = [
         f"# migrator mapping drafted by 'migrator init' on {d.date}",
         f"# source: {d.source} (database {d.database})",
-        "# the defaults, written out in full (see docs/mapping.md): edit freely, then check with",
+        "# the defaults, written out in full (see the documentation's mapping.md:",
+        f"# {docs('mapping.md#what-migrator-init-drafts')}): edit freely, then check with",
         "#   migrator validate THIS_FILE --source URL",
     ]
     if "${MYSQL_PASSWORD" in d.source_setting:
@@ -304,6 +366,7 @@ def render(d: Draft) -> str:
         "options:",
         f"  separator: {scalar(d.separator)}",
         f"  batch_size: {BatchSize}",
+        *_escape_lines(d),
         "tables:",
     ]
     for t in d.tables:
@@ -320,6 +383,7 @@ def render(d: Draft) -> str:
                 out += [f"      - {scalar(item)}" for item in value]
             else:
                 out.append(f"    {key}: {scalar(value)}")
+            out += [f"    # {c}" for c in t.comments.get(key, [])]
     if not d.mapped:
         out.append("  {}  # no table could be mapped (see the comments above)")
     return "\n".join(out) + "\n"

@@ -53,6 +53,18 @@ class ForeignKey:
     columns: tuple[str, ...]
     parent: str
     parent_columns: tuple[str, ...]
+    on_delete: str = ""  # the rule as MySQL spells it: CASCADE, SET NULL, RESTRICT...; "" none
+    on_update: str = ""
+
+    @property
+    def unlogged_rules(self) -> list[str]:
+        """The rules under which InnoDB changes this table's rows itself, without writing
+        those changes to the binary log (``ON DELETE CASCADE``, ``ON UPDATE SET NULL``...)."""
+        out = []
+        for event, rule in (("DELETE", self.on_delete), ("UPDATE", self.on_update)):
+            if rule.upper() in ("CASCADE", "SET NULL", "SET DEFAULT"):
+                out.append(f"ON {event} {rule.upper()}")
+        return out
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,9 @@ class TableSchema:
     indexes: tuple[IndexInfo, ...]  # every index but the primary key, unique ones included
     foreign_keys: tuple[ForeignKey, ...]
     row_estimate: int = 0
+    # a system-versioned table (MariaDB): its ROW END column, which the binary log carries
+    # (the hidden ``row_end`` unless declared); None for an ordinary table
+    row_end: str | None = None
 
     def column(self, name: str) -> Column:
         for c in self.columns:

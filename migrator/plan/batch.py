@@ -54,6 +54,8 @@ class Stats:
     # so that a key written by several batches or workers counts once (memory: one int per key)
     shared: set[int] = field(default_factory=set)
     rejects: list[Reject] = field(default_factory=list)  # the first MAX_LISTED of them, named
+    # rows per driver that read them from MySQL ("asyncmy", "pymysql"): counted by the reader
+    readers: Counter[str] = field(default_factory=Counter)
 
     @property
     def all_keys(self) -> int:
@@ -67,6 +69,7 @@ class Stats:
         self.shared |= other.shared
         self.skipped.update(other.skipped)
         self.rejected.update(other.rejected)
+        self.readers.update(other.readers)
         self.rejects += other.rejects[: max(0, MAX_LISTED - len(self.rejects))]
 
     def reject(self, reason: str, pk: tuple[str, ...], column: str) -> None:

@@ -1,9 +1,11 @@
 """Two tables or structures that write the same keys (issue 10 item 5a), found before any
 row is read: every pair of key patterns the mapping's tables write (``keyspace.table_patterns``)
 is checked for a key both can render (``mapping.keyspace.example``), with each placeholder
-holding what its column's values can hold (integers: digits; text: anything but the
-separator's characters, which ``escape`` rejects or escapes). Run by ``validate`` and, for
-its errors, before every command.
+holding what its column's values can hold (integers: digits; text: anything as the one
+varying column of a composite, which is written with its separators; else anything but the
+separator's characters, which ``escape`` rejects or escapes in a composite; a single-value
+key's text is taken to hold none, a limit docs/mapping.md states). Run by ``validate`` and,
+for its errors, before every command.
 
 * **error**: the two patterns are the same but for their placeholders' names, which hold
   the same kinds of values (two tables keyed ``item:{id}``), or the same literal key: they
@@ -19,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from migrator.errors import MigratorError
-from migrator.mapping.keyspace import example, gaps_without_separator, same_shape, value_chars
-from migrator.mapping.model import Mapping
+from migrator.mapping.keyspace import ANY, example, gaps_without_separator, same_shape, value_chars
+from migrator.mapping.model import Mapping, Template
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.mapping.schema import Schema
 from migrator.mapping.validate import Level, Problem
@@ -58,8 +60,10 @@ def collisions(mapping: Mapping, resolved: Sequence[Resolved]) -> list[Problem]:
         return Problem(level, message, path, mapping.file, mapping.line_of(path), hint)
 
     def chars(p: KeyPattern) -> object:
-        schema = plans[p.table].resolved.schema
-        return lambda column: value_chars(schema.column(column).kind)
+        plan = plans[p.table]
+        schema = plan.resolved.schema
+        free = set() if plan.esc is not None else _free(p.template, plan)
+        return lambda column: ANY if column in free else value_chars(schema.column(column).kind)
 
     seen: set[tuple[str, str]] = set()
     for i, a in enumerate(patterns):
@@ -103,6 +107,15 @@ def collisions(mapping: Mapping, resolved: Sequence[Resolved]) -> list[Problem]:
                 )
             )
     return out
+
+
+def _free(template: Template, plan: TablePlan) -> set[str]:
+    """The placeholder of a composite whose values are written with their separators
+    (``escape: reject``): its one varying column (plan/escape.py); in a composite with two or
+    more, a value holding one is rejected. (A single-value key's text is taken to hold none,
+    as before: docs/mapping.md names that limit.)"""
+    varying = {c for c in template.columns if plan.varies(c)}
+    return varying if len(template.columns) > 1 and len(varying) == 1 else set()
 
 
 def _same_values(a: KeyPattern, b: KeyPattern, plans: dict[str, TablePlan]) -> bool:

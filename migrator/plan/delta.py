@@ -71,11 +71,36 @@ class Delta:
     rows: int = 0
     rejected: int = 0  # rows not written, as migrate: a NULL in the key, a separator (escape)
     _row_fields: dict[bytes, list[EntryKey]] = field(default_factory=dict, repr=False)
+    _members: dict[bytes, list[EntryKey]] = field(default_factory=dict, repr=False)
 
     def put(self, ek: EntryKey, value: object) -> None:
         self.ops[ek] = value
         if ek[0] == "H":
             self._row_fields.setdefault(ek[1], []).append(ek)
+        elif ek[0] == "S":
+            self._members.setdefault(ek[1], []).append(ek)
+
+    def pending_members(self, key: bytes, held: set[bytes]) -> set[bytes]:
+        """The members of SET ``key`` once this Delta is applied over ``held`` (what Redis
+        holds now): for reads in the middle of a group (plan/cascade.py)."""
+        out = set(held)
+        for ek in self._members.get(key, ()):
+            if self.ops.get(ek) is REMOVED:
+                out.discard(ek[2])
+            else:
+                out.add(ek[2])
+        return out
+
+    def pending_hash(self, key: bytes, held: dict[bytes, bytes]) -> dict[bytes, bytes]:
+        """The fields of row hash ``key`` once this Delta is applied over ``held``."""
+        out = {} if key in self.row_dels else dict(held)
+        for ek in self._row_fields.get(key, ()):
+            value = self.ops.get(ek, REMOVED)
+            if value is REMOVED:
+                out.pop(ek[2], None)
+            else:
+                out[ek[2]] = value  # type: ignore[assignment]
+        return out
 
     def delete_row(self, key: bytes) -> None:
         """DEL of a row hash: what the group wrote to its fields before is wiped with it."""

@@ -5,22 +5,27 @@ unique entry ``v1:v2``), a value holding the separator makes it ambiguous: the r
 
 The mapping's ``options.escape`` says what to do (docs/mapping.md, "Separators in values"):
 
-* ``reject`` (the default): the row is not written at all. ``migrate`` lists it in its reject
-  report (table, primary key, column) and exits 1; ``dry-run`` counts it; ``verify`` skips it
-  as migrate does.
+* ``reject`` (the default): a row is not written at all when a value holding the separator
+  makes a composite ambiguous. ``migrate`` lists it in its reject report (table, primary key,
+  column) and exits 1; ``dry-run`` counts it and exits 1; ``verify`` counts it as a
+  difference (exit 1).
 * ``backslash``: every value placed in such a composite is escaped: a backslash becomes
   ``\\\\`` and each character of the separator gets a backslash in front (``a:b`` -> ``a\\:b``
   with ``:``). Values without either are unchanged, so most keys look as before. The scheme
   is reversible: split a composite at the separators that have no backslash in front
   (``split``), then ``unescape`` each part.
 
-Which values count. ``reject`` looks at the *checked* columns of a composite (``checked``):
-those whose text may hold a separator character a varying number of times. Integers, dates
-and times never hold ``:`` ambiguously (a DATETIME always has exactly two colons), so with
-the default separator only text, binary, JSON and geometry columns are looked at, and tables
-without such a composite pay nothing. ``backslash`` escapes every value of a composite, so
-that ``split`` recovers each one whatever its type (a DATETIME's colons are escaped too).
-Single-value keys (``emp:{email}``) are never escaped: the rest of the key is the value.
+Which composites are ambiguous. A column *varies* when its text may hold a separator
+character a varying number of times (``mapping.keyspace.separator_count``): text, binary,
+JSON and geometry do; integers never hold ``:`` and a DATETIME or TIME always holds exactly
+two. A composite is ambiguous only when two or more of its columns vary: with one, the
+others' separators are counted from either end and the varying value is what is left
+(``user:group:{gid}:{member}`` with an integer ``gid`` reads ``user:group:1:bob:smith`` one
+way only; ``unrender`` reads it back). ``reject`` looks at the varying columns of the
+ambiguous composites only (``checked``), so tables without one pay nothing. ``backslash``
+escapes every value of a composite, so that ``split`` recovers each one whatever its type
+(a DATETIME's colons are escaped too). Single-value keys (``emp:{email}``) are never
+ambiguous: the rest of the key is the value.
 
 Used alike by the planner (``plan.batch``), the packed hot path (``plan.packer``), dry-run,
 verify and sync, so all of them agree on every byte.
@@ -28,8 +33,9 @@ verify and sync, so all of them agree on every byte.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 
 from migrator.mapping.keyspace import may_hold_separator, may_need_escape
 from migrator.mapping.model import Template
@@ -121,27 +127,27 @@ def unrender(
     key: bytes,
     sep: bytes,
     escaped: bool,
-    loose: Collection[str] = (),
+    counts: Sequence[int | None] | None = None,
 ) -> dict[str, bytes] | None:
     """The values a ``key`` was rendered from by ``template`` (None if it does not fit).
 
     ``escaped`` (``escape: backslash``): the key is split at unescaped separators and each
-    value unescaped. Otherwise a value is taken to hold no separator character, except in a
-    single-column template (the rest of the key is the value) and for the ``loose`` columns
-    (those whose text holds a separator a fixed number of times, as a DATETIME does)."""
-    chars = b"".join(re.escape(c) for c in separator_chars(sep))
-    single = len(template.columns) < 2
-    parts: list[bytes] = []
-    for p in template.parts:
-        if isinstance(p, str):
-            parts.append(re.escape(p.encode()))
-        elif escaped:
-            parts.append(rb"((?:\\.|[^\\" + chars + rb"])*)")
-        elif single or template.columns[p] in loose:
-            parts.append(b"(.*?)")
-        else:
-            parts.append(b"([^" + chars + b"]*)")
-    m = re.fullmatch(b"".join(parts), key, re.DOTALL)
+    value unescaped. Otherwise ``counts`` gives, per column of the template, how many
+    separator characters each of its values holds (``mapping.keyspace.separator_count``;
+    None: a varying number; omitted: every column varies): a column with a fixed count holds
+    exactly that many; in a single-column template, or the one varying column of a
+    composite, the value is whatever the rest of the key leaves (it may hold separators:
+    ``user:group:1:bob:smith`` is read ``1``, ``bob:smith``); in a composite with two or
+    more varying columns, where ``escape: reject`` lets no such value through, none."""
+    got = reader(template, sep, escaped, tuple(counts or [None] * len(template.columns)))
+    return matched(template, got.fullmatch(key), sep, escaped)
+
+
+def matched(
+    template: Template, m: re.Match[bytes] | None, sep: bytes, escaped: bool
+) -> dict[str, bytes] | None:
+    """The values of a ``reader`` match (None: no match, or a placeholder used twice with two
+    values)."""
     if m is None:
         return None
     values: dict[str, bytes] = {}
@@ -154,6 +160,37 @@ def unrender(
     return values
 
 
+@functools.cache
+def reader(
+    template: Template, sep: bytes, escaped: bool, counts: tuple[int | None, ...]
+) -> re.Pattern[bytes]:
+    """``unrender``'s regex: a group per placeholder, in order."""
+    chars = b"".join(re.escape(c) for c in separator_chars(sep))
+    other = b"[^" + chars + b"]*"
+    open_ended = len(template.columns) < 2 or counts.count(None) < 2
+    parts: list[bytes] = []
+    for p in template.parts:
+        if isinstance(p, str):
+            parts.append(re.escape(p.encode()))
+        elif escaped:
+            parts.append(rb"((?:\\.|[^\\" + chars + rb"])*)")
+        elif (n := counts[p]) is None:
+            parts.append(b"(.*)" if open_ended else b"(" + other + b")")
+        else:
+            parts.append(b"(%s(?:[%s]%s){%d})" % (other, chars, other, n))
+    return re.compile(b"".join(parts), re.DOTALL)
+
+
+def joined(columns: Sequence[str], sep: str) -> Template:
+    """The template of the columns' values joined by the separator (a composite unique
+    field, a composite primary key written as a member)."""
+    parts: list[str | int] = []
+    for i in range(len(columns)):
+        parts += [sep, i] if i else [i]
+    text = sep.replace("{", "{{").replace("}", "}}").join(f"{{{c}}}" for c in columns)
+    return Template(text, tuple(parts), tuple(columns))
+
+
 def composite(template: Template) -> bool:
     """A template whose keys are made of two or more different columns' values."""
     return len(template.columns) >= 2
@@ -164,9 +201,9 @@ def first_ambiguous(
     guards: Sequence[tuple[Sequence[int], Sequence[tuple[int, str]]]],
     chars: Sequence[int | bytes],
 ) -> str | None:
-    """The first column whose value holds a separator character inside a composite that is
-    written (none of its values NULL), or None. ``guards``: per composite, the positions of
-    its columns and the (position, column) of those to look at."""
+    """The first column whose value holds a separator character inside an ambiguous
+    composite that is written (none of its values NULL), or None. ``guards``: per ambiguous
+    composite, the positions of its columns and the (position, column) of its varying ones."""
     for positions, looked_at in guards:
         for i, name in looked_at:
             v = row[i]

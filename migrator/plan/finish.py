@@ -1,6 +1,14 @@
 """End-of-table structures, rebuilt from the source: the counter (``SET Tab:id MAX(pk)``) and
 the capped latest lists. Pure: the two source queries come through ``EndReader``, which
-``migrator.source.mysql.Source`` implements."""
+``migrator.source.mysql.Source`` implements.
+
+The counter's one rule (docs/mapping.md#counter), from what it is for: the next ``INCR`` must
+never hand out a primary key a row has, so the counter is an integer **at least** ``MAX(pk)``
+(0 for an empty table). ``migrate`` writes the least such value, ``MAX(pk)``; ``sync`` raises
+it to every primary key it writes and never lowers it (a delete leaves it, so an id handed out
+once is not handed out again); ``verify`` accepts any integer at least ``MAX(pk)``
+(``counter_holds``) and ``--fix`` sets ``MAX(pk)`` where it does not hold.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +27,17 @@ class EndReader(Protocol):
     def latest(
         self, table: str, pk: Sequence[Column], order_by: Column, limit: int
     ) -> Sequence[Sequence[bytes | None]]: ...
+
+
+def counter_holds(value: bytes | None, max_pk: bytes) -> bool:
+    """Whether a counter's value keeps the rule: an integer at least ``max_pk``, what migrate
+    writes (``MAX(pk)``, ``0`` for an empty table)."""
+    if value is None:
+        return False
+    text = value.strip()
+    if not text.lstrip(b"-").isdigit() or text != value:
+        return False
+    return int(text) >= int(max_pk)
 
 
 def finish_commands(src: EndReader, plan: TablePlan, resolved: Resolved) -> list[Command]:

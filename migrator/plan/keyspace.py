@@ -83,14 +83,6 @@ def _loose(template: Template) -> bytes:
     return b"".join(re.escape(p.encode()) if isinstance(p, str) else b".*" for p in template.parts)
 
 
-def invert(template: Template, key: bytes) -> dict[str, bytes] | None:
-    """The placeholder values a key was rendered from (None if the template cannot render it)."""
-    m = template_regex(template).fullmatch(key)
-    if m is None:
-        return None
-    return {c: m.group(f"g{i}") for i, c in enumerate(template.columns)}
-
-
 def literal(text: str) -> Template:
     return Template.parse(text.replace("{", "{{").replace("}", "}}"))
 
@@ -140,6 +132,7 @@ class KeySpace:
         self.all = [p for plan in plans for p in table_patterns(plan)]
         self.compiled = {p: p.regex() for p in self.all}
         self.tables = [plan.table.name for plan in plans]
+        self.plans = {plan.table.name: plan for plan in plans}
         self.seps = seps = {plan.table.name: plan.sep for plan in plans}
         # most specific first: one regex of alternatives tried in that order, so one C call
         # classifies a key (a placeholder used twice is checked again with its own regex)
@@ -209,8 +202,11 @@ class KeySpace:
         return None
 
     def invert(self, pattern: KeyPattern, key: bytes) -> dict[str, bytes] | None:
-        """The placeholder values a key was rendered from (None if it does not match)."""
-        return invert(pattern.template, key)
+        """The placeholder values a key was rendered from (None if it does not match): read
+        as the table's plan writes them (``TablePlan.read``: a value of a fixed-count column
+        holds exactly its separators, the one varying value of a composite may hold more;
+        unescaped under ``escape: backslash``)."""
+        return self.plans[pattern.table].read(pattern.template, key, True)
 
     def tally(
         self, keys: Sequence[bytes], tables: Iterable[str]

@@ -4,6 +4,9 @@ the packed hot path and verify."""
 
 from __future__ import annotations
 
+import re
+
+from migrator.mapping.keyspace import separator_count
 from migrator.mapping.model import Template
 from migrator.mapping.resolve import Resolved, column_uses
 from migrator.plan.batch import KeyFn, Row, Stats, compile_template, joiner
@@ -13,9 +16,11 @@ from migrator.plan.escape import (
     composite,
     escaper,
     first_ambiguous,
-    may_hold_separator,
+    joined,
+    matched,
     may_need_escape,
     needles,
+    reader,
     separator_chars,
 )
 
@@ -39,14 +44,17 @@ class TableLayout:
             for c in self.select
             if self.esc is not None and may_need_escape(kind(c), sep)
         )
+        self._counts: dict[str, int | None] = {}
+        self._readers: dict[tuple[Template, bool], re.Pattern[bytes]] = {}
         self.sep_chars = separator_chars(sep)
         self.needles = needles(self.sep_chars)
-        # under escape: reject, per composite: the positions of all its columns (it is only
-        # written when none is NULL) and of those whose values may hold a separator
+        # under escape: reject, per ambiguous composite (two or more of its columns hold the
+        # separator a varying number of times): the positions of all its columns (it is only
+        # written when none is NULL) and of those varying columns
         guards: dict[tuple[int, ...], tuple[tuple[int, str], ...]] = {}
         for group in self.composites() if self.esc is None else []:
-            looked_at = tuple((self.pos[c], c) for c in group if may_hold_separator(kind(c), sep))
-            if looked_at:
+            looked_at = tuple((self.pos[c], c) for c in dict.fromkeys(group) if self.varies(c))
+            if len(looked_at) > 1:
                 guards[tuple(sorted({self.pos[c] for c in group}))] = looked_at
         self.guards = list(guards.items())
         #: every position looked at, with its column (empty: no row can be ambiguous)
@@ -59,10 +67,21 @@ class TableLayout:
     def _kind(self, column: str) -> object:
         return self.resolved.schema.column(column).kind
 
+    def sep_count(self, column: str) -> int | None:
+        """The separator characters every value of ``column`` holds (None: it varies)."""
+        if column not in self._counts:
+            c = self.resolved.schema.column(column)
+            self._counts[column] = separator_count(c.kind, c.column_type, self.table_sep)
+        return self._counts[column]
+
+    def varies(self, column: str) -> bool:
+        return self.sep_count(column) is None
+
     # -- separators inside values ----------------------------------------------------------
     def composites(self) -> list[tuple[str, ...]]:
         """The column groups whose values are joined into one key, member or field: a
-        separator inside one of their values would make it ambiguous (plan/escape.py)."""
+        separator inside their values makes it ambiguous when two or more of them vary
+        (plan/escape.py)."""
         t, r = self.table, self.resolved
         groups: list[tuple[str, ...]] = []
 
@@ -102,6 +121,24 @@ class TableLayout:
         """Row -> the columns' values joined by the separator (a composite unique entry, a
         composite primary key as a member), escaped under ``escape: backslash``."""
         return joiner([self.pos[c] for c in columns], self.sep, self.esc, self.escapable)
+
+    def read(self, template: Template, text: bytes, escaped: bool) -> dict[str, bytes] | None:
+        """The values a key or member of ``template`` was made from (None: it cannot be one);
+        ``escaped``: the text is escaped under ``escape: backslash`` (keys always, members
+        when composite)."""
+        escaped = escaped and self.esc is not None
+        regex = self._readers.get((template, escaped))
+        if regex is None:
+            counts = tuple(self.sep_count(c) for c in template.columns)
+            regex = self._readers[template, escaped] = reader(template, self.sep, escaped, counts)
+        return matched(template, regex.fullmatch(text), self.sep, escaped)
+
+    def read_joined(self, columns: tuple[str, ...], text: bytes) -> list[bytes] | None:
+        """The values of ``join_fn(columns)``'s text, in order (None: it cannot be one)."""
+        if len(columns) == 1:
+            return [text]
+        got = self.read(joined(columns, self.table_sep), text, True)
+        return None if got is None else [got[c] for c in columns]
 
     def ambiguous(self, row: Row) -> str | None:
         """Under ``escape: reject``, the first column whose value makes a composite ambiguous."""

@@ -8,7 +8,8 @@ reader of the replication protocol. ``BinlogReader`` yields, in log order:
   caller asked for, the snapshot's shape), with the position after its commit (XID, or COMMIT
   for non-transactional engines) — the only places it is safe to resume from;
 * ``SchemaChange``: DDL (ALTER, RENAME, DROP, TRUNCATE, CREATE OR REPLACE) naming a mapped
-  table; the caller must stop;
+  table, with the table's columns as last logged; the caller decides (``commands.schema_watch``)
+  and the reader goes on after it; a row change logged as a statement ends the iteration;
 * ``Idle``: a heartbeat while the log has nothing new (every ``heartbeat`` seconds), so that a
   stop request is seen within that time and the caller can tell it has caught up.
 
@@ -16,7 +17,9 @@ Rolled-back transactions are not in the log. Changes to tables the mapping does 
 dropped by the library before their rows are decoded (``only_tables``/``only_schemas``); their
 transactions still advance the position. Pitfalls (notes/binlog.md): file/position resume
 needs ``is_mariadb`` off and ``resume_stream``; each reader needs its own server id; a
-blocking stream is stopped by a flag checked per event, with heartbeats to wake it.
+blocking stream is stopped by a flag checked per event, with heartbeats to wake it. A lost
+connection raises ``source.reconnect.SourceLost`` (the library would reconnect forever, from
+the middle of a transaction); the caller starts a new reader from the last whole transaction.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import datetime
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pymysqlreplication import BinLogStreamReader
@@ -42,8 +45,17 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from sqlalchemy.engine import URL
 
 from migrator.mapping.schema import Column
+from migrator.plan.schema_change import without_comments
 from migrator.source.binlog_rows import RowsDecoder, decoder_for
-from migrator.source.binlog_values import Encoder, empty_value, encoder_for
+from migrator.source.binlog_values import (
+    Encoder,
+    empty_value,
+    encoder_for,
+    fraction_digits,
+    is_current,
+)
+from migrator.source.gtid import advance
+from migrator.source.reconnect import StreamConnection
 
 Row = tuple[bytes | None, ...]
 
@@ -51,7 +63,8 @@ Row = tuple[bytes | None, ...]
 @dataclass(frozen=True, order=True)
 class BinlogPosition:
     """A place in the binary log: file and byte position (what a reader resumes from), and
-    the GTID of the last transaction before it when the server reports one."""
+    the GTID state there when the server reports one (MariaDB: the last GTID of each domain,
+    as ``@@gtid_binlog_pos`` shows it; MySQL: the GTID of the last transaction)."""
 
     file: str
     pos: int
@@ -84,6 +97,12 @@ class SchemaChange:
     query: str
     position: BinlogPosition  # before the statement
     statement_dml: bool = False  # a row change logged as a statement, not DDL
+    after: BinlogPosition | None = None  # after the statement (DDL commits by itself)
+    # the table's column names in its last table map read before it (None: no row read yet)
+    logged: tuple[str, ...] | None = None
+    # rows of the table logged, after a DDL of this run, without these columns the caller wants
+    missing: tuple[str, ...] = ()
+    schema: str = ""  # the statement's default database (``USE``), for unqualified names
 
 
 @dataclass(frozen=True)
@@ -103,12 +122,19 @@ class TableColumns:
     columns: tuple[Column, ...]
     encoders: tuple[Encoder, ...] = field(default=())
     # per table id: the table map's columns, and its fast decoder with the (column index,
-    # slot) pairs, or None when the library decodes that table
-    decoders: dict[int, tuple[Any, tuple[RowsDecoder, list[tuple[int, int]]] | None]] = field(
-        default_factory=dict
-    )
+    # slot) pairs and the ROW END's index, or None when the library decodes that table
+    decoders: dict[
+        int, tuple[Any, tuple[RowsDecoder, list[tuple[int, int]], int | None] | None]
+    ] = field(default_factory=dict)
+
+    # per table id: the table map's columns, and the encoders for its rows (``logged``)
+    by_map: dict[int, tuple[Any, tuple[Encoder, ...]]] = field(default_factory=dict)
 
     use_fast: bool = True
+    # a system-versioned table: its ROW END column; an image whose ROW END is not the maximum
+    # is a version kept as history, not a row (an UPDATE logs the old version as an INSERT, a
+    # DELETE is an UPDATE that ends the row), so it counts as no row at all
+    row_end: str | None = None
 
     def fast(self, event: Any) -> list[Change] | None:
         """The event's changes through ``binlog_rows`` (None: use the library's decoding)."""
@@ -120,16 +146,18 @@ class TableColumns:
         found = cached[1]
         if found is None:
             return None
-        decoder, slots = found
+        decoder, slots, end = found
         packet = event.packet
         buf = bytes(packet.read(event.event_size - packet.read_bytes))
         twice = isinstance(event, UpdateRowsEvent)
         presents = [event.columns_present_bitmap]
         if twice:
             presents.append(event.columns_present_bitmap2)
-        encoders, width = self.encoders, len(self.names)
+        encoders, width = self.logged(event), len(self.names)
 
-        def row(values: list[Any]) -> Row:
+        def row(values: list[Any]) -> Row | None:
+            if end is not None and not is_current(values[end]):
+                return None
             out: list[bytes | None] = [None] * width
             for i, slot in slots:
                 v = values[i]
@@ -145,7 +173,9 @@ class TableColumns:
             return [Change(name, None, row(r[0])) for r in images]
         return [Change(name, row(r[0]), None) for r in images]
 
-    def _decoder(self, columns: Any) -> tuple[RowsDecoder, list[tuple[int, int]]] | None:
+    def _decoder(
+        self, columns: Any
+    ) -> tuple[RowsDecoder, list[tuple[int, int]], int | None] | None:
         names = [c.name for c in columns]
         if any(n is None for n in names):
             return None  # no column names in the log: the library asks the server
@@ -153,11 +183,40 @@ class TableColumns:
         if decoder is None:
             return None
         where = {n: k for k, n in enumerate(self.names)}
-        return decoder, [(i, where[n]) for i, n in enumerate(names) if n in where]
+        end = names.index(self.row_end) if self.row_end in names else None
+        return decoder, [(i, where[n]) for i, n in enumerate(names) if n in where], end
 
-    def row(self, values: dict[str, Any], none_sources: dict[str, str]) -> Row:
+    def logged(self, event: Any) -> tuple[Encoder, ...]:
+        """The encoders for the rows of ``event``'s table map: a temporal column's fraction
+        digits as that map logs them — a row logged before an ALTER that changed them and
+        read after it (or the other way round) is written as it was logged — the others as
+        the schema gives them."""
+        cached = self.by_map.get(event.table_id)
+        if cached is None or cached[0] is not event.columns:  # a new table map
+            cached = self.by_map[event.table_id] = (event.columns, self._logged(event.columns))
+        return cached[1]
+
+    def _logged(self, columns: Any) -> tuple[Encoder, ...]:
+        out = list(self.encoders)
+        slots = {n: k for k, n in enumerate(self.names)}
+        for c in columns:
+            slot, fsp = slots.get(c.name), getattr(c, "fsp", None)
+            if slot is None or fsp is None:  # not wanted, or no fraction (not temporal)
+                continue
+            column = self.columns[slot]
+            if fraction_digits(column.column_type) != fsp:
+                base = column.column_type.split("(")[0]
+                logged = replace(column, column_type=f"{base}({fsp})" if fsp else base)
+                out[slot] = encoder_for(logged)
+        return tuple(out)
+
+    def row(
+        self, values: dict[str, Any], none_sources: dict[str, str], encoders: tuple[Encoder, ...]
+    ) -> Row | None:
+        if self.row_end is not None and not is_current(values.get(self.row_end)):
+            return None  # a version kept as history
         out: list[bytes | None] = []
-        for name, column, encode in zip(self.names, self.columns, self.encoders):
+        for name, column, encode in zip(self.names, self.columns, encoders):
             v = values.get(name)
             if v is None:
                 out.append(
@@ -173,7 +232,6 @@ _DDL = re.compile(
 )
 # row changes logged as statements (a session with binlog_format=STATEMENT or MIXED)
 _DML = re.compile(r"^\s*(insert|update|delete|replace|load\s+data)\b", re.IGNORECASE | re.DOTALL)
-_COMMENT = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.DOTALL)
 
 
 def ddl_table(
@@ -181,7 +239,7 @@ def ddl_table(
 ) -> str | None:
     """The mapped table a DDL statement (or, with ``kinds=_DML``, a statement-logged row
     change) names, or None. ``schema`` is the statement's default database."""
-    text = _COMMENT.sub(" ", query)
+    text = without_comments(query)
     if not kinds.match(text):
         return None
     for table in tables:
@@ -306,6 +364,8 @@ class BinlogReader:
             "passwd": url.password or "",
             "charset": "utf8mb4",
             "connect_timeout": 10,
+            # a silent network: heartbeats come every `heartbeat` s, so this is a lost link
+            "read_timeout": max(30, int(heartbeat * 20)),
         }
         self.stream = BinLogStreamReader(
             connection_settings=settings,
@@ -322,6 +382,7 @@ class BinlogReader:
             only_tables=list(tables),
             slave_heartbeat=heartbeat,
             enable_logging=False,
+            pymysql_wrapper=StreamConnection,  # a lost connection is SourceLost, not retried
         )  # fmt: skip
 
     def close(self) -> None:
@@ -332,18 +393,29 @@ class BinlogReader:
         gtid = self.position.gtid
         in_transaction = began = False
         stream = self.stream
+        logged: dict[str, Any] = {}  # per mapped table: its last table map's columns
+        altered: set[str] = set()  # the mapped tables a DDL of this run named
         for event in stream:
             if isinstance(event, ROW_EVENTS):
                 in_transaction = True
                 table = self.tables.get(event.table)
                 if table is not None and event.schema == self.database:
+                    if logged.get(event.table) is not event.columns:  # a new table map
+                        # after a DDL of this run: never decoded with a schema not its own
+                        lost = (
+                            _lacking(event.columns, table.names) if event.table in altered else ()
+                        )
+                        if lost:
+                            yield SchemaChange(event.table, "", self.position, missing=lost)
+                            return
+                        logged[event.table] = event.columns
                     changes += _changes(event, table)
             elif isinstance(event, XidEvent):
                 self.position = BinlogPosition(stream.log_file, stream.log_pos, gtid)
                 yield Transaction(changes, self.position, event.timestamp)
                 changes, in_transaction, began = [], False, False
             elif isinstance(event, (MariadbGtidEvent, GtidEvent)):
-                gtid = str(event.gtid)
+                gtid = advance(gtid, str(event.gtid))
                 changes, in_transaction, began = [], True, False
             elif isinstance(event, QueryEvent):
                 query = event.query if isinstance(event.query, str) else event.query.decode()
@@ -361,35 +433,65 @@ class BinlogReader:
                     mapped = list(self.tables)
                     hit = ddl_table(query, schema, self.database, mapped)
                     dml = ddl_table(query, schema, self.database, mapped, _DML)
-                    if hit is not None or dml is not None:
-                        yield SchemaChange(hit or dml or "", query.strip(), self.position, not hit)
+                    if hit is None and dml is not None:
+                        yield SchemaChange(dml, query.strip(), self.position, True)
                         return
+                    after = BinlogPosition(stream.log_file, stream.log_pos, gtid)
+                    if hit is not None:
+                        altered.add(hit)
+                        names = _names(logged[hit]) if hit in logged else None
+                        yield SchemaChange(hit, query.strip(), self.position, False, after,
+                                           names, schema=schema)  # fmt: skip
                     if not began:  # a statement of its own (DDL...): it commits by itself
                         self.position = BinlogPosition(stream.log_file, stream.log_pos, gtid)
                         changes, in_transaction = [], False
+            elif isinstance(event, RotateEvent):
+                # table ids are per server lifetime: after a restart the next file reuses
+                # them for other tables, and the library keeps its map when the rotate to it
+                # is the server's fake one (timestamp 0), as after a shutdown
+                stream.table_map = {}
             elif isinstance(event, HeartbeatLogEvent) and not in_transaction:
                 yield Idle(BinlogPosition(stream.log_file, stream.log_pos, gtid))
             if self.stop.is_set() and not in_transaction:
                 return
 
 
+def _lacking(columns: Any, wanted: Sequence[str]) -> tuple[str, ...]:
+    """The wanted columns a table map does not have (none when it names no columns)."""
+    names = _names(columns)
+    return () if names is None else tuple(n for n in wanted if n not in names)
+
+
+def _names(columns: Any) -> tuple[str, ...] | None:
+    names = tuple(c.name for c in columns)
+    return None if any(n is None for n in names) else names
+
+
 def _changes(event: Any, table: TableColumns) -> list[Change]:
+    changes = _images(event, table)
+    if table.row_end is None:
+        return changes
+    # system versioning: history in and out of the log is no change of the current rows
+    return [c for c in changes if c.before is not None or c.after is not None]
+
+
+def _images(event: Any, table: TableColumns) -> list[Change]:
     if not getattr(event, "complete", True):
         return []
     fast = table.fast(event)
     if fast is not None:
         return fast
-    name = event.table
+    name, encoders = event.table, table.logged(event)
     if isinstance(event, UpdateRowsEvent):
         return [
             Change(
                 name,
-                table.row(r["before_values"], r["before_none_sources"]),
-                table.row(r["after_values"], r["after_none_sources"]),
+                table.row(r["before_values"], r["before_none_sources"], encoders),
+                table.row(r["after_values"], r["after_none_sources"], encoders),
             )
             for r in event.rows
         ]
-    rows = [table.row(r["values"], r["none_sources"]) for r in event.rows]
+    rows = [table.row(r["values"], r["none_sources"], encoders) for r in event.rows]
     if isinstance(event, WriteRowsEvent):
         return [Change(name, None, r) for r in rows]
     return [Change(name, r, None) for r in rows]

@@ -25,6 +25,13 @@ What needs care, and why:
   (``ST_AsText(ST_GeomFromWKB(...))``), so it is byte-for-byte what the snapshot selected.
 * JSON: MariaDB logs the text; MySQL 8 logs binary JSON, decoded to Python objects, written
   here as MySQL prints JSON (``{"a": 1, "b": [1, 2]}``).
+* MariaDB's UUID, INET6 and INET4 are logged in their binary form (16, 16 and 4 bytes, the
+  trailing zero bytes cut as for BINARY(n)); the log carries only "a binary string", so the
+  column's type comes from the schema. UUID is logged in its in-memory order (the server
+  swaps segments only inside its records), written as ``SELECT`` prints it; INET6 follows
+  MariaDB's ``Inet6::to_string`` (the longest run of zero groups, even a single one,
+  becomes ``::``, the first on a tie; ``::a.b.c.d`` and ``::ffff:a.b.c.d`` for IPv4-compatible
+  and IPv4-mapped addresses).
 """
 
 from __future__ import annotations
@@ -151,10 +158,48 @@ def _json_plain(value: Any) -> Any:
     return value
 
 
+def _fixed(value: Any, width: int) -> bytes:
+    return text_bytes(value).ljust(width, b"\0")
+
+
+def uuid_text(value: Any) -> bytes:
+    h = _fixed(value, 16).hex().encode()
+    return b"-".join((h[:8], h[8:12], h[12:16], h[16:20], h[20:]))
+
+
+def inet4_text(value: Any) -> bytes:
+    return b"%d.%d.%d.%d" % tuple(_fixed(value, 4))
+
+
+def inet6_text(value: Any) -> bytes:
+    raw = _fixed(value, 16)
+    words = [raw[i] << 8 | raw[i + 1] for i in range(0, 16, 2)]
+    gap_pos, gap_len, run_pos = -1, 0, -1
+    for i, w in enumerate([*words, 1]):  # a sentinel closes a trailing run
+        if w == 0 and run_pos < 0:
+            run_pos = i
+        elif w != 0 and run_pos >= 0:
+            if i - run_pos > gap_len:
+                gap_pos, gap_len = run_pos, i - run_pos
+            run_pos = -1
+    if gap_pos == 0 and (gap_len == 6 or (gap_len == 5 and words[5] == 0xFFFF)):
+        return (b"::ffff:" if gap_len == 5 else b"::") + inet4_text(raw[12:])
+    if gap_pos < 0:
+        return b":".join(b"%x" % w for w in words)
+    head = b":".join(b"%x" % w for w in words[:gap_pos])
+    tail = b":".join(b"%x" % w for w in words[gap_pos + gap_len :])
+    return head + b"::" + tail
+
+
+_BINARY_FORMS: dict[str, Encoder] = {"uuid": uuid_text, "inet6": inet6_text, "inet4": inet4_text}
+
+
 def encoder_for(column: Column, wkt: Wkt | None = None) -> Encoder:
     """The function binary-log value -> the snapshot's bytes for this column (never None:
     NULLs are handled by the caller)."""
     kind, ctype = column.kind, column.column_type.lower()
+    if ctype in _BINARY_FORMS:
+        return _BINARY_FORMS[ctype]
     if kind is Kind.INTEGER:
         return lambda v: b"%d" % v
     if kind is Kind.BIT:
@@ -195,6 +240,22 @@ def encoder_for(column: Column, wkt: Wkt | None = None) -> Encoder:
 
         return set_text
     return text_bytes
+
+
+# the ROW END of a current row of a system-versioned table: the greatest TIMESTAMP(6)
+# (2038, or 2106 where MariaDB >= 11.5 widened it) or, with transaction-precise versioning,
+# the greatest BIGINT UNSIGNED; any other value marks a row of the table's history
+_CURRENT_ENDS = (
+    datetime.datetime(2038, 1, 19, 3, 14, 7, 999999),
+    datetime.datetime(2106, 2, 7, 6, 28, 15, 999999),
+    2**64 - 1,
+)
+
+
+def is_current(row_end: Any) -> bool:
+    """Whether a row image of a system-versioned table is a current row (its ROW END is the
+    maximum) rather than a version kept as history."""
+    return row_end in _CURRENT_ENDS
 
 
 def empty_value(column: Column) -> bytes | None:

@@ -8,16 +8,16 @@ from typing import Any
 
 from sqlalchemy.engine import URL, make_url
 
-from migrator.errors import ConnectError, MigratorError
-from migrator.urls import mask, refuse_misread
+from migrator.errors import ConnectError, MigratorError, docs
+from migrator.urls import mask, readable
 
 SESSION_SETUP = ("SET time_zone = '+00:00'", "SET SESSION TRANSACTION READ ONLY")
 
 
 def parse_url(url: str) -> URL:
-    refuse_misread(url, "source")
+    text = readable(url, "source")
     try:
-        parsed = make_url(url)
+        parsed = make_url(text)
     except Exception:
         raise MigratorError(
             f"not a database URL: {mask(url)}",
@@ -33,6 +33,10 @@ def parse_url(url: str) -> URL:
     return parsed
 
 
+#: a login refused: a wrong user or password (1045), or no password given (MariaDB: 1698)
+ACCESS_DENIED = (1045, 1698)
+
+
 def connect_error(url: URL, exc: BaseException) -> ConnectError:
     """Turn a driver error into one line that names the cause and the fix, no password."""
     orig = getattr(exc, "orig", exc)
@@ -40,7 +44,14 @@ def connect_error(url: URL, exc: BaseException) -> ConnectError:
     code = args[0]
     where = f"{url.host or 'localhost'}:{url.port or 3306}"
     shown = mask(url)
-    if code == 1045:
+    if code in ACCESS_DENIED and not url.password:
+        return ConnectError(
+            f"MySQL refused the login of user '{url.username}' at {where} (access denied): "
+            "the source URL gives no password",
+            "write it in the URL (mysql+pymysql://<user>:<password>@host:3306/db), or as "
+            f"${{MYSQL_PASSWORD}} in the mapping's source: ({docs('connections.md')})",
+        )
+    if code in ACCESS_DENIED:
         return ConnectError(
             f"MySQL refused the login of user '{url.username}' at {where} (access denied)",
             f"check the user and password in the source URL ({shown})",

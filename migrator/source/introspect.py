@@ -3,6 +3,7 @@ SQLAlchemy's inspector and information_schema into ``migrator.mapping.schema`` o
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Any
 
@@ -19,6 +20,8 @@ def read_schema(engine: Engine, only: list[str] | None = None) -> Schema:
     with warnings.catch_warnings():
         # column kinds come from information_schema; the inspector's own types are not used
         warnings.filterwarnings("ignore", "Did not recognize type", sa.exc.SAWarning)
+        # MariaDB's PERIOD FOR SYSTEM_TIME (system versioning: _row_end reads it)
+        warnings.filterwarnings("ignore", "Unknown schema content", sa.exc.SAWarning)
         return _read_schema(engine, only)
 
 
@@ -32,15 +35,19 @@ def _read_schema(engine: Engine, only: list[str] | None) -> Schema:
                 "add it to the URL: mysql+pymysql://user@host:3306/DATABASE",
             )
         columns = _columns(conn, database)
-        estimates: dict[str, int] = dict(
-            conn.execute(
-                sa.text(
-                    "SELECT TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES "
-                    "WHERE TABLE_SCHEMA = :db AND TABLE_TYPE = 'BASE TABLE'"
-                ),
-                {"db": database},
-            ).all()
-        )
+        estimates: dict[str, int] = {}
+        versioned: list[str] = []
+        for table, table_type, rows in conn.execute(
+            sa.text(
+                "SELECT TABLE_NAME, TABLE_TYPE, TABLE_ROWS FROM information_schema.TABLES "
+                "WHERE TABLE_SCHEMA = :db AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED')"
+            ),
+            {"db": database},
+        ).all():
+            estimates[_text(table)] = int(rows or 0)
+            if _text(table_type) == "SYSTEM VERSIONED":
+                versioned.append(_text(table))
+        row_ends = {t: _row_end(conn, t) for t in versioned if only is None or t in only}
     names = [n for n in inspector.get_table_names() if only is None or n in only]
     tables = {}
     for name in names:
@@ -60,6 +67,8 @@ def _read_schema(engine: Engine, only: list[str] | None) -> Schema:
                 tuple(fk["constrained_columns"]),
                 fk["referred_table"],
                 tuple(fk["referred_columns"]),
+                str((fk.get("options") or {}).get("ondelete") or ""),
+                str((fk.get("options") or {}).get("onupdate") or ""),
             )
             for fk in inspector.get_foreign_keys(name)
         )
@@ -70,8 +79,21 @@ def _read_schema(engine: Engine, only: list[str] | None) -> Schema:
             indexes=tuple(indexes),
             foreign_keys=fks,
             row_estimate=int(estimates.get(name) or 0),
+            row_end=row_ends.get(name),
         )
     return Schema(str(database), tables, tuple(inspector.get_view_names()))
+
+
+_PERIOD = re.compile(r"PERIOD\s+FOR\s+SYSTEM_TIME\s*\(\s*`((?:[^`]|``)+)`\s*,\s*`((?:[^`]|``)+)`")
+
+
+def _row_end(conn: sa.Connection, table: str) -> str:
+    """The ROW END column of a system-versioned table: declared in ``PERIOD FOR SYSTEM_TIME
+    (start, end)``, else MariaDB's hidden ``row_end``."""
+    quoted = conn.dialect.identifier_preparer.quote_identifier(table)
+    ddl = _text(conn.execute(sa.text(f"SHOW CREATE TABLE {quoted}")).all()[0][1])
+    m = _PERIOD.search(ddl)
+    return m.group(2).replace("``", "`") if m else "row_end"
 
 
 def _prefix_lengths(columns: tuple[str, ...], lengths: Any) -> tuple[int | None, ...]:

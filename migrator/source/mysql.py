@@ -30,7 +30,7 @@ from migrator.source.connection import (
     setup_session,
     transient,
 )
-from migrator.source.drivers import raw_connect, unbuffered_cursor
+from migrator.source.drivers import driver_of, raw_connect, unbuffered_cursor, url_flag
 from migrator.source.introspect import read_schema
 from migrator.source.snapshot import Snapshot, start_snapshot
 from migrator.urls import mask
@@ -62,10 +62,11 @@ class Source:
         self.url = parse_url(url)
         self.retrying = retrying or Retrying()  # transient failures of reads (retry.py)
         self.connect_timeout = connect_timeout
+        connect_args: dict[str, Any] = {"connect_timeout": connect_timeout, "charset": "utf8mb4"}
+        if "ssl_disabled" in self.url.query:  # the schema too: "false" is true to PyMySQL
+            connect_args["ssl_disabled"] = url_flag("ssl_disabled", self.url.query["ssl_disabled"])
         self.engine: Engine = sa.create_engine(
-            self.url,
-            pool_pre_ping=True,
-            connect_args={"connect_timeout": connect_timeout, "charset": "utf8mb4"},
+            self.url, pool_pre_ping=True, connect_args=connect_args
         )
         sa.event.listen(self.engine, "connect", setup_session)
         self._schema: Schema | None = None
@@ -86,6 +87,16 @@ class Source:
         self._drop()
         self.taken = None
         self.engine.dispose()
+
+    def end_snapshot(self) -> None:
+        """End the snapshot's transaction, and with it the metadata locks it holds on the
+        tables it read: a connection kept open between tasks (a Dask worker's) must not keep
+        DDL (ALTER, DROP) on those tables waiting."""
+        if self._raw is not None:
+            with suppress(Exception):  # a lost connection holds nothing
+                self._raw.rollback()
+        self.taken = None
+        self._resnapshot = False
 
     def _lost(self) -> None:
         """The raw connection failed (and is retried): forget it; a snapshot it held is
@@ -137,6 +148,12 @@ class Source:
                 self._resnapshot = False
                 self.retaken.append(self.snapshot())
         return self._raw
+
+    @property
+    def reader(self) -> str:
+        """The driver of the reading connection ("asyncmy" or "pymysql"): the one that read
+        the batch ``batches`` last handed out; the reports count rows by it."""
+        return driver_of(self.raw_connection())
 
     def snapshot(self, what: str = "starting a snapshot on MySQL") -> Snapshot:
         """Begin a consistent snapshot (``START TRANSACTION WITH CONSISTENT SNAPSHOT, READ
@@ -292,12 +309,12 @@ class Source:
         batch_size: int,
         after: Sequence[Any] | None = None,
         page_size: int | None = None,
-        until: Any = None,
+        until: Sequence[Any] | None = None,
         retrying: Retrying | None = None,
     ) -> Generator[list[RawRow], None, None]:
         """Rows in primary-key order, ``batch_size`` at a time, by keyset pagination:
         ``WHERE pk > :last ORDER BY pk LIMIT n`` (expanded for composite keys).
-        ``until`` (single-column keys) stops at ``pk <= until``, for key ranges of workers.
+        ``until`` stops at ``pk <= until`` (tuple order), for the chunks of workers.
         A lost connection (``KILL``, a restart), a deadlock or a lock wait timeout is retried
         as ``retrying`` says, on a new connection, from the last row handed out."""
         retrying = retrying or self.retrying
@@ -308,16 +325,11 @@ class Source:
         exprs = [_expr(c, t) for c in selector.columns]
         base = sa.select(*exprs).order_by(*pk_cols).limit(sa.bindparam("_limit", page_size))
         if until is not None:
-            base = base.where(pk_cols[0] <= sa.bindparam("_until", until))
+            ends: list[Any] = [sa.bindparam(f"_u{i}", v) for i, v in enumerate(until)]
+            base = base.where(upto_key(pk_cols, ends))
         first = base.compile(dialect=self.engine.dialect)
         params: list[Any] = [sa.bindparam(f"_k{i}") for i in range(len(pk))]
-        keyset = sa.or_(
-            *(
-                sa.and_(*(pk_cols[j] == params[j] for j in range(i)), pk_cols[i] > params[i])
-                for i in range(len(pk))
-            )
-        )
-        nxt = base.where(keyset).compile(dialect=self.engine.dialect)
+        nxt = base.where(after_key(pk_cols, params)).compile(dialect=self.engine.dialect)
         last = list(after) if after is not None else None
         convert = selector.needs_conversion
         failures = 0  # in a row, since rows last arrived
@@ -369,6 +381,29 @@ def quote_name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def after_key(cols: Sequence[Any], params: Sequence[Any]) -> Any:
+    """``(c1, c2, ...) > (p1, p2, ...)`` in the index's order, spelled out so that every
+    MySQL and MariaDB version reads it as a range of the index."""
+    return sa.or_(
+        *(
+            sa.and_(*(cols[j] == params[j] for j in range(i)), cols[i] > params[i])
+            for i in range(len(cols))
+        )
+    )
+
+
+def upto_key(cols: Sequence[Any], params: Sequence[Any]) -> Any:
+    """``(c1, c2, ...) <= (p1, p2, ...)``, spelled out like ``after_key``."""
+    last = len(cols) - 1
+    return sa.or_(
+        *(
+            sa.and_(*(cols[j] == params[j] for j in range(i)),
+                    cols[i] <= params[i] if i == last else cols[i] < params[i])
+            for i in range(len(cols))
+        )
+    )  # fmt: skip
+
+
 def keyset_value(raw: bytes | None, kind: Kind) -> Any:
     """A primary-key value as a query parameter that compares like the column does."""
     if raw is None:
@@ -382,7 +417,7 @@ def keyset_value(raw: bytes | None, kind: Kind) -> Any:
 
 def _params(compiled: Any, bound: dict[str, Any]) -> Any:
     """Parameters as the driver's paramstyle wants them: a tuple for positional styles
-    (mysqldb's ``%s``), else the dict (pymysql's ``%(name)s``)."""
+    (``%s``: a mysql+mysqldb:// URL's dialect compiles them so), else the dict (``%(name)s``)."""
     names = getattr(compiled, "positiontup", None)
     return tuple(bound[n] for n in names) if names else bound
 

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
+from migrator.errors import MigratorError
 from migrator.target.guard import CHECKPOINT_SCRIPT, MARKER, RUN, new_token
 from migrator.target.sink import Client
+from migrator.target.sync_lock import lock_key
+from migrator.target.sync_state import state_key
 
 Command = tuple[bytes, ...]
 #: the number of keys the last complete load of every table wrote (see above)
@@ -33,6 +37,7 @@ class TableState:
     after: tuple[bytes, ...] | None  # raw primary-key text of the last row written
     rows: int
     done: bool
+    until: tuple[bytes, ...] | None = None  # a chunk's last primary key (fixed by its plan)
 
 
 def checkpoint_key(mapping_name: str) -> str:
@@ -101,30 +106,92 @@ class Checkpoint:
             if name in (MARKER, RUN, KEYS):
                 continue
             data: dict[str, Any] = json.loads(raw)
-            after = data.get("after")
+            after, until = data.get("after"), data.get("until")
             out[name] = TableState(
                 tuple(bytes.fromhex(v) for v in after) if after is not None else None,
                 int(data.get("rows", 0)),
                 bool(data.get("done", False)),
+                tuple(bytes.fromhex(v) for v in until) if until is not None else None,
             )
         return out
 
     def command(
-        self, table: str, after: Sequence[bytes | None] | None, rows: int, done: bool = False
+        self,
+        table: str,
+        after: Sequence[bytes | None] | None,
+        rows: int,
+        done: bool = False,
+        until: Sequence[bytes] | None = None,
     ) -> Command:
-        """The write that records a table's progress; sent with the next batch, so it is only
-        written once every earlier batch was acknowledged. With a marker it is a script that
-        writes only while the target still holds the run's marker (else ``-MIGRATORLOST``)."""
-        state = {
+        """The write that records a table's (or chunk's) progress; sent with the next batch,
+        so it is only written once every earlier batch was acknowledged. ``until``: a chunk's
+        last key, repeated in each of its writes. With a marker it is a script that writes
+        only while the target still holds the run's marker (else ``-MIGRATORLOST``)."""
+        state: dict[str, Any] = {
             "after": [v.hex() for v in after if v is not None] if after is not None else None,
             "rows": rows,
             "done": done,
         }
+        if until is not None:
+            state["until"] = [v.hex() for v in until]
         value = json.dumps(state).encode()
         if self.token is None:
             return (b"HSET", self.key.encode(), table.encode(), value)
         return (b"EVAL", CHECKPOINT_SCRIPT.encode(), b"1", self.key.encode(),
                 self.token.encode(), table.encode(), value)  # fmt: skip
+
+
+#: KEYS[1] the checkpoint hash; ARGV: field, value. HSET only into a checkpoint that exists.
+UPDATE_SCRIPT = (
+    "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end "
+    "return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])"
+)
+
+
+def record_keys_hint(client: Client, mapping_name: str, keys: int) -> None:
+    """Record ``keys`` as ``@keys``: the keys the mapping's tables hold now, as ``verify --fix``
+    proves them (Redis then matches MySQL) or ``sync`` follows them; only into a checkpoint
+    that is there (one whose absence makes migrate's preflight look for keys in the way)."""
+    client.eval(UPDATE_SCRIPT, 1, checkpoint_key(mapping_name), KEYS, str(keys))
+
+
+def held_keys(client: Client, mapping_name: str) -> int:
+    """The keys in the target's database, less the mapping's own (its checkpoint, its sync
+    state and lock): what ``@keys`` is compared with."""
+    own = (checkpoint_key(mapping_name), state_key(mapping_name), lock_key(mapping_name))
+    return int(client.dbsize()) - sum(int(client.exists(k)) for k in own)
+
+
+#: a target that cannot take the hint now: gone, or lost data (the guard's TargetLost)
+UNREACHABLE = (RedisError, OSError, MigratorError)
+
+
+class KeysFollower:
+    """``@keys`` kept by ``sync``: the keys of the target's database (DBSIZE, less the
+    mapping's own) less those that are not the mapping's: counted by sync before a load of
+    its snapshot, or else what the hint found at its start leaves. Exact while nothing else
+    writes to that database; a hint only, as above."""
+
+    def __init__(self, client: Client, mapping_name: str) -> None:
+        self.client, self.name = client, mapping_name
+        keys = keys_hint(client, mapping_name)
+        self.others = None if keys is None else held_keys(client, mapping_name) - keys
+
+    def record(self, others: int | None = None) -> None:
+        """Write the hint as of now (sync stops); ``others``: counted before a load. A hint
+        only: a target that fails now (gone, or the guard sees it lost data) is left as it
+        is, and the command's outcome stays its own."""
+        others = self.others if others is None else others
+        if others is not None:
+            with suppress(*UNREACHABLE):
+                held = held_keys(self.client, self.name)
+                record_keys_hint(self.client, self.name, held - others)
+
+    def forget(self) -> None:
+        """Remove the hint (sync stopped on an error: what the target holds is not known);
+        the error that stopped it stays the one reported."""
+        with suppress(*UNREACHABLE):
+            self.client.hdel(checkpoint_key(self.name), KEYS)
 
 
 def keys_hint(client: Client, mapping_name: str) -> int | None:

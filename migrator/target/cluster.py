@@ -36,9 +36,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from migrator.errors import ConnectError, MigratorError
 from migrator.plan.resp import resp
 from migrator.retry import Retrying
-from migrator.target.failures import connect_failure
+from migrator.target.failures import connect_failure, refused_login
 from migrator.target.sink import Client, TransientReply, connect, refused
-from migrator.urls import mask, refuse_misread
+from migrator.urls import mask, readable
 
 Command = tuple[bytes, ...]
 SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -90,7 +90,7 @@ def parse_seeds(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
     """``redis+cluster://[user:password@]h1:p1,h2:p2[/0][?option=value&...]`` -> seed nodes
     and client options. Query options are redis-py's own (``ssl_ca_certs``, ``ssl_certfile``,
     ``ssl_keyfile``, ``ssl_cert_reqs``, timeouts...), read as ``redis.from_url`` reads them."""
-    refuse_misread(url, "target")
+    url = readable(url, "target")
     scheme, rest = url.split("://", 1)
     rest, _, query = rest.partition("?")
     netloc, _, path = rest.partition("/")
@@ -143,11 +143,8 @@ def _opened(make: Any, url: str) -> RedisCluster:
     try:
         client: RedisCluster = make()
         client.ping(target_nodes=RedisCluster.PRIMARIES)
-    except redis.AuthenticationError:
-        raise ConnectError(
-            f"Redis Cluster at {mask(url)} refused the password",
-            "check the password in the target URL",
-        ) from None
+    except redis.AuthenticationError as e:
+        raise refused_login(url, e, "Redis Cluster") from None
     except (RedisConnectionError, RedisTimeoutError, ResponseError, OSError) as e:
         raise connect_failure(url, e) from None
     except RedisClusterException as e:

@@ -9,18 +9,17 @@ import ssl
 import redis
 from redis.exceptions import InvalidResponse, NoPermissionError
 
-from migrator.errors import ConnectError
-from migrator.urls import mask
+from migrator.errors import ConnectError, docs
+from migrator.urls import mask, password_of
 
 ACL_HINT = (
     "the target URL's user lacks a permission: grant it the commands migrate and verify use, "
     "e.g. ACL SETUSER <user> on ~* -@all +@read +@write +@transaction +@scripting "
-    "+@connection +info "
-    "(docs/connections.md)"
+    f"+@connection +info ({docs('connections.md')})"
 )
 CA_HINT = (
     "give the CA that signed the server's certificate: "
-    "rediss://host:6380/0?ssl_ca_certs=/path/to/ca.pem (docs/connections.md)"
+    f"rediss://host:6380/0?ssl_ca_certs=/path/to/ca.pem ({docs('connections.md')})"
 )
 
 
@@ -59,7 +58,7 @@ def connect_failure(url: str, e: BaseException) -> ConnectError:
         return ConnectError(
             f"TLS with Redis at {shown} failed: {text}",
             "is that port a TLS port? rediss:// talks TLS, redis:// plain text; a client "
-            "certificate goes in ?ssl_certfile=...&ssl_keyfile=... (docs/connections.md)",
+            f"certificate goes in ?ssl_certfile=...&ssl_keyfile=... ({docs('connections.md')})",
         )
     if isinstance(e, redis.ResponseError):
         return ConnectError(f"Redis at {shown} refused us: {text}")
@@ -67,6 +66,21 @@ def connect_failure(url: str, e: BaseException) -> ConnectError:
     if url.lower().startswith("redis://") and ("closed" in low or "reset" in low):
         hint += " If the server only speaks TLS, write rediss://"
     return ConnectError(f"cannot reach Redis at {shown}: {text}", hint)
+
+
+def refused_login(url: str, e: BaseException, what: str = "Redis") -> ConnectError:
+    """The error for a login the target refused: no password given where one is required
+    (``NOAUTH``), or a wrong user name or password (``WRONGPASS``)."""
+    shown = mask(url)
+    if not password_of(url) or "required" in _first_line(e).lower():
+        return ConnectError(
+            f"{what} at {shown} requires a password, and the target URL gives none",
+            "write it in the target URL: redis://:<password>@host:6379/0, or "
+            f"redis://<user>:<password>@host:6379/0 for an ACL user ({docs('connections.md')})",
+        )
+    return ConnectError(
+        f"{what} at {shown} refused the password", "check the password in the target URL"
+    )
 
 
 def refused_permission(message: str) -> ConnectError | None:

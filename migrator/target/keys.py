@@ -4,12 +4,12 @@ cluster) and UNLINK in batches — never FLUSHDB, so keys the mapping does not o
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import cast
 
 from redis.cluster import RedisCluster
 
-from migrator.plan.keyspace import KeySpace, glob_regex
+from migrator.plan.keyspace import KeyPattern, KeySpace, glob_regex
 from migrator.retry import Retrying
 from migrator.target.sink import Client, retry
 
@@ -62,21 +62,29 @@ def scan_space(
         done.append(glob_regex(glob).pattern)
 
 
-def remove_owned(client: Client, space: KeySpace, tables: Iterable[str] | None = None) -> int:
+def remove_owned(
+    client: Client,
+    space: KeySpace,
+    tables: Iterable[str] | None = None,
+    keep: Callable[[KeyPattern | None], bool] | None = None,
+    retrying: Retrying | None = None,
+) -> int:
     """UNLINK every key the mapping owns under ``tables``' key spaces (keys matching the
-    mapping's ``ignore`` globs and the tool's own ``migrator:`` keys stay); returns how many
+    mapping's ``ignore`` globs, the tool's own ``migrator:`` keys and those whose pattern
+    ``keep`` answers True for stay); returns how many
     were removed (UNLINK's own count, so a key SCAN returns twice counts once). On a cluster
-    redis-py splits each UNLINK per slot."""
+    redis-py splits each UNLINK per slot. Dropped connections are retried as ``retrying``
+    says (default: the default policy, silently)."""
     wanted = None if tables is None else list(tables)
     removed = 0
     pending: list[bytes] = []
 
     def unlink() -> int:
         keys = list(dict.fromkeys(pending))
-        return int(retry(lambda: client.unlink(*keys))) if keys else 0
+        return int(retry(lambda: client.unlink(*keys), retrying=retrying)) if keys else 0
 
-    for page in space.owned(scan_space(client, space, wanted), wanted):
-        pending += [key for key, _, _ in page]
+    for page in space.owned(scan_space(client, space, wanted, retrying=retrying), wanted):
+        pending += [key for key, _, p in page if keep is None or not keep(p)]
         if len(pending) >= UNLINK_BATCH:
             removed += unlink()
             pending = []

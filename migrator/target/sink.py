@@ -13,12 +13,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from migrator.errors import ConnectError, MigratorError, TargetError
+from migrator.errors import MigratorError, TargetError
 from migrator.plan.resp import resp
 from migrator.retry import Retrying
-from migrator.target.failures import connect_failure, refused_permission
+from migrator.target.failures import connect_failure, refused_login, refused_permission
 from migrator.target.guard import LOST_REPLY, lost
-from migrator.urls import mask, refuse_misread
+from migrator.urls import mask, readable
 
 Command = tuple[bytes, ...]
 T = TypeVar("T")
@@ -40,7 +40,7 @@ def connect(url: str, *, timeout: float = 10.0, retrying: Retrying | None = None
     """A checked Redis client; failures become ConnectError without the password. A server
     still loading its data is waited for; with ``retrying`` (a worker joining a run), so is
     one that refuses connections or drops them (restarting)."""
-    refuse_misread(url, "target")
+    url = readable(url, "target")
     try:
         client = redis.Redis.from_url(
             url, socket_connect_timeout=timeout, socket_timeout=max(timeout, 60.0)
@@ -56,11 +56,8 @@ def connect(url: str, *, timeout: float = 10.0, retrying: Retrying | None = None
             Retrying().call(client.ping, _loading, f"Redis at {mask(url)}")
         else:
             retrying.call(client.ping, transient, f"connecting to Redis at {mask(url)}")
-    except redis.AuthenticationError:
-        raise ConnectError(
-            f"Redis at {mask(url)} refused the password",
-            "check the password in the target URL",
-        ) from None
+    except redis.AuthenticationError as e:
+        raise refused_login(url, e) from None
     except (redis.RedisError, OSError) as e:
         raise connect_failure(url, e) from None
     return client
@@ -262,6 +259,19 @@ def send_counted(
     pool = client.connection_pool
     conn = pool.get_connection()
     try:
+        return read_counted(conn, payload, lines, done_early)
+    finally:
+        pool.release(conn)
+
+
+def read_counted(
+    conn: Any,
+    payload: bytes,
+    lines: int,
+    done_early: Callable[[int, bytearray], bool] | None = None,
+) -> bytearray:
+    """``send_counted`` on a connection the caller holds (and releases)."""
+    try:
         if conn._sock is None:
             conn.connect()
         sock: Any = conn._sock  # redis-py's own reader stays idle: we read every reply
@@ -283,8 +293,6 @@ def send_counted(
     except BaseException:
         conn.disconnect()
         raise
-    finally:
-        pool.release(conn)
     return replies
 
 

@@ -6,6 +6,16 @@ database, never a password) and when the snapshot was loaded (``loaded_at``). It
 the same MULTI/EXEC as the changes it follows, so Redis never holds changes without their
 position or a position without its changes: after a crash or ``kill -9``, sync resumes
 exactly after the last applied transaction.
+
+**The run marker** (``@marker``, as migrate's checkpoint has, target/guard.py): a load starts
+by writing a random token into the hash, before anything else. A position is only ever
+written while the hash still holds that token: on one server the group's MULTI/EXEC is
+preceded, on the same connection, by ``WATCH`` of the hash and ``HGET`` of the marker (a
+marker that is gone refuses the group; a ``FLUSHDB`` between the two makes ``EXEC`` fail),
+and the position itself is a script that refuses (``-MIGRATORLOST``) when the marker differs
+(on a Cluster, where it goes after its commands, that script is the check). So a target that
+lost the data (restarted empty, flushed, failed over to a replica without the marker) never
+gets a position again without a new load, and a position is trusted only with its marker.
 """
 
 from __future__ import annotations
@@ -16,9 +26,20 @@ from typing import Any
 import redis
 
 from migrator.plan.resp import resp
+from migrator.retry import Retrying
 from migrator.target.cluster import is_cluster
 from migrator.target.cluster_sink import sink_for
-from migrator.target.sink import Command, refused, retry, send_counted
+from migrator.target.guard import LOST_REPLY, MARKER, lost, new_token
+from migrator.target.sink import Command, read_counted, refused, retry
+
+#: KEYS[1] the state hash; ARGV[1] the marker, then field, value pairs: HSET only while the
+#: hash holds the marker
+POSITION_SCRIPT = (
+    b"if redis.call('HGET', KEYS[1], '@marker') ~= ARGV[1] then "
+    b"return redis.error_reply('" + LOST_REPLY.encode() + b" the run marker is gone') end "
+    b"return redis.call('HSET', KEYS[1], unpack(ARGV, 2))"
+)
+GONE = "its run marker is gone (restarted empty, flushed, or failed over to a replica without it)"
 
 
 def state_key(mapping_name: str) -> bytes:
@@ -41,6 +62,7 @@ class SyncState:
     def __init__(self, client: redis.Redis, mapping_name: str) -> None:
         self.client = client
         self.key = state_key(mapping_name)
+        self.token: str | None = None  # the marker of the load this run follows
 
     def load(self) -> dict[str, str]:
         raw = self.client.hgetall(self.key)
@@ -49,8 +71,31 @@ class SyncState:
     def clear(self) -> None:
         self.client.delete(self.key)
 
+    def begin(self) -> str:
+        """A new load: the hash holds only a new marker (no position) from now on."""
+        token = new_token()
+        pipe = self.client.pipeline(transaction=True)
+        pipe.delete(self.key)
+        pipe.hset(self.key, MARKER, token)
+        pipe.execute()
+        self.token = token
+        return token
+
+    def trusted(self, stored: dict[str, str]) -> bool:
+        """Whether a stored position can be followed from: it has its load's marker (a hash
+        without one was re-created after a loss, or written by an older migrator)."""
+        if not stored.get("file") or not stored.get(MARKER):
+            return False
+        self.token = stored[MARKER]
+        return True
+
+    def holds_marker(self) -> bool:
+        return self.token is not None and _marker(self.client.hget(self.key, MARKER)) == self.token
+
     def command(self, fields: dict[str, str]) -> Command:
-        args: list[bytes] = [b"HSET", self.key]
+        """The position write: a script that refuses when the marker is gone."""
+        assert self.token is not None, "begin() or trusted() first"
+        args: list[bytes] = [b"EVAL", POSITION_SCRIPT, b"1", self.key, self.token.encode()]
         for k, v in fields.items():
             args += (k.encode(), v.encode())
         return tuple(args)
@@ -60,41 +105,104 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
 
 
-def apply_group(client: Any, commands: Sequence[Command], position: Command) -> None:
+def _marker(v: Any) -> str | None:
+    return None if v is None else _text(v)
+
+
+def apply_group(
+    client: Any,
+    commands: Sequence[Command],
+    position: Command,
+    state: SyncState | None = None,
+    retrying: Retrying | None = None,
+) -> None:
     """A group of whole source transactions and the position after it. One server: one
-    MULTI/EXEC, so Redis never holds one without the other. A Redis Cluster cannot span slots
-    in a transaction, so there the commands go first (per node, in order; latest-list rebuilds
-    in a MULTI of their own) and the position only once all were acknowledged: a crash in
-    between replays the group from the previous position, which converges to the same state
-    (see ``write_atomic``)."""
+    MULTI/EXEC, so Redis never holds one without the other; with ``state``, only while the
+    hash holds its marker (else ``TargetLost`` and nothing is written). A Redis Cluster cannot
+    span slots in a transaction, so there the commands go first (per node, in order;
+    latest-list rebuilds in a MULTI of their own) and the position only once all were
+    acknowledged: a crash in between replays the group from the previous position, which
+    converges to the same state (see ``write_atomic``)."""
     if is_cluster(client):
-        sink = sink_for(client)
+        sink = sink_for(client, retrying)
         sink.write(commands)
         sink.write([position])
     else:
-        write_atomic(client, [*commands, position])
+        write_atomic(client, [*commands, position], state, retrying)
 
 
-def write_atomic(client: redis.Redis, commands: Sequence[Command]) -> None:
+def write_atomic(
+    client: redis.Redis,
+    commands: Sequence[Command],
+    state: SyncState | None = None,
+    retrying: Retrying | None = None,
+) -> None:
     """Send ``commands`` as one MULTI/EXEC and check every reply (errors of queued commands
-    included). Retried on a dropped connection: a group replayed after it was applied
-    converges to the same state (every command sets a key, field or membership to the value
-    the after-images give it; counters only rise), so a retry is harmless."""
+    included); with ``state``, after ``WATCH`` of its hash and a check of its marker on the
+    same connection (see the module docstring). Retried on a dropped connection: a group
+    replayed after it was applied converges to the same state (every command sets a key,
+    field or membership to the value the after-images give it; counters only rise), so a
+    retry is harmless."""
     if commands:
         payload = b"*1\r\n$5\r\nMULTI\r\n" + resp(commands) + b"*1\r\n$4\r\nEXEC\r\n"
-        retry(lambda: _send(client, payload, commands))
+        retry(lambda: _send(client, payload, commands, state), retrying=retrying)
 
 
-def _send(client: redis.Redis, payload: bytes, commands: Sequence[Command]) -> None:
-    """The hot path: every reply in a MULTI/EXEC of these commands is one line (``+OK``,
-    ``+QUEUED``, ``*n``, integers, errors), so replies are counted by line and only looked at
-    when one is an error: 2n + 2 lines, or n + 2 when EXEC answers ``-EXECABORT``."""
+#: EXEC's whole reply when a watched key changed: the null array of RESP2 (``*-1``) or the
+#: null of RESP3 (``_``), which redis-py 8 speaks by default
+ABORTED = (b"\r\n*-1\r\n", b"\r\n_\r\n")
+
+
+def _send(
+    client: redis.Redis, payload: bytes, commands: Sequence[Command], state: SyncState | None
+) -> None:
+    """The hot path: the group on a connection of the pool, after ``_watch`` with ``state``."""
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    try:
+        if state is not None:
+            _watch(conn, state)
+        exec_group(conn, payload, commands)
+    finally:
+        pool.release(conn)
+
+
+def exec_group(conn: Any, payload: bytes, commands: Sequence[Command]) -> None:
+    """Send the MULTI/EXEC ``payload`` of ``commands`` on ``conn`` and check the replies. Every
+    reply is one line (``+OK``, ``+QUEUED``, ``*n``, integers, errors), so they are counted by
+    line and only looked at when one is an error: 2n + 2 lines, or n + 2 when EXEC answers
+    ``-EXECABORT`` or, when a watched key changed, a null (``ABORTED``: then nothing more
+    comes, so the count must not wait for more — it would wait for the socket's timeout)."""
     n = len(commands)
-    replies = send_counted(
-        client, payload, 2 * n + 2, lambda got, r: got >= n + 2 and b"-EXECABORT" in r
+    replies = read_counted(
+        conn,
+        payload,
+        2 * n + 2,
+        lambda got, r: (
+            got >= n + 2 and (b"-EXECABORT" in r or (got == n + 2 and r.endswith(ABORTED)))
+        ),
     )
+    if replies.count(b"\r\n") == n + 2 and replies.endswith(ABORTED):
+        raise lost(GONE)  # the hash changed between WATCH and EXEC: flushed, or replaced
     if replies[:1] == b"-" or b"\n-" in replies:
         raise _first_error(bytes(replies), commands)
+
+
+def _watch(conn: Any, state: SyncState) -> None:
+    """``WATCH`` the state hash and check its marker, on the connection the group goes on."""
+    try:
+        if conn._sock is None:
+            conn.connect()
+        conn.send_command("WATCH", state.key)
+        conn.send_command("HGET", state.key, MARKER)
+        conn.read_response()
+        marker = conn.read_response()
+    except BaseException:
+        conn.disconnect()
+        raise
+    if state.token is None or _marker(marker) != state.token:
+        conn.disconnect()  # drops the WATCH with it
+        raise lost(GONE)
 
 
 def _first_error(replies: bytes, commands: Sequence[Command]) -> Exception:

@@ -16,6 +16,7 @@ from typing import Any
 from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
+from migrator.retry import Retrying
 from migrator.target.cluster import Router
 from migrator.target.sink import Client, retry
 from migrator.verify.keys import Pending, Reader
@@ -24,8 +25,8 @@ Command = tuple[bytes, ...]
 
 
 class ClusterReader(Reader):
-    def __init__(self, client: RedisCluster) -> None:
-        super().__init__(client)  # type: ignore[arg-type]
+    def __init__(self, client: RedisCluster, retrying: Retrying | None = None) -> None:
+        super().__init__(client, retrying)  # type: ignore[arg-type]
         self.cluster = client
         self.router = Router(client)
         self.scripting = False
@@ -43,7 +44,9 @@ class ClusterReader(Reader):
             else:
                 shape.append(0)
                 flat.append(cmd)
-        replies = retry(lambda: self.router.send(flat), what="the Redis Cluster")
+        replies = retry(
+            lambda: self.router.send(flat), what="the Redis Cluster", retrying=self.retrying
+        )
         out: list[Any] = []
         at = 0
         for n in shape:
@@ -61,8 +64,8 @@ class ClusterReader(Reader):
         return Pending(self, len(commands), None, commands=commands)
 
 
-def reader_for(client: Client) -> Reader:
-    """verify's Reader for this target."""
+def reader_for(client: Client, retrying: Retrying | None = None) -> Reader:
+    """verify's Reader for this target, retrying as ``retrying`` says."""
     if isinstance(client, RedisCluster):
-        return ClusterReader(client)
-    return Reader(client)
+        return ClusterReader(client, retrying)
+    return Reader(client, retrying)

@@ -159,7 +159,7 @@ class FastChecks:
         c.present += len(job.expect)
         c.rows_present += len(job.expect)
         if job.rejected is not None:
-            c.rejected.update(job.rejected.stats.rejected)
+            c.note_rejects(job.rejected.stats)
         if job.slow:
             c._hashes(replies[at:], job.slow)
         counts = c.expected["unique"]

@@ -13,6 +13,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from migrator.plan.resp import resp
+from migrator.retry import Retrying
 from migrator.target.keys import scan_keys
 from migrator.target.sink import retry
 
@@ -32,8 +33,10 @@ class Reader:
     """Sends read commands as one packed pipeline and returns every reply in order; a
     command Redis refuses (WRONGTYPE...) gives its ResponseError as the reply."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, retrying: Retrying | None = None) -> None:
         self.client = client
+        #: how dropped connections and timeouts are retried (the mapping's options.retries)
+        self.retrying = retrying or Retrying()
         self.scripting = True  # EVAL allowed (cleared when the server refuses it)
         self.packed = True  # one server: a batch's reads go down one connection (fast.py)
 
@@ -41,7 +44,7 @@ class Reader:
         if not commands:
             return []
         payload = resp(commands)
-        return retry(lambda: self._send(payload, len(commands)))
+        return retry(lambda: self._send(payload, len(commands)), retrying=self.retrying)
 
     def send(self, commands: Sequence[Command]) -> Pending:
         """Send now, read the replies later (``Pending.wait``), so that Redis works while the
@@ -130,7 +133,7 @@ class Pending:
         if self.commands is not None:
             return self.reader.read(self.commands)
         reader, payload, n = self.reader, self.payload, self.n
-        return retry(lambda: reader._send(payload, n))
+        return retry(lambda: reader._send(payload, n), retrying=reader.retrying)
 
     def wait(self) -> list[Any]:
         if not self.n:

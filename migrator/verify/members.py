@@ -15,9 +15,9 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from migrator.mapping.model import Template
-from migrator.plan.escape import composite, split, unrender
-from migrator.plan.keyspace import invert
+from migrator.plan.escape import composite
 from migrator.plan.values import Kind
+from migrator.retry import Retrying
 from migrator.source.mysql import keyset_value
 from migrator.target.sink import retry
 from migrator.verify.rows import run_structure
@@ -45,19 +45,24 @@ def params(raw: Sequence[bytes], kinds: Sequence[Kind]) -> tuple[Any, ...] | Non
     return tuple(out)
 
 
-def scan_members(client: Any, name: str, key: bytes) -> Iterator[Page]:
+def scan_members(
+    client: Any, name: str, key: bytes, retrying: Retrying | None = None
+) -> Iterator[Page]:
     """A coalesced key's members a page at a time: (field, value) of a unique hash, (member,
-    score) of a sorted set, (member, None) of a set."""
+    score) of a sorted set, (member, None) of a set; a dropped connection is retried as
+    ``retrying`` says."""
     cursor: Any = 0
+    scan = {"unique": client.hscan, "sorted": client.zscan}.get(name, client.sscan)
     while True:
+        cursor, got = retry(
+            lambda: scan(key, cursor, count=SCAN_COUNT),  # noqa: B023
+            retrying=retrying,
+        )
         if name == "unique":
-            cursor, got = retry(lambda: client.hscan(key, cursor, count=SCAN_COUNT))  # noqa: B023
             page: Page = list(got.items())
         elif name == "sorted":
-            cursor, got = retry(lambda: client.zscan(key, cursor, count=SCAN_COUNT))  # noqa: B023
             page = [(m, str(s).encode()) for m, s in got]
         else:
-            cursor, got = retry(lambda: client.sscan(key, cursor, count=SCAN_COUNT))  # noqa: B023
             page = [(m, None) for m in got]
         if page:
             yield page
@@ -80,7 +85,7 @@ class Explainer:
     def foreign(self, name: str, key: bytes) -> Iterator[tuple[bytes, bytes | None]]:
         """(member, its value) for every member of ``key`` no source row explains."""
         structure = self.checks.structures[name]
-        for page in scan_members(self.client, name, key):
+        for page in scan_members(self.client, name, key, self.checks.reader.retrying):
             rows = self._rows(name, key, [m for m, _ in page])
             b = run_structure(structure, rows)
             if name == "unique":
@@ -96,11 +101,11 @@ class Explainer:
     # -- the rows a page of members names --------------------------------------------------
     def _rows(self, name: str, key: bytes, members: list[bytes]) -> list[Any]:
         if name in ("index", "sorted"):
-            return self._where(self.pk, [self._split(m, len(self.pk)) for m in members])
+            return self._where(self.pk, [self.plan.read_joined(self.pk, m) for m in members])
         if name == "unique":
             hashed = [u.columns for u in self.plan.table.unique if u.key is None]
             cols = next(c for c in hashed if self.plan.unique_hash_key(c) == key)
-            return self._where(cols, [self._split(m, len(cols)) for m in members])
+            return self._where(cols, [self.plan.read_joined(cols, m) for m in members])
         rows: list[Any] = []
         for spec in self.plan.table.sets:
             got = self._invert(spec.key, key, True)
@@ -123,18 +128,7 @@ class Explainer:
     def _invert(self, template: Template, text: bytes, escaped: bool) -> dict[str, bytes] | None:
         """The values a key or member was rendered from, unescaped under escape: backslash
         (``escaped``: whether this text is escaped there: keys always, members if composite)."""
-        if self.plan.esc is not None and escaped:
-            return unrender(template, text, self.plan.sep, escaped=True)
-        return invert(template, text)
-
-    def _split(self, text: bytes, n: int) -> list[bytes] | None:
-        if n == 1:
-            return [text]
-        if self.plan.esc is not None:  # escape: backslash -- split at unescaped separators
-            parts = split(text, self.plan.sep)
-        else:
-            parts = text.split(self.plan.sep)
-        return parts if len(parts) == n else None
+        return self.plan.read(template, text, escaped)
 
     def _where(self, cols: Sequence[str], raw: Sequence[list[bytes] | None]) -> list[Any]:
         kinds = [self.kinds[c] for c in cols]

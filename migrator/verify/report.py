@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK
+from migrator.plan.escape import AMBIGUOUS
 
 if TYPE_CHECKING:
     from migrator.source.snapshot import Snapshot
@@ -34,10 +35,14 @@ WRONG_LATEST = "wrong latest list"
 STALE = "stale key"
 DANGLING = "dangling reference"
 SHARED_KEY = "row sharing its key"  # a declared primary_key MySQL does not keep unique
+#: a row migrate does not write by policy (a separator inside a composite's value under
+#: ``escape: reject``, a NULL in a row-key column): MySQL holds it, Redis does not
+REJECTED = "rejected row"
 
 MISSING_KINDS = frozenset({MISSING_ROW})
 DIFFERENT_KINDS = frozenset({DIFFERENT_VALUE, MISSING_FIELD, EXTRA_FIELD, WRONG_TYPE, SHARED_KEY})
 STALE_KINDS = frozenset({STALE})
+REJECTED_KINDS = frozenset({REJECTED})
 
 
 def text(value: object, limit: int = 120) -> str | None:
@@ -81,6 +86,10 @@ class TableCheck:
     examples: dict[str, list[Difference]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: rejected rows per reason (``REJECTED`` counts them all)
+    refused: Counter[str] = field(default_factory=Counter)
+    #: rows read from MySQL per driver ("asyncmy", "pymysql") by the full pass
+    readers: Counter[str] = field(default_factory=Counter)
 
     def add(
         self,
@@ -114,8 +123,13 @@ class TableCheck:
         return self._sum(STALE_KINDS)
 
     @property
+    def rejected(self) -> int:
+        return self._sum(REJECTED_KINDS)
+
+    @property
     def structure(self) -> int:
-        return sum(self.counts.values()) - self.missing - self.different - self.stale
+        others = self.missing + self.different + self.stale + self.rejected
+        return sum(self.counts.values()) - others
 
     @property
     def ok(self) -> bool:
@@ -137,12 +151,15 @@ class TableCheck:
             "missing": self.missing,
             "different": self.different,
             "stale": self.stale,
+            "rejected": self.rejected,
+            "rejected_reasons": dict(self.refused),
             "structure_problems": self.structure,
             "status": self.status,
             "differences": dict(self.counts),
             "examples": [d.as_dict() for ds in self.examples.values() for d in ds],
             "notes": self.notes,
             "seconds": round(self.seconds, 3),
+            "readers": dict(self.readers),
         }
 
 
@@ -170,6 +187,26 @@ class VerifyReport:
     def exit_code(self) -> int:
         return EXIT_OK if self.ok else EXIT_DIFFERENCE
 
+    @property
+    def rejected(self) -> Counter[str]:
+        """Rejected rows per reason, over all tables."""
+        return sum((t.refused for t in self.tables), Counter())
+
+    def rejected_hints(self) -> list[str]:
+        """One line per reason rows were rejected: what it means and the fix."""
+        out = []
+        fix = " (verify --fix cannot write them either)" if self.repaired else ""
+        for why, n in sorted(self.rejected.items()):
+            rows = f"{n:,} row(s) MySQL holds are not in Redis: migrate rejects them ({why})"
+            if why == AMBIGUOUS:
+                out.append(
+                    f"{rows} under options.escape: reject{fix}; set options.escape: backslash "
+                    f"in {self.mapping} and run migrator migrate {self.mapping} --replace"
+                )
+            else:
+                out.append(f"{rows}{fix}; key the table by columns that are NOT NULL")
+        return out
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "mapping": self.mapping,
@@ -177,6 +214,7 @@ class VerifyReport:
             "target": self.target,
             "mode": self.mode,
             "identical": self.ok,
+            "hints": self.rejected_hints(),
             "seconds": round(self.seconds, 3),
             "snapshot": self.snapshot.as_dict() if self.snapshot is not None else None,
             "tables": [t.as_dict() for t in self.tables],
@@ -187,6 +225,7 @@ class VerifyReport:
         return {
             "changed": sum(t.total for t in self.repaired),
             "rechecked": self.found is not None,
+            "not_writable": sum(self.rejected.values()),
             "tables": [t.as_dict() for t in self.repaired],
             "found": [t.as_dict() for t in self.found] if self.found is not None else None,
         }

@@ -9,8 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from migrator.plan.escape import AMBIGUOUS
-from migrator.plan.planner import Batch, KeyFn, Row, Structure, TablePlan
+from migrator.plan.planner import Batch, KeyFn, Row, Stats, Structure, TablePlan
 from migrator.verify import report as vr
 from migrator.verify.keys import Reader
 from migrator.verify.repair import Repairer
@@ -47,7 +46,6 @@ class RowChecks:
         self.set_members: dict[bytes, set[bytes]] | None = None if exact else {}
         self.expected_keys: set[bytes] = set()
         self.references: list[tuple[str, KeyFn]] = []
-        self.rejected: Counter[str] = Counter()
         self.keyed_present = 0  # expected keyed structures (sets, hashes, ...) found in Redis
         #: verify --fix: where each difference's repair goes (None: only report)
         self.fixer: Repairer | None = None
@@ -69,8 +67,8 @@ class RowChecks:
         if self.fixer is not None:
             self.fixer.repair(kind, key, fieldname, repair, n)
 
-    def _retype(self, key: bytes) -> list[Command]:
-        return self.fixer.retype(key) if self.fixer is not None else []
+    def _retype(self, key: bytes, kind: bytes) -> list[Command]:
+        return self.fixer.retype(key, kind) if self.fixer is not None else []
 
     def _lacks(self, key: bytes) -> None:
         """A member the key lacks: counted unless --fix adds it before sizes are compared."""
@@ -79,15 +77,36 @@ class RowChecks:
 
     # -- one batch of rows -------------------------------------------------------------------
     def accepted(self, rows: Sequence[Row]) -> Sequence[Row]:
-        """The rows migrate writes: a row with a separator inside a value of a composite
-        (``escape: reject``) is left out and counted, as migrate counts it."""
+        """The rows migrate writes: a row with a separator inside a value of an ambiguous
+        composite (``escape: reject``) is left out and counted as a difference (a rejected
+        row: MySQL holds it, Redis does not), as migrate rejects it."""
         if not self.plan.guards:
             return rows
-        out = [row for row in rows if self.plan.ambiguous(row) is None]
+        out = []
+        stats = Stats()
+        for row in rows:
+            column = self.plan.ambiguous(row)
+            if column is None:
+                out.append(row)
+            else:
+                self.plan.reject(row, column, stats)
         if len(out) < len(rows):
-            self.rejected[AMBIGUOUS] += len(rows) - len(out)
+            self.note_rejects(stats)
             self.check.mysql_rows += len(rows) - len(out)
         return out
+
+    def note_rejects(self, stats: Stats) -> None:
+        """Count rows the plan rejected as differences, naming the first of them."""
+        if not stats.rejected:
+            return
+        self.check.refused.update(stats.rejected)
+        named: Counter[str] = Counter()
+        for r in stats.rejects:
+            named[r.reason] += 1
+            self.check.add(vr.REJECTED, f"({', '.join(r.pk)})", r.column, r.reason)
+        for why, n in stats.rejected.items():
+            if n > named[why]:
+                self.check.add(vr.REJECTED, "(rows)", None, why, n=n - named[why])
 
     def rows(self, rows: Sequence[Row]) -> None:
         """Check one batch now."""
@@ -116,7 +135,8 @@ class RowChecks:
                 want(self._hashes, [(b"HGETALL", k) for k in keys], b.commands)
             self._rejected(b)
         if "columns" in s:
-            groups = _per_row(s["columns"], rows, self.plan)
+            groups, b = _per_row(s["columns"], rows, self.plan)
+            self._rejected(b)
             want(self._columns, [(b"MGET", *(c[1] for c in g)) for _, g in groups], groups)
         if "unique-string" in s:
             cmds = run_structure(s["unique-string"], rows).commands
@@ -144,7 +164,7 @@ class RowChecks:
             at += n
 
     def _rejected(self, b: Batch) -> None:
-        self.rejected.update(b.stats.rejected)
+        self.note_rejects(b.stats)
 
     def _hashes_script(self, replies: list[Any], cmds: list[Command]) -> None:
         got = replies[0]
@@ -211,7 +231,7 @@ class RowChecks:
             fields = args[0::2]
             counts[key] = counts.get(key, 0) + len(set(fields))
             if isinstance(got, Exception):
-                repair = [*self._retype(key), (b"HSET", key, *args)]
+                repair = [*self._retype(key, b"hash"), (b"HSET", key, *args)]
                 self.found(vr.WRONG_TYPE, key, None, "a hash", str(got), repair)
                 continue
             for f, pk, v in zip(fields, args[1::2], got):
@@ -231,7 +251,7 @@ class RowChecks:
             else:
                 counts[key] = counts.get(key, 0) + len(members)
             if isinstance(got, Exception):
-                repair = [*self._retype(key), (b"SADD", key, *members)]
+                repair = [*self._retype(key, b"set"), (b"SADD", key, *members)]
                 self.found(vr.WRONG_TYPE, key, None, "a set", str(got), repair)
                 continue
             for m, there in zip(members, got):
@@ -245,7 +265,7 @@ class RowChecks:
             members = args[1::2]
             counts[key] = counts.get(key, 0) + len(members)
             if isinstance(got, Exception):
-                repair = [*self._retype(key), (b"ZADD", key, *args)]
+                repair = [*self._retype(key, b"zset"), (b"ZADD", key, *args)]
                 self.found(vr.WRONG_TYPE, key, None, "a sorted set", str(got), repair)
                 continue
             for m, score, have in zip(members, args[0::2], got):
@@ -310,8 +330,9 @@ def run_structure(structure: Structure, rows: Sequence[Row]) -> Batch:
 
 def _per_row(
     structure: Structure, rows: Sequence[Row], plan: TablePlan
-) -> list[tuple[bytes, list[Command]]]:
-    """``as: columns``: each row's key and its SET commands."""
+) -> tuple[list[tuple[bytes, list[Command]]], Batch]:
+    """``as: columns``: each row's key and its SET commands (and the batch, whose stats count
+    the rows rejected for a NULL in the row key)."""
     b = Batch()
     out = []
     for row in rows:
@@ -319,7 +340,7 @@ def _per_row(
         structure.add(row, b)
         if len(b.commands) > before:
             out.append((plan.row_key(row) or b"", b.commands[before:]))
-    return out
+    return out, b
 
 
 def _same_number(a: bytes, b: bytes | float) -> bool:

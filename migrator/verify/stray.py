@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from migrator.plan.keyspace import KeyPattern, KeySpace
-from migrator.retry import Retrying
+from migrator.retry import Policy, Retrying
 from migrator.target.keys import scan_space
 from migrator.target.sink import Client
 
@@ -31,8 +31,11 @@ class StrayScan:
     """SCAN and tally the key spaces of ``tables`` on a daemon thread: ``result`` waits for
     it (raising what it raised), ``cancel`` stops it after the page in hand."""
 
-    def __init__(self, client: Client, space: KeySpace, tables: Sequence[str]) -> None:
+    def __init__(
+        self, client: Client, space: KeySpace, tables: Sequence[str], policy: Policy | None = None
+    ) -> None:
         self.client, self.space, self.tables = client, space, list(tables)
+        self.policy = policy  # the mapping's options.retries (None: the default)
         self.rows: Counter[str] = Counter()
         self.others: Found = []
         self.error: BaseException | None = None
@@ -46,7 +49,7 @@ class StrayScan:
     def _run(self) -> None:
         try:
             # a retry's wait ends when the scan is cancelled (Stopped: nothing more to do)
-            retrying = Retrying(stop=self._stop)
+            retrying = Retrying(self.policy, stop=self._stop)
             for page in scan_space(self.client, self.space, self.tables, PAGE, retrying):
                 if self._stop.is_set():
                     return
@@ -73,8 +76,10 @@ class StrayScan:
         self._thread.join(timeout=5)
 
 
-def scan_now(client: Client, space: KeySpace, tables: Sequence[str]) -> tuple[Counter[str], Found]:
+def scan_now(
+    client: Client, space: KeySpace, tables: Sequence[str], policy: Policy | None = None
+) -> tuple[Counter[str], Found]:
     """The same SCAN and tally, on the calling thread."""
-    scan = StrayScan(client, space, tables)
+    scan = StrayScan(client, space, tables, policy)
     scan._run()
     return scan._outcome()

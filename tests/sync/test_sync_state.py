@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import redis
 
-from migrator.errors import TargetError
-from migrator.target.sync_state import raise_counter, write_atomic
+from migrator.errors import TargetError, TargetLost
+from migrator.plan.resp import resp
+from migrator.target.sync_state import SyncState, _watch, exec_group, raise_counter, write_atomic
 
 
 def test_group_applied_and_counter_never_lowered(redis_client: redis.Redis) -> None:
@@ -28,3 +29,32 @@ def test_refused_when_queued_aborts_the_whole_group(redis_client: redis.Redis) -
         write_atomic(redis_client, [(b"SET", b"a", b"1"), (b"HSET", b"h")])
     assert "HSET h" in caught.value.message
     assert redis_client.get(b"a") is None  # nothing of the group was applied
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_flush_between_watch_and_exec_is_a_loss_at_once(redis_url: str, protocol: int) -> None:
+    """EXEC answers a null when the watched state hash changed: ``*-1`` in RESP2, ``_`` in
+    RESP3 (redis-py 8's default). Either is the whole reply: the group is refused as a lost
+    target at once, never read on until the socket's timeout (a sync that did so noticed a
+    FLUSHDB a minute late, as a "timeout")."""
+    client = redis.Redis.from_url(redis_url, protocol=protocol, socket_timeout=5)
+    other = redis.Redis.from_url(redis_url)
+    try:
+        state = SyncState(client, "watched")
+        state.begin()
+        group = [(b"HSET", b"emp:1", b"a", b"1"), state.command({"file": "f", "pos": "4"})]
+        payload = b"*1\r\n$5\r\nMULTI\r\n" + resp(group) + b"*1\r\n$4\r\nEXEC\r\n"
+        conn = client.connection_pool.get_connection()
+        try:
+            _watch(conn, state)  # the marker is there
+            other.flushdb()  # ... and gone before the group's EXEC
+            with pytest.raises(TargetLost):
+                exec_group(conn, payload, group)
+        finally:
+            client.connection_pool.release(conn)
+        assert other.dbsize() == 0  # nothing of the group was applied
+        write_atomic(client, [(b"SET", b"after", b"1")])  # the connection is fit for more
+        assert other.get(b"after") == b"1"
+    finally:
+        client.close()
+        other.close()

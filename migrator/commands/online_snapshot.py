@@ -1,0 +1,364 @@
+"""Online, lock-free, resumable snapshots of single tables while ``sync`` follows the log.
+
+A table waiting for (or in) its snapshot is read in primary-key chunks between the follow
+loop's groups, with no transaction held longer than one chunk's ``SELECT``; the rest of the
+mapping keeps following. The result is exact by the method of Flink CDC's incremental
+snapshot and Netflix's DBLog, without a watermark table (the tool never writes to MySQL):
+
+1. **Arm** at applied position P (everything up to P is in Redis): from now on, the primary
+   key of every row change of the table is remembered (``seen``).
+2. **Read** at the next step: ``SELECT ... WHERE pk > done ORDER BY pk LIMIT chunk_rows`` in
+   a transaction of its own, then the log's head H (``SHOW MASTER STATUS``). Whatever the
+   read saw was committed to the log before H; whatever was in the log up to P is in it.
+3. **Flush** once the applied position passes H: the chunk's rows are written as ``migrate``
+   writes them (same packer), except those whose key changed since P — the log already
+   wrote their newer image (or removed them). Then ``done`` = the chunk's last key, stored
+   with the position in one atomic write.
+
+While a table is queued or in its snapshot, each of its row changes is applied as a
+*replacement* (the before-image's entries removed, the after-image written whole: the log
+carries full images), never as a field delta, so a row the snapshot has not reached yet is
+never half-written. A chunk's rows are at least as new as the applied position once it passes
+H, so writing them then is exact; a crash anywhere replays the log from the stored position
+over newer rows, which converges (docs/sync.md).
+
+Progress lives in the state hash's ``snapshot`` field (JSON: the queue of tables, the current
+table's last key, chunk number, estimated chunks, rows): ``kill -9`` resumes at the chunk it
+was at. Counters and latest lists are rebuilt after a table's last chunk (plan/finish.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from migrator.commands.reports import TableReport
+from migrator.errors import MigratorError
+from migrator.mapping.model import Mapping
+from migrator.mapping.resolve import Resolved
+from migrator.plan.batch import Row, Stats
+from migrator.plan.finish import finish_commands
+from migrator.plan.keyspace import KeySpace
+from migrator.plan.planner import TablePlan
+from migrator.plan.values import converter
+from migrator.retry import Retrying
+from migrator.source.binlog import BinlogPosition, Change
+from migrator.source.binlog_settings import log_status
+from migrator.source.mysql import RawRow, Selector, Source, keyset_value
+from migrator.source.reconnect import surfaced
+from migrator.source.snapshot import is_mariadb, start_snapshot
+from migrator.target.cluster_sink import Writer, sink_for, writer_for
+from migrator.target.keys import remove_owned
+
+#: default rows per chunk (``sync --chunk-rows``)
+SNAPSHOT_CHUNK_ROWS = 20_000
+#: the state hash's field that holds the snapshots' progress
+FIELD = "snapshot"
+
+Key = tuple[bytes | None, ...]
+
+
+@dataclass
+class Pending:
+    """One table's snapshot, as stored: where it stands and why it was asked for."""
+
+    table: str
+    reason: str
+    after: list[str] | None = None  # the last key loaded, each part hex (None: none yet)
+    chunk: int = 0  # chunks loaded
+    chunks: int = 0  # chunks expected (from the table's row estimate; 0: not started)
+    rows: int = 0  # rows written from the chunks
+    cleared: bool = False  # the table's old keys are removed
+
+
+def first_run_queue(resolved: list[Resolved], chunk_rows: int) -> list[Pending]:
+    """``sync --online-load``: every table, in the mapping's order, its keys already removed
+    by the first run."""
+    return [
+        Pending(r.name, "first run", cleared=True,
+                chunks=max(1, math.ceil((r.schema.row_estimate or 0) / chunk_rows)))
+        for r in resolved
+    ]  # fmt: skip
+
+
+def _passed(applied: BinlogPosition, head: BinlogPosition) -> bool:
+    return (applied.file, applied.pos) >= (head.file, head.pos)
+
+
+def load_queue(stored: dict[str, str]) -> list[Pending]:
+    raw = stored.get(FIELD) or ""
+    if not raw:
+        return []
+    return [Pending(**p) for p in json.loads(raw)]
+
+
+def dump_queue(queue: list[Pending]) -> str:
+    return json.dumps([asdict(p) for p in queue], separators=(",", ":")) if queue else ""
+
+
+@dataclass
+class _Chunk:
+    rows: list[RawRow]  # the rows to write at the flush (none when ``written``)
+    head: BinlogPosition  # H: flushed once the applied position passes it
+    last: bool  # fewer rows than asked: the table's end
+    count: int = 0  # rows read
+    tail: RawRow | None = None  # the last row read (its key is the next chunk's start)
+    written: bool = False  # written while read (nothing was logged since the arm)
+
+
+@dataclass
+class Snapshots:
+    """The engine: the queue of tables to snapshot and the current chunk (see the module
+    docstring). ``step`` is called by the follow loop between groups; it returns True when
+    the progress changed and must be stored with the position."""
+
+    src: Source
+    client: Any
+    mapping: Mapping
+    resolved: dict[str, Resolved]
+    plans: dict[str, TablePlan]
+    queue: list[Pending]
+    chunk_rows: int = SNAPSHOT_CHUNK_ROWS
+    retrying: Retrying | None = None
+    on_done: Callable[[TableReport, Pending], None] | None = None
+    armed: bool = False
+    seen: set[Key] = field(default_factory=set)
+    chunk: _Chunk | None = None
+    stats: Stats = field(default_factory=Stats)
+    started: float | None = None  # when this run began the current table (monotonic)
+    mariadb: bool | None = None  # the source's kind, asked once
+    writer: Writer | None = None  # a flush's writes in flight (see step)
+
+    # -- what the follow loop asks ---------------------------------------------------------
+    def observe(self, change: Change) -> None:
+        """A row change of a replaced table, in log order: its keys are newer than a chunk
+        read after the arm, so the chunk's copy of them is dropped at flush."""
+        if self.armed and self.queue and change.table == self.queue[0].table:
+            npk = len(self.resolved[change.table].primary_key)
+            for row in (change.before, change.after):
+                if row is not None:
+                    self.seen.add(tuple(row[:npk]))
+
+    def add(self, table: str, reason: str) -> bool:
+        """Queue ``table`` (its keys are removed when its turn comes); False when it already
+        waits (a snapshot under way starts again from its first chunk)."""
+        if table not in self.plans:
+            raise MigratorError(
+                f"cannot re-snapshot table '{table}': the mapping does not name it",
+                f"name one of: {', '.join(sorted(self.plans))}",
+            )
+        for i, p in enumerate(self.queue):
+            if p.table == table:
+                if i == 0:
+                    self._restart(p, reason)
+                return False
+        self.queue.append(Pending(table, reason))
+        return True
+
+    def discard(self, table: str) -> None:
+        """A DDL of ``table`` (a TRUNCATE...): a chunk of it read before the statement and not
+        yet written is dropped, and read again after it."""
+        if self.queue and self.queue[0].table == table and self.writer is None:
+            self.chunk, self.armed, self.seen = None, False, set()
+
+    def fields(self) -> dict[str, str]:
+        return {FIELD: dump_queue(self.queue)}
+
+    def progress(self) -> dict[str, Any] | None:
+        if not self.queue:
+            return None
+        p = self.queue[0]
+        return {
+            "table": p.table,
+            "chunk": p.chunk,
+            "chunks": max(p.chunks, p.chunk),
+            "rows": p.rows,
+            "waiting": [q.table for q in self.queue[1:]],
+        }
+
+    def step(self, applied: BinlogPosition) -> bool:
+        """One step of the current table's snapshot at ``applied`` (everything up to it is in
+        Redis): the clear of its keys, the flush of the chunk read when ``applied`` passed its
+        head, and at most one read (flushed at once when nothing was logged meanwhile). A
+        flush's writes overlap the next read and are acknowledged before this returns (no
+        group is applied meanwhile, so no newer change can land before them). True when the
+        progress changed and must be stored with the position."""
+        if not self.queue:
+            return False
+        try:
+            return self._step(applied)
+        finally:
+            self._drain()
+
+    def _step(self, applied: BinlogPosition) -> bool:
+        p = self.queue[0]
+        changed = False
+        if self.started is None:
+            self.started = time.monotonic()
+        if not p.cleared:
+            self._clear(p)
+            changed = True
+        if self.chunk is not None:
+            if not _passed(applied, self.chunk.head):
+                return changed
+            self._flush(p, self.chunk)
+            if not self.queue or not self.queue[0].cleared:
+                return True  # the next table starts at the next step
+            p, changed = self.queue[0], True
+        if not self.armed:
+            self.armed, self.seen = True, set()
+            if not self._exact():
+                return changed  # read at the next step (see _read)
+        self.chunk = self._read(p, applied)
+        if _passed(applied, self.chunk.head):
+            self._flush(p, self.chunk)
+            changed = True
+        return changed
+
+    # -- the steps ---------------------------------------------------------------------------
+    def _restart(self, p: Pending, reason: str) -> None:
+        p.reason, p.after, p.chunk, p.rows, p.cleared = reason, None, 0, 0, False
+        self.chunk, self.armed, self.seen, self.started = None, False, set(), None
+
+    def _clear(self, p: Pending) -> None:
+        """The table's old keys removed before its first chunk (again after a crash: the
+        chunks read after this see every row the log wrote meanwhile)."""
+        space = KeySpace(list(self.plans.values()), self.mapping.options.ignore)
+        remove_owned(self.client, space, [p.table], retrying=self.retrying)
+        r = self.resolved[p.table]
+        estimate = r.schema.row_estimate or 0
+        p.cleared, p.chunk, p.rows, p.after = True, 0, 0, None
+        p.chunks = max(1, math.ceil(estimate / self.chunk_rows))
+        self.stats = Stats()
+
+    def _exact(self) -> bool:
+        """MariaDB gives the log position of a consistent snapshot (``binlog_snapshot_*``):
+        a chunk read in one is exactly the source at that position. Elsewhere the read view
+        is only known to lie between the applied position and the log's end read after it."""
+        if self.mariadb is None:
+            conn = self.src.raw_connection()
+            self.mariadb = surfaced(lambda: is_mariadb(conn), "asking the server's kind",
+                                    self.src.close)  # fmt: skip
+        return self.mariadb
+
+    def _read(self, p: Pending, applied: BinlogPosition) -> _Chunk:
+        """The chunk after ``p.after`` and its head H. MariaDB: read inside a consistent
+        snapshot whose log position is H; when that is ``applied`` (nothing logged since),
+        the rows are exact already and are written as they stream in, as migrate writes.
+        Else (MySQL): read in a fresh read view, then H = the log's end; a transaction logged
+        before the arm but not yet visible could be missed by the read, so the arm is one
+        loop step earlier than the read (docs/sync.md)."""
+        src = self.src
+        plan = self.plans[p.table]
+
+        def read() -> _Chunk:
+            conn = src.raw_connection()
+            if self._exact():
+                snap = start_snapshot(conn)
+                if snap.binlog_file is None or snap.binlog_position is None:
+                    raise MigratorError("the source's binary log is off", "sync needs log_bin=ON")
+                at = BinlogPosition(snap.binlog_file, snap.binlog_position)
+                if _passed(applied, at):  # nothing logged since: write while reading
+                    count, tail = self._select(p, lambda rows: self._write(plan, rows))
+                    return _Chunk([], at, count < self.chunk_rows, count, tail, written=True)
+                rows: list[RawRow] = []
+                count, tail = self._select(p, rows.extend)
+                return _Chunk(rows, at, count < self.chunk_rows, count, tail)
+            conn.rollback()  # a fresh read view, held no longer than this statement
+            rows = []
+            count, tail = self._select(p, rows.extend)
+            head = log_status(conn)
+            if head is None:
+                raise MigratorError("the source's binary log is off", "sync needs log_bin=ON")
+            return _Chunk(rows, BinlogPosition(*head), count < self.chunk_rows, count, tail)
+
+        return surfaced(read, f"reading a chunk of {p.table}", src.close)
+
+    def _select(
+        self, p: Pending, take: Callable[[list[RawRow]], object]
+    ) -> tuple[int, RawRow | None]:
+        """The chunk after ``p.after``, one keyset page handed to ``take`` batch by batch; the
+        read view ends after it. Returns the rows read and the last one."""
+        r = self.resolved[p.table]
+        plan = self.plans[p.table]
+        cols = tuple(r.schema.column(n) for n in plan.select)
+        selector = Selector(plan.select, cols, tuple(converter(c.kind) for c in cols))
+        after = None
+        if p.after is not None:
+            kinds = [r.schema.column(c).kind for c in r.primary_key]
+            after = [keyset_value(bytes.fromhex(v), k) for v, k in zip(p.after, kinds)]
+        conn = self.src.raw_connection()
+        count, tail = 0, None
+        pages = self.src.batches(
+            p.table, selector, r.primary_key, self.mapping.options.batch_size, after=after,
+            page_size=self.chunk_rows,
+        )  # fmt: skip
+        try:
+            for rows in pages:
+                take(rows)
+                count, tail = count + len(rows), rows[-1]
+                if count >= self.chunk_rows:
+                    break
+        finally:
+            pages.close()
+            with suppress(Exception):
+                conn.rollback()
+        return count, tail
+
+    def _write(self, plan: TablePlan, rows: Sequence[Row]) -> None:
+        """Rows packed and queued to the background writer (acknowledged by ``_drain``)."""
+        if not rows:
+            return
+        if self.writer is None:
+            self.writer = writer_for(self.client, self.retrying)
+        size = self.mapping.options.batch_size
+        for i in range(0, len(rows), size):
+            payload, count, stats = self.writer.pack(plan, rows[i : i + size])
+            self.writer.put(payload, count)
+            self.stats.add(stats)
+
+    def _flush(self, p: Pending, chunk: _Chunk) -> None:
+        plan, r = self.plans[p.table], self.resolved[p.table]
+        npk = len(r.primary_key)
+        if not chunk.written:
+            seen = self.seen
+            self._write(plan, [row for row in chunk.rows if tuple(row[:npk]) not in seen])
+        if chunk.tail is not None:
+            p.after = [(v or b"").hex() for v in chunk.tail[:npk]]
+        p.chunk += 1
+        p.chunks = max(p.chunks, p.chunk + (0 if chunk.last else 1))
+        p.rows += chunk.count
+        self.chunk, self.armed, self.seen = None, False, set()
+        if chunk.last:
+            self._finish(p)
+
+    def _drain(self) -> None:
+        """Wait until the chunk's writes are acknowledged (a writer error is raised here)."""
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            writer.close()
+
+    def _finish(self, p: Pending) -> None:
+        """After the last chunk: counters and latest lists, as migrate finishes a table."""
+        self._drain()
+        plan, r = self.plans[p.table], self.resolved[p.table]
+        commands = surfaced(lambda: finish_commands(self.src, plan, r),
+                            f"finishing {p.table}", self.src.close)  # fmt: skip
+        with suppress(Exception):
+            self.src.raw_connection().rollback()
+        sink_for(self.client, self.retrying).write(commands)
+        self.queue.pop(0)
+        if self.on_done is not None:
+            s = self.stats
+            report = TableReport(
+                p.table, rows=p.rows, keys=s.keys, entries=s.entries, skipped=dict(s.skipped),
+                rejected=dict(s.rejected), seconds=time.monotonic() - (self.started or 0.0),
+                status=p.reason,
+            )  # fmt: skip
+            self.on_done(report, p)
+        self.stats, self.started = Stats(), None

@@ -1,0 +1,228 @@
+"""Foreign-key cascades for ``sync``, applied from the parent's change (docs/sync.md).
+
+InnoDB runs ``ON DELETE/UPDATE CASCADE`` and ``SET NULL`` itself: the binary log holds the
+parent's row change only. ``sync`` applies the rule from three things it has: the parent's
+change (its before and after row), the constraint's rule, and the child rows Redis already
+holds as of the log position — found through the child's index or reference set on exactly
+the foreign key's columns, each row read back from its hash. Redis is read *before* the
+group's commands are sent, so every read is overlaid with what the group has planned so far
+(``Delta.pending_members`` / ``pending_hash``): the rows are those of the moment of the
+parent's change. Each child change is then planned like any logged change (``TableDelta``),
+and followed in turn (a cascade of a cascade).
+
+That is exact only when Redis holds what the rule needs. ``followable`` names, per foreign
+key, why it is not (``sync`` then refuses the table at start, naming the constraint): the
+parent is not mapped (its changes are not read); no index or reference on exactly the
+foreign-key columns; the child's row is not readable back whole (not ``as: hash``, a used
+column that is not a hash field, a row key other than the primary key); the key columns are
+not integers (a member or index value then may not be the text MySQL compares); a separator
+that may occur in a composite's values next to a column ``SET NULL`` empties; a Redis
+Cluster target (a replay of a half-applied group could read children of a later state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from migrator.errors import MigratorError
+from migrator.mapping.cascades import Unlogged, trx_versioned
+from migrator.mapping.kinds import Kind
+from migrator.mapping.schema import ForeignKey
+from migrator.plan.batch import Command, Row
+from migrator.plan.delta import Delta, TableDelta
+from migrator.plan.planner import KeyFn, TablePlan
+from migrator.plan.structures import RowHash
+
+Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
+
+FIX = (
+    "map the parent table, give the child an index or reference on exactly the foreign key's "
+    "columns and keep its row whole in a hash (the defaults 'migrator init' drafts); or make "
+    "the rule RESTRICT, or leave the table out of the mapping for sync (migrate and verify "
+    "are not affected)"
+)
+
+
+@dataclass(frozen=True)
+class Cascade:
+    """One foreign key whose rules sync applies: child rows whose ``child_pos`` values equal
+    the parent row's ``parent_pos`` values are found in the set ``set_key`` gives."""
+
+    key: ForeignKey
+    parent: str
+    child: str
+    parent_pos: tuple[int, ...]
+    child_pos: tuple[int, ...]
+    set_key: KeyFn
+
+    def action(self, before: Row | None, after: Row | None) -> tuple[str, Row | None] | None:
+        """What the parent's change does to the children: ("delete", None), ("null", None),
+        ("set", the parent's new values), or None."""
+        if before is None:
+            return None
+        if after is None:
+            rule = self.key.on_delete.upper()
+        else:
+            old = tuple(before[i] for i in self.parent_pos)
+            new = tuple(after[i] for i in self.parent_pos)
+            if old == new:
+                return None
+            rule = self.key.on_update.upper()
+            if rule == "CASCADE":
+                return "set", new
+        if rule == "CASCADE":
+            return "delete", None
+        if rule in ("SET NULL", "SET DEFAULT"):  # InnoDB has no SET DEFAULT: it is refused
+            return "null", None
+        return None
+
+
+def _integers(plan: TablePlan, columns: Sequence[str]) -> bool:
+    return all(plan.resolved.schema.column(c).kind is Kind.INTEGER for c in columns)
+
+
+def _why_not(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], cluster: bool) -> str:
+    """Why sync cannot apply this key's rules exactly ("" when it can)."""
+    parent = plans.get(fk.parent)
+    r = child.resolved
+    if cluster:
+        return "on a Redis Cluster a replayed group could read the children of a later state"
+    if any(x.endswith("SET DEFAULT") for x in fk.unlogged_rules):
+        return "SET DEFAULT is not supported"
+    if parent is None:
+        return f"the parent table {fk.parent} is not in the mapping, so its changes are not read"
+    if any(c not in parent.pos for c in fk.parent_columns):
+        return f"the parent's columns {', '.join(fk.parent_columns)} are not read by the mapping"
+    if not _integers(child, fk.columns) or not _integers(child, r.primary_key):
+        return "the foreign key's and the primary key's columns must be integers"
+    if any(ch in child.sep for ch in b"0123456789-+"):
+        return "the separator holds a digit or a sign"
+    if set(r.key.columns) - set(r.primary_key):
+        return "the row key is not made of the primary key"
+    if not any(set(ix.columns) == set(fk.columns) for ix in r.index_sets()):
+        return f"no index or reference on exactly ({', '.join(fk.columns)}) to find the rows by"
+    fields = {i for s in child.structures if isinstance(s, RowHash) for _, i in s.fields}
+    missing = [c for c in child.select if c not in r.primary_key and child.pos[c] not in fields]
+    if missing:
+        return f"the row hash does not hold every column the mapping uses ({missing[0]})"
+    nulled = {child.pos[c] for c in fk.columns}
+    if "SET NULL" in " ".join(fk.unlogged_rules) and any(set(g) & nulled for g, _ in child.guards):
+        return "a separator may occur in a composite's values next to the nulled columns"
+    return ""
+
+
+def followable(
+    plans: dict[str, TablePlan], cluster: bool = False
+) -> tuple[list[Cascade], list[Unlogged]]:
+    """The cascades sync applies, and every reason it refuses a mapped table (this module's
+    docstring; transaction-precise versioning too)."""
+    rules, refused = [], []
+    for name, child in plans.items():
+        for fk in child.resolved.schema.foreign_keys:
+            if not fk.unlogged_rules:
+                continue
+            why = _why_not(fk, child, plans, cluster)
+            what = f"foreign key {fk.name + ' ' if fk.name else ''}({', '.join(fk.columns)})"
+            what += f" -> {fk.parent} {', '.join(fk.unlogged_rules)}"
+            if why:
+                refused.append(Unlogged(name, what, f"sync cannot apply it exactly: {why}", FIX))
+                continue
+            ix = next(i for i in child.resolved.index_sets() if set(i.columns) == set(fk.columns))
+            set_key = child.key_fn(child.index_template(ix.columns))
+            parent = plans[fk.parent]
+            rules.append(
+                Cascade(
+                    fk,
+                    fk.parent,
+                    name,
+                    tuple(parent.pos[c] for c in fk.parent_columns),
+                    tuple(child.pos[c] for c in fk.columns),
+                    set_key,
+                )
+            )
+    schemas = [p.resolved.schema for p in plans.values()]
+    refused += trx_versioned(schemas)
+    return rules, refused
+
+
+def refuse_unfollowable(plans: dict[str, TablePlan], cluster: bool) -> None:
+    """Raise (exit 2) naming every constraint or versioning sync cannot follow exactly."""
+    _, refused = followable(plans, cluster)
+    if refused:
+        reasons = "; ".join(f"{u} ({u.why})" for u in refused)
+        fixes = "; ".join(dict.fromkeys(u.fix for u in refused))
+        raise MigratorError(
+            f"sync cannot keep these tables exact and refuses them: {reasons}", fixes
+        )
+
+
+class Cascades:
+    """Applies the cascades of each logged change into the group's Delta (module docstring)."""
+
+    def __init__(self, rules: list[Cascade], deltas: dict[str, TableDelta], read: Read) -> None:
+        self.by_parent: dict[str, list[Cascade]] = {}
+        for rule in rules:
+            self.by_parent.setdefault(rule.parent, []).append(rule)
+        self.deltas, self.read = deltas, read
+
+    def follow(self, table: str, before: Row | None, after: Row | None, delta: Delta) -> None:
+        for rule in self.by_parent.get(table, ()):
+            action = rule.action(before, after)
+            if action is None:
+                continue
+            values = tuple(before[i] for i in rule.parent_pos)  # type: ignore[index]
+            if any(v is None for v in values):
+                continue  # a NULL is referenced by no row
+            kind, new_values = action
+            child = self.deltas[rule.child]
+            for old in self._children(rule, values, delta):
+                new: Row | None = None
+                if kind != "delete":
+                    row = list(old)
+                    for k, i in enumerate(rule.child_pos):
+                        row[i] = new_values[k] if new_values is not None else None
+                    new = tuple(row)
+                child.change(old, new, delta)
+                self.follow(rule.child, old, new, delta)
+
+    def _children(self, rule: Cascade, values: tuple[bytes | None, ...], delta: Delta) -> list[Row]:
+        """The child rows whose foreign key holds ``values``, as of this point of the group."""
+        plan = self.deltas[rule.child].plan
+        probe: list[bytes | None] = [None] * len(plan.select)
+        for k, i in enumerate(rule.child_pos):
+            probe[i] = values[k]
+        set_key = rule.set_key(tuple(probe))
+        if set_key is None:
+            return []
+        (members,) = self.read([(b"SMEMBERS", set_key)])
+        found = sorted(delta.pending_members(set_key, set(members)))
+        npk = len(plan.resolved.primary_key)
+        rows = []
+        for member in found:
+            row: list[bytes | None] = [None] * len(plan.select)
+            row[:npk] = member.split(plan.sep) if npk > 1 else [member]
+            rows.append(row)
+        if plan.table.kind != "hash":
+            return [tuple(r) for r in rows]
+        keys = [rk for r in rows if (rk := plan.row_key(tuple(r))) is not None]
+        hashes = self.read([(b"HGETALL", rk) for rk in keys]) if keys else []
+        fields = next(s.fields for s in plan.structures if isinstance(s, RowHash))
+        out: list[Row] = []
+        for row, key, held in zip(rows, keys, hashes):
+            have = delta.pending_hash(key, as_fields(held))
+            if not have:
+                continue  # not there at this point of the group
+            for name, i in fields:
+                row[i] = have.get(name)
+            out.append(tuple(row))
+        return out
+
+
+def as_fields(reply: Any) -> dict[bytes, bytes]:
+    """HGETALL's reply as a dict: RESP3 (redis-py 8's default) answers a map, RESP2 a flat
+    list of fields and values."""
+    if isinstance(reply, dict):
+        return reply
+    return dict(zip(reply[::2], reply[1::2]))

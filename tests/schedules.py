@@ -1,0 +1,437 @@
+"""Randomized fault schedules (issue 17 item 8), Jepsen-style, on servers the test starts.
+
+A schedule is one seed and one command (``migrate`` — with one or two workers, sometimes
+``--replace`` over an older load —, ``verify --fix`` or ``sync``), run as
+the CLI on a private ``mariadbd`` (row binary log) and a private ``redis-server`` (AOF), while
+a writer thread inserts, updates and deletes rows. From the seed come the table's size and a
+random sequence of faults at random moments, each one of ``FAULTS``: ``kill -9`` of the
+command, Redis restarted empty or from its AOF, Redis paused (SIGSTOP ... SIGCONT), Redis'
+client connections killed, MySQL ``KILL`` of every connection, MySQL restarted (SIGTERM or
+``kill -9``). A command that ends before the schedule does is started again as its docs
+say (``migrate --resume``, ``verify --fix`` again, ``sync`` again: what an operator or a
+supervisor does). Then the writes stop, and the documented recovery runs:
+
+* ``migrate``: ``migrate --resume`` (exit 0), then ``verify --fix`` until it says Redis matches
+  (docs/consistency.md: "ends at exit 0 once the source is quiet for one run");
+* ``verify --fix``: the same ``verify --fix`` until exit 0;
+* ``sync``: ``sync --until-caught-up`` (exit 0; docs/sync.md's cut-over step 3).
+
+Finally an **independent comparison**: MySQL's rows, read with PyMySQL, against Redis read
+key by key — row hashes, the unique hash, the index sets, the counter (never below the
+highest id: the next ``INCR`` must not hand out an id in use), and no other key under the
+table's prefix. migrator's own ``verify`` takes no part in it.
+
+The schedule (faults, moments, table size, writes) replays from its seed; the servers' own
+timing does not, so a replay meets the same faults at nearly the same points.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from tests.binlog_server import PrivateMariaDB
+from tests.faults import RedisProcess
+
+MAPPING = """\
+version: 1
+options:
+  batch_size: 50
+  retries: {attempts: 8, backoff: 0.2, max_backoff: 2}
+tables:
+  item:
+    unique: [code]
+    indexes: [grp]
+"""
+SCHEMA = (
+    "CREATE TABLE item (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(40) NOT NULL, grp INT,"
+    " code VARCHAR(40), UNIQUE KEY (code), KEY (grp))"
+)
+DATABASE = "sched"
+FAULTS = (
+    "kill -9", "redis restart empty", "redis restart from aof", "redis pause",
+    "redis client kill", "mysql kill", "mysql restart",
+)  # fmt: skip
+RUN_SECONDS = 240.0  # any one command, at most
+STARTUP_SECONDS = 3.0  # before a run is sent SIGTERM (see Command.stop)
+
+
+@dataclass
+class Servers:
+    mysql: PrivateMariaDB
+    redis: RedisProcess
+
+    @property
+    def source(self) -> str:
+        return f"{self.mysql.url}/{DATABASE}"
+
+    def sql(self, *statements: str, database: str | None = DATABASE) -> list[Any]:
+        conn = self.mysql.connect(database)
+        try:
+            with conn.cursor() as cur:
+                for s in statements:
+                    cur.execute(s)
+                return list(cur.fetchall())
+        finally:
+            conn.close()
+
+
+# -- the writes ----------------------------------------------------------------------------------
+class Writer(threading.Thread):
+    """Random single-statement writes on ``item`` from a seed until ``stop``; a lost or
+    refused connection (the faults) is opened again after a short pause."""
+
+    def __init__(self, servers: Servers, seed: int) -> None:
+        super().__init__(name="schedule-writer", daemon=True)
+        self.servers, self.rng, self.seed = servers, random.Random(seed), seed
+        self.stop = threading.Event()
+        self.done = self.failed = 0
+        self.n = 0
+        self.top = int(servers.sql("SELECT COALESCE(MAX(id), 0) FROM item")[0][0])
+
+    def _code(self) -> str | None:
+        self.n += 1
+        return None if self.rng.random() < 0.1 else f"c{self.seed}-{self.n}"
+
+    def run(self) -> None:
+        conn: Any = None
+        while not self.stop.is_set():
+            try:
+                if conn is None:
+                    conn = pymysql.connect(host="127.0.0.1", port=self.servers.mysql.port,
+                                           user="root", database=DATABASE, autocommit=True,
+                                           connect_timeout=2, read_timeout=10)  # fmt: skip
+                with conn.cursor() as cur:
+                    self._one(cur)
+                self.done += 1
+                time.sleep(0.01)
+            except pymysql.MySQLError:
+                self.failed += 1
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except Exception:  # already gone
+                        pass
+                conn = None
+                self.stop.wait(0.2)
+        if conn is not None:
+            conn.close()
+
+    def _one(self, cur: Any) -> None:
+        r = self.rng
+        op = r.choice(["insert", "update", "update", "grp", "code", "delete"])
+        victim = r.randint(1, max(1, self.top))
+        if op == "insert":
+            cur.execute("INSERT INTO item (name, grp, code) VALUES (%s, %s, %s)",
+                        (f"new {self.n}", r.choice([None, *range(20)]), self._code()))  # fmt: skip
+            self.top = max(self.top, int(cur.lastrowid or 0))
+        elif op == "update":
+            cur.execute("UPDATE item SET name = %s WHERE id = %s", (f"upd {self.n}", victim))
+        elif op == "grp":
+            cur.execute("UPDATE item SET grp = %s WHERE id = %s",
+                        (r.choice([None, *range(20)]), victim))  # fmt: skip
+        elif op == "code":
+            cur.execute("UPDATE item SET code = %s WHERE id = %s", (self._code(), victim))
+        else:
+            cur.execute("DELETE FROM item WHERE id = %s", (victim,))
+
+
+# -- the command under test ----------------------------------------------------------------------
+@dataclass
+class Command:
+    """``kind`` run as the CLI; each run's arguments, exit code and stderr are kept."""
+
+    kind: str  # migrate | verify | sync
+    servers: Servers
+    mapping: Path
+    workers: int = 1
+    replace: bool = False  # migrate's first run with --replace
+    proc: subprocess.Popen[str] | None = None
+    runs: list[tuple[str, int | None, str]] = field(default_factory=list)
+    started: float = 0.0
+
+    def argv(self, again: bool) -> list[str]:
+        base = [str(self.mapping), "--source", self.servers.source, "--target",
+                self.servers.redis.url]  # fmt: skip
+        if self.kind == "migrate":
+            extra = ["--workers", str(self.workers)]
+            extra += ["--resume"] if again else ["--replace"] if self.replace else []
+            return ["migrate", *base, *extra]
+        if self.kind == "verify":
+            return ["verify", *base, "--fix"]
+        return ["sync", *base]
+
+    def start(self, again: bool) -> None:
+        args = self.argv(again)
+        self.runs.append((" ".join(args[:1] + args[6:]), None, ""))
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "migrator", *args], stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True, start_new_session=True, env=_env(),
+        )  # fmt: skip
+
+    def ended(self) -> bool:
+        return self.proc is not None and self.proc.poll() is not None
+
+    def collect(self, timeout: float = RUN_SECONDS) -> int:
+        """Wait for the running command; record its exit code and stderr."""
+        assert self.proc is not None
+        try:
+            _, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            _, err = self.proc.communicate()
+            err += f"\n[schedule: killed after {timeout:.0f}s]"
+        code = self.proc.returncode
+        what = self.runs[-1][0]
+        self.runs[-1] = (what, code, err[-1500:])
+        self.proc = None
+        return int(code)
+
+    def kill9(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # its workers too, as a shell's kill would
+        if self.proc is not None:
+            self.collect(30)
+
+    def stop(self) -> None:
+        """End the run in hand: sync is stopped (SIGTERM, as a service manager does); the
+        others are waited for. A SIGTERM in a process's first seconds, before the CLI has set
+        its handler (the interpreter still importing), ends it by the signal: sync is given
+        STARTUP_SECONDS first."""
+        if self.proc is None:
+            return
+        if self.kind == "sync" and self.proc.poll() is None:
+            time.sleep(max(0.0, self.started + STARTUP_SECONDS - time.monotonic()))
+            self.proc.send_signal(signal.SIGTERM)
+        self.collect()
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIGRATOR_") or "TEST" in k}
+    return {**env, "COLUMNS": "200"}
+
+
+def cli(*args: str) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-m", "migrator", *args], capture_output=True,
+                          text=True, timeout=RUN_SECONDS, env=_env())  # fmt: skip
+    return done.returncode, done.stderr[-1500:]
+
+
+# -- faults --------------------------------------------------------------------------------------
+def inject(fault: str, rng: random.Random, servers: Servers, command: Command) -> None:
+    redis, mysql = servers.redis, servers.mysql
+    if fault == "kill -9":
+        command.kill9()
+    elif fault == "redis restart empty":
+        redis.restart(rng.uniform(0.1, 1.5), kill=rng.random() < 0.5, empty=True)
+    elif fault == "redis restart from aof":
+        redis.restart(rng.uniform(0.1, 1.5), kill=rng.random() < 0.5)
+    elif fault == "redis pause":
+        assert redis.proc is not None
+        redis.proc.send_signal(signal.SIGSTOP)
+        time.sleep(rng.uniform(0.5, 3.0))
+        redis.proc.send_signal(signal.SIGCONT)
+    elif fault == "redis client kill":
+        client = redis.client()
+        try:
+            client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        finally:
+            client.close()
+    elif fault == "mysql kill":
+        ids = servers.sql("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'root' "
+                          "AND ID <> CONNECTION_ID()", database=None)  # fmt: skip
+        for (i,) in ids:
+            try:
+                servers.sql(f"KILL {int(i)}", database=None)
+            except pymysql.MySQLError:  # gone meanwhile
+                pass
+    elif fault == "mysql restart":
+        mysql.halt(kill=rng.random() < 0.5)
+        time.sleep(rng.uniform(0.1, 1.0))
+        mysql.start()
+    else:
+        raise AssertionError(f"unknown fault {fault!r}")
+
+
+# -- a schedule ----------------------------------------------------------------------------------
+@dataclass
+class Outcome:
+    seed: int
+    kind: str
+    rows: int
+    events: list[str] = field(default_factory=list)
+    runs: list[tuple[str, int | None, str]] = field(default_factory=list)
+    recovery: list[tuple[str, int, str]] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def report(self) -> str:
+        lines = [f"schedule seed={self.seed} command={self.kind} rows={self.rows}", "events:"]
+        lines += [f"  {e}" for e in self.events]
+        lines += ["runs:"] + [f"  {w} -> {c}" + (f": {e.strip()[-400:]}" if c else "")
+                              for w, c, e in self.runs]  # fmt: skip
+        lines += ["recovery:"] + [f"  {w} -> {c}" + (f": {e.strip()[-400:]}" if c else "")
+                                  for w, c, e in self.recovery]  # fmt: skip
+        lines += [f"problem: {p}" for p in self.problems]
+        lines += [f"difference: {d}" for d in self.differences[:20]]
+        lines.append(
+            f"replay: MIGRATOR_FAULT_SEEDS={self.kind}:{self.seed} .venv/bin/pytest "
+            "tests/test_fault_schedules.py -k replay"
+        )
+        return "\n".join(lines)
+
+
+#: exit codes a run may end with while faults go on (anything else is a bug in itself)
+ALLOWED = {"migrate": {0, 3, -9}, "verify": {0, 1, 3, -9}, "sync": {0, 3, -9, 130}}
+
+
+def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
+    rng = random.Random(seed)
+    rows = rng.randint(8_000, 20_000)
+    out = Outcome(seed, kind, rows)
+    t0 = time.monotonic()
+
+    def event(text: str) -> None:
+        out.events.append(f"{time.monotonic() - t0:6.2f}s {text}")
+
+    prepare(servers, rows)
+    mapping = tmp / "sched.yaml"
+    mapping.write_text(MAPPING)
+    command = Command(kind, servers, mapping, workers=rng.choice([1, 1, 2]))
+    # drawn apart from the faults' stream, so that adding a variant keeps each seed's faults
+    command.replace = kind == "migrate" and random.Random(f"{seed}-replace").random() < 0.4
+    if kind == "verify" or command.replace:  # an earlier load to repair or to replace
+        code, err = cli(*Command("migrate", servers, mapping).argv(False))
+        assert code == 0, err
+        servers.sql("DELETE FROM item WHERE id % 5 = 0")  # rows whose keys become stale
+    writer = Writer(servers, seed)
+    writer.start()
+    try:
+        command.start(again=False)
+        event(f"start {command.runs[-1][0]}")
+        for _ in range(rng.randint(2, 4)):
+            time.sleep(rng.uniform(0.3, 2.0))
+            if command.proc is not None and command.ended():
+                command.collect()
+            loaded = kind == "migrate" and command.runs[-1][1] == 0
+            if command.proc is None and not loaded:  # ended (or killed): go on as documented
+                command.start(again=True)
+                event(f"ended {command.runs[-2][1]}; start {command.runs[-1][0]}")
+            fault = rng.choice(FAULTS)
+            event(fault)
+            inject(fault, rng, servers, command)
+        time.sleep(rng.uniform(0.3, 1.5))
+    finally:
+        writer.stop.set()
+        writer.join(30)
+        command.stop()
+    event(f"writes stopped ({writer.done} done, {writer.failed} failed)")
+    out.runs = command.runs
+    for what, code, err in command.runs:
+        if code is not None and code not in ALLOWED[kind]:
+            out.problems.append(f"{what} ended with exit {code}")
+        if "Traceback" in err:
+            out.problems.append(f"{what} printed a traceback")
+    recover(kind, command, out)
+    out.differences = compare(servers)
+    return out
+
+
+def recover(kind: str, command: Command, out: Outcome) -> None:
+    """The documented recovery (see the module docstring); each step's exit code kept."""
+
+    def step(args: list[str]) -> int:
+        code, err = cli(*args)
+        out.recovery.append((" ".join(args[:1] + args[6:]), code, err))
+        return code
+
+    if kind == "sync":
+        if step([*command.argv(False), "--until-caught-up"]) != 0:
+            out.problems.append("sync --until-caught-up did not exit 0")
+        return
+    if kind == "migrate" and step(command.argv(True)) != 0:
+        out.problems.append("migrate --resume did not exit 0")
+    fix = Command("verify", command.servers, command.mapping).argv(False)
+    if not any(step(fix) == 0 for _ in range(2)):
+        out.problems.append("verify --fix did not reach exit 0 in two runs on a quiet source")
+
+
+def prepare(servers: Servers, rows: int) -> None:
+    servers.sql(f"DROP DATABASE IF EXISTS {DATABASE}", f"CREATE DATABASE {DATABASE}",
+                database=None)  # fmt: skip
+    servers.sql(
+        SCHEMA,
+        "INSERT INTO item (name, grp, code) SELECT CONCAT('name ', seq), "
+        f"IF(seq % 7 = 0, NULL, seq % 20), IF(seq % 11 = 0, NULL, CONCAT('k', seq)) "
+        f"FROM seq_1_to_{rows}",
+    )
+    client = servers.redis.client()
+    try:
+        client.flushall()
+    finally:
+        client.close()
+
+
+# -- the independent comparison ------------------------------------------------------------------
+def expected(rows: list[tuple[Any, ...]]) -> dict[bytes, Any]:
+    """What Redis must hold for ``rows`` (id, name, grp, code), by the mapping's rules."""
+    want: dict[bytes, Any] = {}
+    unique: dict[bytes, bytes] = {}
+    for i, name, grp, code in rows:
+        pk = str(i).encode()
+        fields = {b"name": name.encode()}
+        if grp is not None:
+            fields[b"grp"] = str(grp).encode()
+            want.setdefault(b"item:indices:grp:%d" % grp, set()).add(pk)
+        if code is not None:
+            fields[b"code"] = code.encode()
+            unique[code.encode()] = pk
+        want[b"item:" + pk] = fields
+    if unique:
+        want[b"item:uniques:code"] = unique
+    return want
+
+
+def compare(servers: Servers) -> list[str]:
+    """Every difference between MySQL's ``item`` rows and Redis (see the module docstring)."""
+    rows = servers.sql("SELECT id, name, grp, code FROM item")
+    want = expected(rows)
+    client = servers.redis.client(timeout=30)
+    try:
+        have = {k for k in client.scan_iter(match=b"item:*", count=5000)}
+        out = []
+        top = max((int(r[0]) for r in rows), default=0)
+        counter = client.get(b"item:id")
+        if rows and (counter is None or int(counter) < top):
+            out.append(f"counter item:id is {counter!r}, below the highest id {top}")
+        have.discard(b"item:id")
+        for key in sorted(have - set(want)):
+            out.append(f"extra key {key!r}")
+        read: Callable[[bytes], Any]
+        for key, value in sorted(want.items()):
+            read = client.smembers if isinstance(value, set) else client.hgetall
+            got = read(key) if key in have else None
+            if got is None:
+                out.append(f"missing key {key!r}")
+            elif got != value:
+                out.append(f"{key!r}: Redis has {_short(got)}, MySQL says {_short(value)}")
+        return out
+    finally:
+        client.close()
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 160 else text[:157] + "..."

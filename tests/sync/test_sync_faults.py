@@ -1,0 +1,653 @@
+"""sync under faults (issue 17 items 1, 2 and 6), on real servers: a private ``redis-server``
+restarted empty, from its AOF, or flushed, during the first load and while following; the
+source's connections killed and a private mariadbd restarted or gone; a second sync of the
+same mapping and target; Ctrl-C in the first load; ``--json`` errors. Each ends with
+``sync --until-caught-up`` and ``verify`` exit 0, or the documented exit 3 and command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pymysql
+import pytest
+import redis
+
+from migrator.commands import verify
+from migrator.commands.reports import SyncReport, SyncStatus
+from migrator.commands.sync import default_server_id, sync
+from migrator.errors import ConnectError, MigratorError, TargetLost
+from migrator.mapping.loader import parse_mapping
+from migrator.progress import NullProgress
+from tests.binlog_server import PrivateMariaDB, missing
+from tests.faults import RedisProcess, redis_process, redis_server_problem, signal_when, wait_for
+from tests.services import create_database
+from tests.sync.helpers import master_position
+from tests.sync.workload import MAPPING, SCHEMA, Writer
+
+pytestmark = pytest.mark.skipif(
+    redis_server_problem() is not None or missing() is not None,
+    reason=f"{redis_server_problem() or missing()}",
+)
+
+_ids = iter(range(8100, 9000))
+FAST = "options:\n  retries: {attempts: 10, backoff: 0.2, max_backoff: 1}\n"
+STATE = "migrator:synctest:sync"
+
+
+def _mapping(options: str = FAST) -> Any:
+    return parse_mapping(MAPPING + options, name="synctest")
+
+
+def _verify(db: Any, url: str) -> None:
+    report = verify(_mapping(), source=db.url, target=url)
+    assert report.exit_code == 0, json.dumps(report.as_dict(), default=str)[:3000]
+
+
+def _write(db: Any, seed: int, steps: int) -> None:
+    conn = db.connect(client_flag=0)
+    try:
+        w = Writer(conn, seed)
+        for _ in range(steps):
+            w.step()
+    finally:
+        conn.close()
+
+
+def _caught_up(db: Any, url: str, **kw: Any) -> SyncReport:
+    """``sync --until-caught-up``, then ``verify`` exit 0. A last insert first: the random
+    writes may delete emp's highest row, after which the counter rule differs between sync
+    and verify (issue 17 item 5, not what these tests are about)."""
+    db.run("INSERT INTO emp (email) VALUES (NULL)")
+    report = sync(_mapping(), source=db.url, target=url, until_caught_up=True,
+                  server_id=next(_ids), **kw)  # fmt: skip
+    assert report.stopped == "caught up"
+    _verify(db, url)
+    return report
+
+
+def _many_rows(db: Any, n: int = 3000) -> None:
+    """Enough employees that the first load takes many batches."""
+    conn = db.connect(client_flag=0)
+    try:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO emp (email, login, dept_id, title, salary) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                [(f"m{i}@x", f"m{i}", 1 + i % 3, "dev", i) for i in range(n)],
+            )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _reach_head(db: Any, client: redis.Redis, run: Following) -> None:
+    """Wait until the stored position is the end of the binary log (or ``run`` failed)."""
+    head = master_position(db)
+    at = [head.file.encode(), b"%d" % head.pos]
+    wait_for(f"sync at {head}", lambda: run.error or client.hmget(STATE, ["file", "pos"]) == at, 60)
+    assert run.error is None, run.error
+
+
+class OnBatch(NullProgress):
+    """Calls ``action`` once, after the ``after``-th batch of the first load was queued."""
+
+    def __init__(self, action: Callable[[], None], after: int = 2) -> None:
+        self.action, self.after, self.batches = action, after, 0
+        self.notes: list[str] = []
+
+    def note(self, table: str, message: str) -> None:
+        self.notes.append(message)
+
+    def advance(self, table: str, rows: int) -> None:
+        self.batches += 1
+        if self.batches == self.after:
+            self.action()
+
+
+class Following:
+    """``sync`` following the log in a thread until ``finish()``."""
+
+    def __init__(self, db: Any, url: str, **kw: Any) -> None:
+        self.stop = threading.Event()
+        self.statuses: list[SyncStatus] = []
+        self.applied = 0
+        self.error: BaseException | None = None
+        self.report: SyncReport | None = None
+
+        def applied(group: list[Any]) -> None:
+            self.applied += len(group)
+
+        def run() -> None:
+            try:
+                self.report = sync(
+                    kw.pop("mapping", None) or _mapping(), source=db.url, target=url,
+                    stop=self.stop, server_id=next(_ids), on_status=self.statuses.append,
+                    status_interval=0.2, on_applied=applied, **kw,
+                )  # fmt: skip
+            except BaseException as e:
+                self.error = e
+
+        self.thread = threading.Thread(target=run, name="sync-under-test", daemon=True)
+        self.thread.start()
+        wait_for("sync following the log", lambda: self.following() or self.error, 60)
+
+    def following(self) -> bool:
+        return any(s.phase in ("following", "caught up") for s in self.statuses)
+
+    def wait_applied(self, n: int, seconds: float = 60) -> None:
+        wait_for(f"{n} transactions applied", lambda: self.applied >= n or self.error, seconds)
+        assert self.error is None, self.error
+
+    def finish(self) -> SyncReport:
+        self.stop.set()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+        if self.error is not None:
+            raise self.error
+        assert self.report is not None
+        return self.report
+
+    def notes(self) -> list[str]:
+        return [s.note for s in self.statuses if s.note]
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    with redis_process(tmp_path) as server:
+        yield server
+
+
+@pytest.fixture
+def aof_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    with redis_process(tmp_path, appendonly=True) as server:
+        yield server
+
+
+# -- item 1: a target that lost the data -------------------------------------------------------
+def test_redis_restarted_empty_while_following_is_reloaded(binlog_db, own_redis) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    url = own_redis.url
+    _caught_up(binlog_db, url)
+    run = Following(binlog_db, url)
+    _write(binlog_db, 61, 40)
+    run.wait_applied(1)
+    own_redis.restart(down=0.3)  # empty: no persistence
+    # the follower sees it by itself (idle check, next group, new connection) and reloads
+    wait_for(
+        "the snapshot loaded again",
+        lambda: run.error or own_redis.client().hget(STATE, "file"),
+        60,
+    )
+    _write(binlog_db, 62, 40)
+    report = run.finish()
+    assert report.snapshot is not None, "loaded again"
+    assert any("loading the snapshot again" in r for r in report.recoveries), report.recoveries
+    assert any("target lost data" in n for n in run.notes())
+    _caught_up(binlog_db, url)
+
+
+def test_flushdb_while_following_is_reloaded(binlog_db, own_redis) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    url = own_redis.url
+    _caught_up(binlog_db, url)
+    run = Following(binlog_db, url)
+    _write(binlog_db, 63, 30)
+    run.wait_applied(1)
+    own_redis.client().flushdb()
+    _write(binlog_db, 64, 30)
+    wait_for(
+        "the snapshot loaded again",
+        lambda: run.error or own_redis.client().hget(STATE, "file"),
+        60,
+    )
+    report = run.finish()
+    assert any("marker is gone" in r for r in report.recoveries), report.recoveries
+    _caught_up(binlog_db, url)
+
+
+def test_redis_restarted_from_its_aof_continues_from_the_position_it_holds(
+    binlog_db, aof_redis
+) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    url = aof_redis.url
+    _caught_up(binlog_db, url)
+    run = Following(binlog_db, url)
+    _write(binlog_db, 65, 30)
+    run.wait_applied(1)
+    aof_redis.restart(down=0.3)  # a new run_id, the data and the marker kept
+    _write(binlog_db, 66, 30)
+    wait_for("the recovery", lambda: run.notes() or run.error, 60)
+    report = run.finish()
+    assert report.snapshot is None, "nothing was lost, so nothing is loaded again"
+    assert any("continuing from the position" in r for r in report.recoveries), report.recoveries
+    _caught_up(binlog_db, url)
+
+
+def test_redis_back_from_an_older_snapshot_replays_from_the_position_it_holds(
+    binlog_db, own_redis
+) -> None:  # type: ignore[no-untyped-def]
+    """Like a failover to a replica that missed the last writes: the marker is there, with
+    an older position and the data as of it; what came after is applied again."""
+    binlog_db.run(SCHEMA)
+    url = own_redis.url
+    _caught_up(binlog_db, url)
+    run = Following(binlog_db, url)
+    client = own_redis.client()
+    _write(binlog_db, 68, 20)
+    _reach_head(binlog_db, client, run)
+    client.save()  # dump.rdb, loaded by the next start
+    older = client.hgetall(STATE)
+    _write(binlog_db, 69, 20)
+    _reach_head(binlog_db, client, run)
+    assert client.hgetall(STATE)[b"pos"] != older[b"pos"]
+    own_redis.restart(down=0.3, kill=True)  # back with the older data, marker and position
+    wait_for("the recovery", lambda: run.notes() or run.error, 60)
+    report = run.finish()
+    assert report.snapshot is None
+    held = f"{older[b'file'].decode()}:{older[b'pos'].decode()}"
+    assert any(f"continuing from the position it still holds, {held}" in r
+               for r in report.recoveries), report.recoveries  # fmt: skip
+    _caught_up(binlog_db, url)
+
+
+@pytest.mark.parametrize("fault", ["restart", "flushdb"])
+def test_target_lost_during_the_first_load_is_loaded_again(binlog_db, own_redis, fault) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    _many_rows(binlog_db)
+    url = own_redis.url
+
+    def lose() -> None:
+        if fault == "restart":
+            own_redis.restart(down=0.2)
+        else:
+            own_redis.client().flushdb()
+
+    progress = OnBatch(lose)
+    report = sync(_mapping(FAST + "  batch_size: 200\n"), source=binlog_db.url, target=url,
+                  until_caught_up=True, server_id=next(_ids), progress=progress)  # fmt: skip
+    assert report.stopped == "caught up"
+    assert any("loading the snapshot again" in r for r in report.recoveries), report.recoveries
+    assert any("target lost data" in n for n in progress.notes), progress.notes  # the bars
+    _verify(binlog_db, url)
+
+
+def test_a_loss_without_retries_is_exit_3_with_the_command_and_no_position(
+    binlog_db, own_redis
+) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    _many_rows(binlog_db, 1000)
+    url = own_redis.url
+    with pytest.raises(TargetLost) as caught:
+        sync(_mapping(FAST + "  batch_size: 200\n"), source=binlog_db.url, target=url,
+             until_caught_up=True, server_id=next(_ids), retries=0,
+             progress=OnBatch(lambda: own_redis.client().flushdb()))  # fmt: skip
+    assert caught.value.exit_code == 3
+    assert "migrator sync" in (caught.value.hint or "")
+    assert own_redis.client().hget(STATE, "file") is None, "no position over missing data"
+    report = _caught_up(binlog_db, url)
+    assert report.snapshot is not None
+
+
+def test_redis_gone_past_the_retries_is_exit_3_with_the_position_and_command(
+    binlog_db, own_redis
+) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    url = own_redis.url
+    _caught_up(binlog_db, url)
+    run = Following(binlog_db, url, mapping=_mapping(FAST.replace("attempts: 10", "attempts: 2")))
+    own_redis.stop()
+    run.thread.join(60)
+    assert isinstance(run.error, ConnectError) and run.error.exit_code == 3, run.error
+    assert "migrator sync" in (run.error.hint or "") and "mysql-bin." in (run.error.hint or "")
+    own_redis.start()  # empty
+    report = _caught_up(binlog_db, url)
+    assert report.snapshot is not None
+
+
+def test_a_position_without_its_marker_is_not_trusted(binlog_db, own_redis) -> None:  # type: ignore[no-untyped-def]
+    """What today's MULTI re-created after a loss: a position over an empty Redis."""
+    binlog_db.run(SCHEMA)
+    url = own_redis.url
+    _caught_up(binlog_db, url)
+    client = own_redis.client()
+    stored = {k: v for k, v in client.hgetall(STATE).items() if not k.startswith(b"@")}
+    client.flushdb()
+    client.hset(STATE, mapping=stored)
+    report = _caught_up(binlog_db, url)
+    assert report.snapshot is not None
+    assert any("no run marker" in r for r in report.recoveries)
+
+
+def test_caught_up_is_not_reported_over_a_flushed_target(binlog_db, own_redis) -> None:  # type: ignore[no-untyped-def]
+    """The check before "caught up": flushed after the last group, nothing written since."""
+    binlog_db.run(SCHEMA)
+    url = own_redis.url
+    _caught_up(binlog_db, url)
+    _write(binlog_db, 67, 20)
+    flushed: list[int] = []
+
+    def flush_once(group: list[Any]) -> None:
+        if not flushed:
+            flushed.append(1)
+            own_redis.client().flushdb()
+
+    report = sync(_mapping(), source=binlog_db.url, target=url, until_caught_up=True,
+                  server_id=next(_ids), on_applied=flush_once)  # fmt: skip
+    assert flushed and report.snapshot is not None
+    _verify(binlog_db, url)
+
+
+# -- item 2: the source's connections ----------------------------------------------------------
+def _kill_sync_connections(server: PrivateMariaDB | Any, db: Any) -> int:
+    """KILL every connection of the test's database and every binlog dump (on a server of
+    the tests' own), except the asking one."""
+    conn = pymysql.connect(host="127.0.0.1", port=server.port, user="root", autocommit=True)
+    killed = 0
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
+                "AND (DB = %s OR DB = 'information_schema' OR COMMAND LIKE 'Binlog Dump%%')",
+                (db.name,),
+            )
+            for (i,) in cur.fetchall():
+                try:
+                    cur.execute(f"KILL {int(i)}")
+                    killed += 1
+                except pymysql.MySQLError:
+                    pass
+    finally:
+        conn.close()
+    return killed
+
+
+def test_killed_source_connections_are_opened_again(binlog_db, binlog_server, redis_url) -> None:  # type: ignore[no-untyped-def]
+    if not isinstance(binlog_server, PrivateMariaDB):
+        pytest.skip("KILLs connections of a server of the tests' own")
+    binlog_db.run(SCHEMA)
+    run = Following(binlog_db, redis_url)
+    for seed in (71, 72, 73):
+        before = run.applied
+        _write(binlog_db, seed, 30)  # with latest-list changes: that connection is used
+        run.wait_applied(before + 1)  # (after the last KILL: on new connections)
+        wait_for("a KILL", lambda: _kill_sync_connections(binlog_server, binlog_db), 10)
+    _write(binlog_db, 74, 30)
+    wait_for("a reconnect", lambda: run.report or run.notes() or run.error, 60)
+    report = run.finish()
+    assert any("reconnected" in r for r in report.recoveries), report.recoveries
+    assert any("lost the connection" in n or "retry" in n for n in run.notes()), run.notes()
+    _caught_up(binlog_db, redis_url)
+
+
+class CuttingProxy:
+    """A TCP proxy on a free port in front of a MySQL server; ``cut()`` drops every
+    connection through it at once, as a network blip does."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.open: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            with self.lock:
+                self.open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> int:
+        with self.lock:
+            victims, self.open = self.open, []
+        for s in victims:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+        return len(victims) // 2
+
+    def close(self) -> None:
+        self.listener.close()
+        self.cut()
+
+
+def test_a_network_blip_is_ridden_out(binlog_db, binlog_server, redis_url) -> None:  # type: ignore[no-untyped-def]
+    if not isinstance(binlog_server, PrivateMariaDB):
+        pytest.skip("a proxy in front of a server of the tests' own")
+    binlog_db.run(SCHEMA)
+    proxy = CuttingProxy(binlog_server.port)
+    try:
+        url = binlog_db.url.replace(f":{binlog_server.port}/", f":{proxy.port}/")
+        through = SimpleNamespace(url=url, run=binlog_db.run)  # every connection via the proxy
+        run = Following(through, redis_url)
+        client = redis.Redis.from_url(redis_url)
+        for seed in (75, 76):
+            _write(binlog_db, seed, 30)
+            _reach_head(binlog_db, client, run)  # (after the last cut: on new connections)
+            assert proxy.cut() >= 1
+        _write(binlog_db, 77, 30)
+        _reach_head(binlog_db, client, run)
+        report = run.finish()
+        assert any("reconnected" in r for r in report.recoveries), report.recoveries
+        _caught_up(through, redis_url)
+    finally:
+        proxy.close()
+
+
+@pytest.fixture
+def own_mariadb() -> Iterator[PrivateMariaDB]:
+    server = PrivateMariaDB()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_mysql_restart_is_ridden_out(own_mariadb, redis_url) -> None:  # type: ignore[no-untyped-def]
+    db = create_database(own_mariadb.url, "mig_t_restart")
+    db.run(SCHEMA)
+    run = Following(db, redis_url)
+    _write(db, 81, 30)
+    run.wait_applied(1)
+    own_mariadb.restart(down=0.5)
+    _write(db, 82, 30)
+    wait_for("writes after the restart applied", lambda: run.applied >= 40 or run.error, 60)
+    report = run.finish()
+    assert any("reconnected" in r for r in report.recoveries), report.recoveries
+    _caught_up(db, redis_url)
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "migrator", *args]
+
+
+def _cli_setup(
+    db: Any, url: str, tmp_path: Path, options: str = FAST
+) -> tuple[list[str], dict[str, str]]:
+    mapping = tmp_path / "m.yaml"
+    mapping.write_text(MAPPING + options)
+    env = {**os.environ, "MIGRATOR_SYNC_SERVER_ID": str(next(_ids))}
+    return ["sync", str(mapping), "--source", db.url, "--target", url], env
+
+
+def test_a_source_down_past_the_retries_is_exit_3_with_the_position_and_command(
+    own_mariadb, redis_url, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    db = create_database(own_mariadb.url, "mig_t_down")
+    db.run(SCHEMA)
+    base, env = _cli_setup(db, redis_url, tmp_path)
+    subprocess.run(_cli(*base, "--until-caught-up"), env=env, check=True, capture_output=True)
+    proc = subprocess.Popen(_cli(*base, "--json", "--retries", "2"), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert '"status"' in proc.stdout.readline()
+        own_mariadb.halt()
+        out, err = proc.communicate(timeout=60)  # never reconnecting forever
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 3, err
+    lines = [json.loads(line) for line in out.splitlines()]  # every line one object
+    assert any(line.get("status", {}).get("note") for line in lines), lines
+    failure = lines[-1]
+    assert failure["exit_code"] == 3
+    assert "mysql-bin." in failure["hint"] and "migrator sync" in failure["hint"]
+    assert "unexpected" not in err
+    own_mariadb.restart()
+    _write(db, 83, 30)
+    done = subprocess.run(_cli(*base, "--until-caught-up"), env=env, capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    _verify(db, redis_url)
+
+
+def test_a_killed_connection_without_retries_is_exit_3_never_1_or_2(
+    binlog_db, binlog_server, redis_url
+) -> None:  # type: ignore[no-untyped-def]
+    if not isinstance(binlog_server, PrivateMariaDB):
+        pytest.skip("KILLs connections of a server of the tests' own")
+    binlog_db.run(SCHEMA)
+    _caught_up(binlog_db, redis_url)
+    run = Following(binlog_db, redis_url, retries=0)
+    wait_for("a connection killed", lambda: _kill_sync_connections(binlog_server, binlog_db), 30)
+    run.thread.join(60)
+    assert isinstance(run.error, ConnectError), run.error
+    assert run.error.exit_code == 3
+    assert "migrator sync" in (run.error.hint or "") and "mysql-bin." in (run.error.hint or "")
+    _caught_up(binlog_db, redis_url)
+
+
+# -- item 6: one sync per mapping and target, --json, Ctrl-C -----------------------------------
+def test_a_second_sync_is_refused_and_the_first_goes_on(binlog_db, redis_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    base, env = _cli_setup(binlog_db, redis_url, tmp_path)
+    first = subprocess.Popen(_cli(*base, "--json"), env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert first.stdout is not None
+        line = first.stdout.readline()
+        while '"loading"' in line:
+            line = first.stdout.readline()
+        other = {**env, "MIGRATOR_SYNC_SERVER_ID": str(next(_ids))}
+        second = subprocess.run(_cli(*base, "--json", "--until-caught-up"), env=other,
+                                capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert second.returncode == 2, second.stderr
+        said = " ".join(second.stderr.split())
+        assert "another sync" in said and "pid" in said, said
+        failure = json.loads(second.stdout.strip())  # one object on one line
+        assert "\n" not in second.stdout.strip() and failure["exit_code"] == 2
+        binlog_db.run("INSERT INTO emp (email) VALUES ('after@second')")
+        client = redis.Redis.from_url(redis_url)
+        wait_for("the first applying on", lambda: client.exists("emp:4") or first.poll(), 60)
+        assert first.poll() is None, "the first one is untouched"
+        first.send_signal(signal.SIGTERM)
+        first.wait(60)
+        assert first.returncode == 0
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    _caught_up(binlog_db, redis_url)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_in_the_first_load_is_130_and_the_next_run_loads_again(
+    binlog_db, redis_url, tmp_path, sig
+) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    _many_rows(binlog_db, 20000)
+    base, env = _cli_setup(binlog_db, redis_url, tmp_path, FAST + "  batch_size: 100\n")
+    proc = subprocess.Popen(_cli(*base, "--json"), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    client = redis.Redis.from_url(redis_url)
+    out, err = signal_when(proc, "the load writing", lambda: client.dbsize() > 50, sig)
+    assert proc.returncode == 130, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[-1]["exit_code"] == 130 and "loads again" in lines[-1]["hint"]
+    assert "Traceback" not in err
+    assert client.hget(STATE, "file") is None
+    report = _caught_up(binlog_db, redis_url)
+    assert report.snapshot is not None
+
+
+def test_a_lease_of_another_host_is_waited_out_then_taken(binlog_db, redis_url) -> None:  # type: ignore[no-untyped-def]
+    """A sync killed with -9 elsewhere: its lease runs out (here shortened to 1.5 s)."""
+    binlog_db.run(SCHEMA)
+    client = redis.Redis.from_url(redis_url)
+    held = json.dumps({"host": "elsewhere", "pid": 1, "since": "then", "id": "x"})
+    client.set("migrator:synctest:sync:lock", held, px=1500)
+    with pytest.raises(MigratorError) as caught:
+        sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
+             server_id=next(_ids))  # fmt: skip
+    assert caught.value.exit_code == 2 and "elsewhere" in caught.value.message
+    assert client.get("migrator:synctest:sync:lock") == held.encode(), "left untouched"
+    wait_for("the lease to run out", lambda: not client.exists("migrator:synctest:sync:lock"), 30)
+    _caught_up(binlog_db, redis_url)
+    assert not client.exists("migrator:synctest:sync:lock"), "released at the end"
+
+
+def test_ctrl_c_while_following_stops_with_exit_0(binlog_db, redis_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    base, env = _cli_setup(binlog_db, redis_url, tmp_path)
+    proc = subprocess.Popen(_cli(*base, "--json"), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        while '"loading"' in line:
+            line = proc.stdout.readline()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert json.loads(out.splitlines()[-1])["stopped"] == "stopped"
+
+
+def test_the_default_server_id_is_the_mapping_and_target_s_own() -> None:
+    one = default_server_id("shop", "redis://127.0.0.1:6379/0")
+    assert one == default_server_id("shop", "redis://127.0.0.1:6379/0")
+    assert one != default_server_id("shop", "redis://127.0.0.1:6379/1")
+    assert one != default_server_id("shop2", "redis://127.0.0.1:6379/0")
+
+
+def test_the_status_line_shows_a_retry() -> None:
+    from migrator.render import _status_line
+
+    note = "retry 1/8 in 0.5s: MySQL (from mysql-bin.000001:4): lost the connection (2013)"
+    line = _status_line(SyncStatus("following", "mysql-bin.000001:4", note=note)).plain
+    assert note in line and "following" in line
