@@ -95,6 +95,10 @@ class SourceError(MigratorError):
     exit_code = EXIT_USAGE
 
 
+class TableChanged(SourceError):
+    """A table was altered or truncated while a snapshot of it was read (MySQL error 1412)."""
+
+
 class TargetError(MigratorError):
     """Redis refused a write (wrong type at a key, out of memory...)."""
 

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from migrator.commands.reports import TableReport
-from migrator.errors import MigratorError
+from migrator.errors import MigratorError, TableChanged
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Row, Stats
@@ -57,6 +57,8 @@ from migrator.target.keys import remove_owned
 
 #: default rows per chunk (``sync --chunk-rows``)
 SNAPSHOT_CHUNK_ROWS = 20_000
+#: a chunk read again this many times when its table changes under its read view each time
+_CHANGED_RETRIES = 5
 #: the state hash's field that holds the snapshots' progress
 FIELD = "snapshot"
 
@@ -277,7 +279,15 @@ class Snapshots:
                 raise MigratorError("the source's binary log is off", "sync needs log_bin=ON")
             return _Chunk(rows, BinlogPosition(*head), count < self.chunk_rows, count, tail)
 
-        return surfaced(read, f"reading a chunk of {p.table}", src.close)
+        for attempt in range(_CHANGED_RETRIES, -1, -1):
+            try:
+                return surfaced(read, f"reading a chunk of {p.table}", src.close)
+            except TableChanged:  # a TRUNCATE or ALTER after the read view began
+                if not attempt:
+                    raise
+                with suppress(Exception):
+                    src.raw_connection().rollback()  # the next read view sees the change
+        raise AssertionError("unreachable")
 
     def _select(
         self, p: Pending, take: Callable[[list[RawRow]], object]

@@ -125,12 +125,22 @@ TRANSIENT_CODES = {
 }  # fmt: skip
 
 
+#: ER_TABLE_DEF_CHANGED: a table was altered or truncated after the read view (a snapshot)
+#: began; the read is only worth doing again in a new read view (``TableChanged``)
+TABLE_DEF_CHANGED = 1412
+
+
+def error_code(exc: BaseException) -> int | None:
+    """The server's error number of a driver's exception, or None."""
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()) or (None,))
+    return args[0] if isinstance(args[0], int) else None
+
+
 def transient(exc: BaseException) -> str | None:
     """Why a failure of the source is worth a retry (``migrator.retry``), or None."""
     if isinstance(exc, ConnectError):  # reconnecting after a loss; bounded by the policy
         return exc.message
-    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()) or (None,))
-    code = args[0] if isinstance(args[0], int) else None
+    code = error_code(exc)
     if code in TRANSIENT_CODES:
         return f"{TRANSIENT_CODES[code]} ({code})"
     if type(exc).__name__ == "InterfaceError":  # a connection the driver already closed

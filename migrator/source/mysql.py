@@ -17,13 +17,15 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Engine
 
-from migrator.errors import ConnectError, MigratorError, SourceError
+from migrator.errors import ConnectError, MigratorError, SourceError, TableChanged
 from migrator.mapping.kinds import Kind
 from migrator.mapping.schema import Column, Schema
 from migrator.plan.values import Converter, converter
 from migrator.retry import Retrying
 from migrator.source.connection import (
+    TABLE_DEF_CHANGED,
     connect_error,
+    error_code,
     expect_greeting,
     first_line,
     parse_url,
@@ -356,6 +358,12 @@ class Source:
                     yield rows
             except Exception as e:
                 reason = transient(e)
+                if error_code(e) == TABLE_DEF_CHANGED:
+                    raise TableChanged(
+                        f"reading {table} failed: {first_line(e)}",
+                        f"'{table}' was altered or truncated while it was read; run the "
+                        "command again once the schema change is done",
+                    ) from None
                 if reason is None:
                     raise SourceError(f"reading {table} failed: {first_line(e)}") from None
                 cursor = None  # its connection is gone: closing it could block or raise
