@@ -183,6 +183,7 @@ class TableDelta:
         self.whole_rows = plan.table.kind == "hash"
         self.guarded = bool(plan.guards)
         self.entries_of = entries_function(plan, self.collectors)
+        self.row_key = plan.row_key
 
     def entries(self, row: Row | None) -> Entries:
         """A row's entries, grouped per key (none for None)."""
@@ -202,12 +203,16 @@ class TableDelta:
             if after is not None and ambiguous(after) is not None:
                 delta.rejected += 1
                 after = None
-        row_key = self.plan.row_key
-        old_key = row_key(before) if before is not None else None
-        new_key = row_key(after) if after is not None else None
-        if after is not None and new_key is None:
-            delta.rejected += 1
-        old, new = self.entries(before), self.entries(after)
+        row_key, entries_of = self.row_key, self.entries_of
+        old_key = new_key = None
+        old: Entries = {}
+        new: Entries = {}
+        if before is not None:
+            old_key, old = row_key(before), entries_of(before)
+        if after is not None:
+            new_key, new = row_key(after), entries_of(after)
+            if new_key is None:
+                delta.rejected += 1
         ops = delta.ops
         dropped = None
         if old_key is not None and old_key != new_key and self.whole_rows:
@@ -233,7 +238,7 @@ class TableDelta:
         written = delta.written
         for kk, now in new.items():
             subs = ops.get(kk)
-            prior = old.get(kk)
+            prior = old.get(kk) if old else None
             if prior is None:
                 if subs is None:
                     ops[kk] = now  # a fresh dict of this call: kept, not copied
@@ -249,14 +254,15 @@ class TableDelta:
                     subs.update(changed)
             else:
                 continue
-            written.setdefault(kk)
+            written[kk] = None  # a key written before keeps its place
         if self.counter_key is not None and after is not None and new_key is not None:
             pk = after[0]
             if pk is not None and pk.lstrip(b"-").isdigit():
                 delta.raise_counter(self.counter_key, int(pk))
-        for n, i in enumerate(self.latest_positions):
-            if _latest_may_change(before, after, i, self.npk):
-                delta.dirty_latest.add((self.name, n))
+        if self.latest_positions:
+            for n, i in enumerate(self.latest_positions):
+                if _latest_may_change(before, after, i, self.npk):
+                    delta.dirty_latest.add((self.name, n))
         return delta
 
     def changes(self, pairs: Iterable[tuple[Row | None, Row | None]]) -> Delta:
