@@ -53,13 +53,17 @@ def _struct(fmt: str, size: int) -> Decode:
     return read
 
 
+def _encoding(charset: str | None) -> str | None:
+    """The codec a string column's bytes are decoded with (None: kept as bytes)."""
+    if charset is None:
+        return None
+    found = charset_by_name(charset)
+    name = found.encoding if found else charset
+    return name if name.lower() not in _UTF8 and charset != "binary" else None
+
+
 def _text(length_size: int, charset: str | None) -> Decode:
-    encoding = None
-    if charset is not None:
-        found = charset_by_name(charset)
-        name = found.encoding if found else charset
-        if name.lower() not in _UTF8 and charset != "binary":
-            encoding = name
+    encoding = _encoding(charset)
     to_int = int.from_bytes
 
     def read(buf: bytes, off: int) -> tuple[Any, int]:
@@ -231,32 +235,96 @@ class RowsDecoder:
     """Decodes the row images of events of one table map into lists of Python values, in
     the table's column order."""
 
-    def __init__(self, decoders: list[Decode]) -> None:
+    def __init__(self, decoders: list[Decode], inline: list[Inline | None] | None = None) -> None:
         self.decoders = decoders
         self.n = len(decoders)
+        self.inline = inline or [None] * self.n
+        self.by_present: dict[bytes, Callable[[bytes, int], tuple[RowImage, int]]] = {}
 
     def images(self, buf: bytes, presents: list[bytes]) -> list[tuple[RowImage, ...]]:
         """Every row of the event body ``buf``: one image per present-columns bitmap (two
         for an UPDATE: before and after)."""
-        layouts = []
+        readers = []
         for present in presents:
-            cols = [i for i in range(self.n) if present[i >> 3] >> (i & 7) & 1]
-            layouts.append((cols, (len(cols) + 7) // 8))
-        decoders = self.decoders
+            key = bytes(present)
+            reader = self.by_present.get(key)
+            if reader is None:
+                reader = self.by_present[key] = self._image_function(key)
+            readers.append(reader)
         out: list[tuple[RowImage, ...]] = []
         off, end = 0, len(buf)
+        if len(readers) == 1:
+            (read,) = readers
+            while off < end:
+                values, off = read(buf, off)
+                out.append((values,))
+            return out
+        read_before, read_after = readers
         while off < end:
-            images = []
-            for cols, null_size in layouts:
-                nulls = buf[off : off + null_size]
-                off += null_size
-                values: RowImage = [None] * self.n
-                for k, i in enumerate(cols):
-                    if not nulls[k >> 3] >> (k & 7) & 1:
-                        values[i], off = decoders[i](buf, off)
-                images.append(values)
-            out.append(tuple(images))
+            before, off = read_before(buf, off)
+            after, off = read_after(buf, off)
+            out.append((before, after))
         return out
+
+    def _image_function(self, present: bytes) -> Callable[[bytes, int], tuple[RowImage, int]]:
+        """Generated code for one row image of the columns ``present`` marks: its NULL
+        bitmap, then each value, integers and UTF-8/binary strings read inline (``_inline``),
+        the other types through their decoder."""
+        cols = [i for i in range(self.n) if present[i >> 3] >> (i & 7) & 1]
+        null_size = (len(cols) + 7) // 8
+        namespace: dict[str, Any] = {"FROM": int.from_bytes}
+        names = [f"v{i}" for i in range(self.n)]
+        lines = [
+            "def image(buf, off):",
+            f"    nulls = FROM(buf[off : off + {null_size}], 'little')",
+            f"    off += {null_size}",
+        ]
+        if names:
+            lines.append(f"    {' = '.join(names)} = None")
+        for k, i in enumerate(cols):
+            lines.append(f"    if not nulls & {1 << k}:")
+            inline = self.inline[i]
+            if inline is None:
+                namespace[f"D{i}"] = self.decoders[i]
+                lines.append(f"        v{i}, off = D{i}(buf, off)")
+                continue
+            statements, unpack = inline
+            if unpack is not None:
+                namespace[f"U{i}"] = unpack
+            lines += [f"        {line.format(i=i)}" for line in statements]
+        lines.append(f"    return [{', '.join(names)}], off")
+        exec(compile("\n".join(lines) + "\n", "<row image>", "exec"), namespace)
+        image: Callable[[bytes, int], tuple[RowImage, int]] = namespace["image"]
+        return image
+
+
+#: a value read inline: the statements that read it at ``off`` into ``v{i}`` and move
+#: ``off`` past it, and the ``unpack_from`` they call as ``U{i}`` (an integer's)
+Inline = tuple[list[str], Callable[[bytes, int], tuple[Any, ...]] | None]
+_INT_CODES = {T.TINY: (1, "b"), T.SHORT: (2, "h"), T.LONG: (4, "i"), T.LONGLONG: (8, "q")}
+
+
+def _inline(column: Any) -> Inline | None:
+    """How a value of ``column`` is read inline, or None (through its decoder): integers
+    but MEDIUMINT, and strings kept as bytes with a 1- or 2-byte length, as ``_ints`` and
+    ``_text`` read them."""
+    t = column.type
+    if t in _INT_CODES:
+        size, code = _INT_CODES[t]
+        code = code.upper() if getattr(column, "unsigned", False) else code
+        unpack = struct.Struct("<" + code).unpack_from
+        return ["v{i}, = U{i}(buf, off)", f"off += {size}"], unpack
+    if t in (T.VARCHAR, T.STRING, T.VAR_STRING):
+        length_size = 2 if column.max_length > 255 else 1
+    elif t == T.BLOB:
+        length_size = column.length_size
+    else:
+        return None
+    if length_size > 2 or _encoding(column.character_set_name) is not None:
+        return None
+    n = "buf[off]" if length_size == 1 else "buf[off] | buf[off + 1] << 8"
+    start = f"off + {length_size}"
+    return [f"n = {n}", f"v{{i}} = buf[{start} : {start} + n]", f"off = {start} + n"], None
 
 
 def decoder_for(columns: Sequence[Any]) -> RowsDecoder | None:
@@ -267,4 +335,4 @@ def decoder_for(columns: Sequence[Any]) -> RowsDecoder | None:
         if decode is None:
             return None
         decoders.append(decode)
-    return RowsDecoder(decoders)
+    return RowsDecoder(decoders, [_inline(c) for c in columns])
