@@ -49,7 +49,6 @@ from migrator.plan.structures import (
     UniqueHashes,
     UniqueStrings,
 )
-from migrator.plan.values import score as to_score
 
 EntryKey = tuple[str, bytes, bytes]
 
@@ -173,9 +172,8 @@ class TableDelta:
     def __init__(self, plan: TablePlan) -> None:
         self.plan = plan
         self.name = plan.table.name
-        self.collectors: list[Collect] = [
-            c for s in plan.structures for c in [_collector(plan, s)] if c is not None
-        ]
+        # per structure: its collector, or None where the generated code inlines it
+        self.collectors = [_collector(plan, s) for s in plan.structures]
         counter = plan.table.counter
         self.counter_key = counter.render({}).encode() if counter else None
         self.latest_positions = [plan.pos[latest.order_by] for latest in plan.table.latest]
@@ -285,23 +283,10 @@ def _latest_may_change(before: Row | None, after: Row | None, i: int, npk: int) 
     return tuple(before[:npk]) != tuple(after[:npk])
 
 
-def _row_fields(plan: TablePlan, structure: RowHash | RowColumns) -> Collect:
-    """The row's own values: hash fields (``H``), or one STRING per column (``s``, the
-    column name appended to the row key); the primary-key columns when every value is NULL."""
+def _row_columns(plan: TablePlan, structure: RowColumns) -> Collect:
+    """``as: columns``: one STRING per column (``s``, the column name appended to the row
+    key); the primary-key columns when every value is NULL."""
     fields, pk_fields, row_key = structure.fields, structure.pk_fields, plan.row_key
-
-    def row_hash(row: Row, out: Entries) -> None:
-        key = row_key(row)
-        if key is None:
-            return
-        chosen = {name: v for name, i in fields if (v := row[i]) is not None}
-        if not chosen:
-            chosen = {name: row[i] or b"" for name, i in pk_fields}
-        got = out.get(("H", key))
-        if got is None:
-            out["H", key] = chosen
-        else:
-            got.update(chosen)
 
     def row_columns(row: Row, out: Entries) -> None:
         key = row_key(row)
@@ -313,35 +298,17 @@ def _row_fields(plan: TablePlan, structure: RowHash | RowColumns) -> Collect:
         for name, v in chosen:
             out["s", key + name] = {b"": v}  # type: ignore[dict-item]
 
-    return row_hash if isinstance(structure, RowHash) else row_columns
-
-
-def _entry(out: Entries, kind: str, key: bytes, sub: bytes, value: bytes) -> None:
-    got = out.get((kind, key))
-    if got is None:
-        out[kind, key] = {sub: value}
-    else:
-        got[sub] = value
+    return row_columns
 
 
 def _collector(plan: TablePlan, structure: object) -> Collect | None:
-    """The entries one structure contributes for a row (see the module docstring)."""
+    """The entries a structure the generated code does not inline contributes for a row
+    (see the module docstring); None for those it inlines (plan/delta_code.py)."""
+    if isinstance(structure, (RowHash, UniqueHashes, IndexSets, SortedSets)):
+        return None
     pk_text = plan.pk_text
-    if isinstance(structure, (RowHash, RowColumns)):
-        return _row_fields(plan, structure)
-    if isinstance(structure, UniqueHashes):
-        uitems = structure.items
-
-        def unique_hash(row: Row, out: Entries) -> None:
-            pk = pk_text(row)
-            if pk is None:
-                return
-            for key, value_of in uitems:
-                v = value_of(row)
-                if v is not None:
-                    _entry(out, "h", key, v, pk)
-
-        return unique_hash
+    if isinstance(structure, RowColumns):
+        return _row_columns(plan, structure)
     if isinstance(structure, UniqueStrings):
         sitems = structure.items
 
@@ -355,43 +322,19 @@ def _collector(plan: TablePlan, structure: object) -> Collect | None:
                     out["s", key] = {b"": pk}
 
         return unique_string
-    if isinstance(structure, IndexSets):
-        iitems = structure.items
-
-        def index_sets(row: Row, out: Entries) -> None:
-            pk = pk_text(row)
-            if pk is None:
-                return
-            for key_of in iitems:
-                key = key_of(row)
-                if key is not None:
-                    _entry(out, "S", key, pk, b"")
-
-        return index_sets
-    if isinstance(structure, SortedSets):
-        zitems = structure.items
-
-        def sorted_sets(row: Row, out: Entries) -> None:
-            pk = pk_text(row)
-            if pk is None:
-                return
-            for _, key_of, i, kind in zitems:
-                raw, key = row[i], key_of(row)
-                if raw is None or key is None:
-                    continue
-                score = to_score(raw, kind)
-                if score is not None:
-                    _entry(out, "z", key, pk, score)
-
-        return sorted_sets
     if isinstance(structure, TagSets):
         titems = structure.items
 
         def tag_sets(row: Row, out: Entries) -> None:
             for _, key_of, member_of in titems:
                 key, member = key_of(row), member_of(row)
-                if key is not None and member is not None:
-                    _entry(out, "S", key, member, b"")
+                if key is None or member is None:
+                    continue
+                got = out.get(("S", key))
+                if got is None:
+                    out["S", key] = {member: b""}
+                else:
+                    got[member] = b""
 
         return tag_sets
     raise TypeError(f"no delta planning for the structure {type(structure).__name__}")

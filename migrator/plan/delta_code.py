@@ -1,8 +1,9 @@
 """Generated code for ``TableDelta.entries`` (plan/delta.py): one function per table that
 computes a row's entries with the row hash, unique hashes, index sets and sorted sets
-inlined, instead of one call per structure and per entry. The entries and their order are
-those of the per-structure collectors, which the other structures (``as: columns``,
-STRING-style uniques, tag sets) still use, called from the generated code in their turn.
+inlined, instead of one call per structure and per entry (the entries of the module
+docstring of plan/delta.py, grouped per key, in the order of the table's structures). The
+other structures (``as: columns``, STRING-style uniques, tag sets) keep a collector each
+(plan/delta.py), called from the generated code in their turn.
 
 Only positions and constants go into the code; names, keys and functions stay in its
 namespace (as in plan/packer.py)."""
@@ -57,9 +58,11 @@ class _Code:
         ]
 
 
-def entries_function(plan: TablePlan, collectors: Sequence[Collect]) -> Callable[[Row], Entries]:
-    """Row -> its entries, as ``collectors`` (one per structure of ``plan``, in order) give
-    them, generated for the structures above."""
+def entries_function(
+    plan: TablePlan, collectors: Sequence[Collect | None]
+) -> Callable[[Row], Entries]:
+    """Row -> its entries: the structures above inlined, each other structure of ``plan``
+    through its collector (``collectors``: one per structure, in order)."""
     code = _Code(plan)
     lines = code.lines
     width = len(plan.select)
@@ -107,6 +110,7 @@ def entries_function(plan: TablePlan, collectors: Sequence[Collect]) -> Callable
                 lines.append(f"            kk = ('z', {expr})")
                 code.merge("            ", "kk", "pk", "z")
         else:
+            assert collect is not None, f"no collector for {structure.name}"
             lines.append(f"    {code.const(collect)}(row, out)")
     lines.append("    return out")
     source = "\n".join(lines) + "\n"
