@@ -32,10 +32,13 @@ and the applier rebuilds it from MySQL, as ``migrate`` does (docs/sync.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import chain
+from typing import Any
 
 from migrator.plan.batch import Command, Row
+from migrator.plan.delta_code import Collect, Entries, entries_function
 from migrator.plan.planner import TablePlan
 from migrator.plan.structures import (
     IndexSets,
@@ -46,67 +49,68 @@ from migrator.plan.structures import (
     UniqueHashes,
     UniqueStrings,
 )
-from migrator.plan.values import score as to_score
 
 EntryKey = tuple[str, bytes, bytes]
-Entries = dict[EntryKey, bytes]
-Collect = Callable[[Row, Entries], None]
 
 
 REMOVED = object()  # the last operation on an entry removed it
+
+#: per entry type: the command that removes entries of a key, and the one that writes them
+_REMOVE = {"H": b"HDEL", "h": b"HDEL", "s": b"DEL", "S": b"SREM", "z": b"ZREM"}
 
 
 @dataclass
 class Delta:
     """The net effect of row changes applied in order: the last operation on each entry (its
-    value, or REMOVED), row hashes deleted whole, counter candidates, and the latest lists to
-    rebuild (``(table, index into table.latest)``). A group of transactions gives one Delta,
-    whose ``commands`` (coalesced per key, as migrate's batches are) bring Redis from the
-    state before the group to the state after it."""
+    value, or REMOVED), grouped per ``(type, key)``; row hashes deleted whole, counter
+    candidates, and the latest lists to rebuild (``(table, index into table.latest)``). A
+    group of transactions gives one Delta, whose ``commands`` (coalesced per key, as
+    migrate's batches are) bring Redis from the state before the group to the state after."""
 
-    ops: dict[EntryKey, object] = field(default_factory=dict)
+    ops: dict[tuple[str, bytes], dict[bytes, Any]] = field(default_factory=dict)  # or REMOVED
     row_dels: dict[bytes, None] = field(default_factory=dict)
     counters: dict[bytes, int] = field(default_factory=dict)  # counter key -> highest pk seen
     dirty_latest: set[tuple[str, int]] = field(default_factory=set)
     rows: int = 0
     rejected: int = 0  # rows not written, as migrate: a NULL in the key, a separator (escape)
-    _row_fields: dict[bytes, list[EntryKey]] = field(default_factory=dict, repr=False)
-    _members: dict[bytes, list[EntryKey]] = field(default_factory=dict, repr=False)
+    #: the keys written to, in the order of their first write (the order of their commands)
+    written: dict[tuple[str, bytes], None] = field(default_factory=dict, repr=False)
 
     def put(self, ek: EntryKey, value: object) -> None:
-        self.ops[ek] = value
-        if ek[0] == "H":
-            self._row_fields.setdefault(ek[1], []).append(ek)
-        elif ek[0] == "S":
-            self._members.setdefault(ek[1], []).append(ek)
+        kind, key, sub = ek
+        subs = self.ops.get((kind, key))
+        if subs is None:
+            subs = self.ops[kind, key] = {}
+        subs[sub] = value
+        if value is not REMOVED:
+            self.written.setdefault((kind, key))
 
     def pending_members(self, key: bytes, held: set[bytes]) -> set[bytes]:
         """The members of SET ``key`` once this Delta is applied over ``held`` (what Redis
         holds now): for reads in the middle of a group (plan/cascade.py)."""
         out = set(held)
-        for ek in self._members.get(key, ()):
-            if self.ops.get(ek) is REMOVED:
-                out.discard(ek[2])
+        for member, value in self.ops.get(("S", key), {}).items():
+            if value is REMOVED:
+                out.discard(member)
             else:
-                out.add(ek[2])
+                out.add(member)
         return out
 
     def pending_hash(self, key: bytes, held: dict[bytes, bytes]) -> dict[bytes, bytes]:
         """The fields of row hash ``key`` once this Delta is applied over ``held``."""
         out = {} if key in self.row_dels else dict(held)
-        for ek in self._row_fields.get(key, ()):
-            value = self.ops.get(ek, REMOVED)
+        for name, value in self.ops.get(("H", key), {}).items():
             if value is REMOVED:
-                out.pop(ek[2], None)
+                out.pop(name, None)
             else:
-                out[ek[2]] = value  # type: ignore[assignment]
+                out[name] = value
         return out
 
     def delete_row(self, key: bytes) -> None:
         """DEL of a row hash: what the group wrote to its fields before is wiped with it."""
         self.row_dels[key] = None
-        for ek in self._row_fields.pop(key, ()):
-            self.ops.pop(ek, None)
+        if self.ops.pop(("H", key), None) is not None:
+            self.written.pop(("H", key), None)
 
     def raise_counter(self, key: bytes, value: int) -> None:
         if value > self.counters.get(key, value - 1):
@@ -115,8 +119,14 @@ class Delta:
     def add(self, other: Delta) -> None:
         for key in other.row_dels:
             self.delete_row(key)
-        for ek, value in other.ops.items():
-            self.put(ek, value)
+        for kk, subs in other.ops.items():
+            mine = self.ops.get(kk)
+            if mine is None:
+                self.ops[kk] = dict(subs)
+            else:
+                mine.update(subs)
+        for kk in other.written:
+            self.written.setdefault(kk)
         for key, value in other.counters.items():
             self.raise_counter(key, value)
         self.dirty_latest |= other.dirty_latest
@@ -126,33 +136,33 @@ class Delta:
     @property
     def commands(self) -> list[Command]:
         """DEL of whole row hashes (one key each: Cluster-safe), then every removal, then
-        every write, coalesced per key."""
-        removes: dict[tuple[bytes, bytes], list[bytes]] = {}
-        adds: dict[tuple[bytes, bytes], list[bytes]] = {}
-        for (kind, key, sub), value in self.ops.items():
-            if value is REMOVED:
-                if kind == "H":
-                    if key not in self.row_dels:  # else gone with the row's DEL
-                        removes.setdefault((b"HDEL", key), []).append(sub)
-                elif kind == "h":
-                    removes.setdefault((b"HDEL", key), []).append(sub)
-                elif kind == "s":
-                    removes.setdefault((b"DEL", key), [])
-                elif kind == "S":
-                    removes.setdefault((b"SREM", key), []).append(sub)
-                else:
-                    removes.setdefault((b"ZREM", key), []).append(sub)
-            elif kind in ("H", "h"):
-                adds.setdefault((b"HSET", key), []).extend((sub, value))  # type: ignore[arg-type]
-            elif kind == "s":
-                adds.setdefault((b"SET", key), []).append(value)  # type: ignore[arg-type]
-            elif kind == "S":
-                adds.setdefault((b"SADD", key), []).append(sub)
-            else:
-                adds.setdefault((b"ZADD", key), []).extend((value, sub))  # type: ignore[arg-type]
+        every write, one command per key."""
         out: list[Command] = [(b"DEL", key) for key in self.row_dels]
-        out.extend((cmd, key, *args) for (cmd, key), args in removes.items())
-        out.extend((cmd, key, *args) for (cmd, key), args in adds.items())
+        row_dels, ops = self.row_dels, self.ops
+        for (kind, key), subs in ops.items():
+            if REMOVED not in subs.values():  # identity only: bytes never equal the marker
+                continue
+            if kind == "s":
+                out.append((b"DEL", key))
+            elif kind != "H" or key not in row_dels:  # else gone with the row's DEL
+                out.append((_REMOVE[kind], key, *[sub for sub, v in subs.items() if v is REMOVED]))
+        for kk in self.written:
+            kept = ops.get(kk)
+            if kept is None:
+                continue
+            if REMOVED in kept.values():
+                kept = {sub: v for sub, v in kept.items() if v is not REMOVED}
+                if not kept:
+                    continue
+            kind, key = kk
+            if kind == "H" or kind == "h":
+                out.append((b"HSET", key, *chain.from_iterable(kept.items())))
+            elif kind == "S":
+                out.append((b"SADD", key, *kept))
+            elif kind == "s":
+                out.append((b"SET", key, *kept.values()))
+            else:
+                out.append((b"ZADD", key, *chain.from_iterable((v, m) for m, v in kept.items())))
         return out
 
 
@@ -162,22 +172,20 @@ class TableDelta:
     def __init__(self, plan: TablePlan) -> None:
         self.plan = plan
         self.name = plan.table.name
-        self.collectors: list[Collect] = [
-            c for s in plan.structures for c in [_collector(plan, s)] if c is not None
-        ]
+        # per structure: its collector, or None where the generated code inlines it
+        self.collectors = [_collector(plan, s) for s in plan.structures]
         counter = plan.table.counter
         self.counter_key = counter.render({}).encode() if counter else None
         self.latest_positions = [plan.pos[latest.order_by] for latest in plan.table.latest]
         self.npk = len(plan.resolved.primary_key)
         self.whole_rows = plan.table.kind == "hash"
+        self.guarded = bool(plan.guards)
+        self.entries_of = entries_function(plan, self.collectors)
+        self.row_key = plan.row_key
 
     def entries(self, row: Row | None) -> Entries:
-        out: Entries = {}
-        if row is None:
-            return out
-        for collect in self.collectors:
-            collect(row, out)
-        return out
+        """A row's entries, grouped per key (none for None)."""
+        return {} if row is None else self.entries_of(row)
 
     def change(self, before: Row | None, after: Row | None, into: Delta | None = None) -> Delta:
         """Add one row change to ``into`` (a new Delta by default) and return it: (None, row)
@@ -186,37 +194,73 @@ class TableDelta:
         delta.rows += 1
         # under escape: reject a row with a separator inside a composite's value is never
         # written (plan/escape.py), as migrate does: it was not there before, it is not after
-        ambiguous = self.plan.ambiguous
-        if before is not None and ambiguous(before) is not None:
-            before = None
-        if after is not None and ambiguous(after) is not None:
-            delta.rejected += 1
-            after = None
-        row_key = self.plan.row_key
-        old_key = row_key(before) if before is not None else None
-        new_key = row_key(after) if after is not None else None
-        if after is not None and new_key is None:
-            delta.rejected += 1
-        old, new = self.entries(before), self.entries(after)
+        if self.guarded:
+            ambiguous = self.plan.ambiguous
+            if before is not None and ambiguous(before) is not None:
+                before = None
+            if after is not None and ambiguous(after) is not None:
+                delta.rejected += 1
+                after = None
+        row_key, entries_of = self.row_key, self.entries_of
+        old_key = new_key = None
+        old: Entries = {}
+        new: Entries = {}
+        if before is not None:
+            old_key, old = row_key(before), entries_of(before)
+        if after is not None:
+            new_key, new = row_key(after), entries_of(after)
+            if new_key is None:
+                delta.rejected += 1
+        ops = delta.ops
         dropped = None
         if old_key is not None and old_key != new_key and self.whole_rows:
             delta.delete_row(old_key)  # the whole row hash goes
-            dropped = old_key
-        for ek in old:
-            if ek not in new and not (ek[0] == "H" and ek[1] == dropped):
-                delta.put(ek, REMOVED)
+            dropped = ("H", old_key)
+        for kk, was in old.items():
+            now = new.get(kk)
+            if now is None:
+                if kk == dropped:
+                    continue
+                gone: Iterable[bytes] = was
+            elif now != was:
+                gone = [sub for sub in was if sub not in now]
+            else:
+                continue
+            subs = ops.get(kk)
+            if subs is None:
+                subs = ops[kk] = {}
+            for sub in gone:
+                subs[sub] = REMOVED
         if new_key is not None and new_key != old_key and self.whole_rows:
             delta.delete_row(new_key)  # an inserted row never mixes with an older one
-        for ek, value in new.items():
-            if old.get(ek) != value:
-                delta.put(ek, value)
+        written = delta.written
+        for kk, now in new.items():
+            subs = ops.get(kk)
+            prior = old.get(kk) if old else None
+            if prior is None:
+                if subs is None:
+                    ops[kk] = now  # a fresh dict of this call: kept, not copied
+                else:
+                    subs.update(now)
+            elif prior != now:
+                changed = {sub: v for sub, v in now.items() if prior.get(sub) != v}
+                if not changed:
+                    continue
+                if subs is None:
+                    ops[kk] = changed
+                else:
+                    subs.update(changed)
+            else:
+                continue
+            written[kk] = None  # a key written before keeps its place
         if self.counter_key is not None and after is not None and new_key is not None:
             pk = after[0]
             if pk is not None and pk.lstrip(b"-").isdigit():
                 delta.raise_counter(self.counter_key, int(pk))
-        for n, i in enumerate(self.latest_positions):
-            if _latest_may_change(before, after, i, self.npk):
-                delta.dirty_latest.add((self.name, n))
+        if self.latest_positions:
+            for n, i in enumerate(self.latest_positions):
+                if _latest_may_change(before, after, i, self.npk):
+                    delta.dirty_latest.add((self.name, n))
         return delta
 
     def changes(self, pairs: Iterable[tuple[Row | None, Row | None]]) -> Delta:
@@ -239,13 +283,12 @@ def _latest_may_change(before: Row | None, after: Row | None, i: int, npk: int) 
     return tuple(before[:npk]) != tuple(after[:npk])
 
 
-def _row_fields(plan: TablePlan, structure: RowHash | RowColumns) -> Collect:
-    """The row's own values: hash fields (``H``), or one STRING per column (``s``, the
-    column name appended to the row key); the primary-key columns when every value is NULL."""
+def _row_columns(plan: TablePlan, structure: RowColumns) -> Collect:
+    """``as: columns``: one STRING per column (``s``, the column name appended to the row
+    key); the primary-key columns when every value is NULL."""
     fields, pk_fields, row_key = structure.fields, structure.pk_fields, plan.row_key
-    as_hash = isinstance(structure, RowHash)
 
-    def row_fields(row: Row, out: Entries) -> None:
+    def row_columns(row: Row, out: Entries) -> None:
         key = row_key(row)
         if key is None:
             return
@@ -253,74 +296,45 @@ def _row_fields(plan: TablePlan, structure: RowHash | RowColumns) -> Collect:
         if not chosen:
             chosen = [(name, row[i] or b"") for name, i in pk_fields]
         for name, v in chosen:
-            if as_hash:
-                out["H", key, name] = v  # type: ignore[assignment]
-            else:
-                out["s", key + name, b""] = v  # type: ignore[assignment]
+            out["s", key + name] = {b"": v}  # type: ignore[dict-item]
 
-    return row_fields
+    return row_columns
 
 
 def _collector(plan: TablePlan, structure: object) -> Collect | None:
-    """The entries one structure contributes for a row (see the module docstring)."""
+    """The entries a structure the generated code does not inline contributes for a row
+    (see the module docstring); None for those it inlines (plan/delta_code.py)."""
+    if isinstance(structure, (RowHash, UniqueHashes, IndexSets, SortedSets)):
+        return None
     pk_text = plan.pk_text
-    if isinstance(structure, (RowHash, RowColumns)):
-        return _row_fields(plan, structure)
-    if isinstance(structure, UniqueHashes):
-        uitems = structure.items
-
-        def unique_hash(row: Row, out: Entries) -> None:
-            pk = pk_text(row)
-            for key, value_of in uitems:
-                v = value_of(row)
-                if v is not None and pk is not None:
-                    out["h", key, v] = pk
-
-        return unique_hash
+    if isinstance(structure, RowColumns):
+        return _row_columns(plan, structure)
     if isinstance(structure, UniqueStrings):
         sitems = structure.items
 
         def unique_string(row: Row, out: Entries) -> None:
             pk = pk_text(row)
+            if pk is None:
+                return
             for _, key_of in sitems:
                 key = key_of(row)
-                if key is not None and pk is not None:
-                    out["s", key, b""] = pk
+                if key is not None:
+                    out["s", key] = {b"": pk}
 
         return unique_string
-    if isinstance(structure, IndexSets):
-        iitems = structure.items
-
-        def index_sets(row: Row, out: Entries) -> None:
-            pk = pk_text(row)
-            for key_of in iitems:
-                key = key_of(row)
-                if key is not None and pk is not None:
-                    out["S", key, pk] = b""
-
-        return index_sets
-    if isinstance(structure, SortedSets):
-        zitems = structure.items
-
-        def sorted_sets(row: Row, out: Entries) -> None:
-            pk = pk_text(row)
-            for _, key_of, i, kind in zitems:
-                raw, key = row[i], key_of(row)
-                if raw is None or key is None or pk is None:
-                    continue
-                score = to_score(raw, kind)
-                if score is not None:
-                    out["z", key, pk] = score
-
-        return sorted_sets
     if isinstance(structure, TagSets):
         titems = structure.items
 
         def tag_sets(row: Row, out: Entries) -> None:
             for _, key_of, member_of in titems:
                 key, member = key_of(row), member_of(row)
-                if key is not None and member is not None:
-                    out["S", key, member] = b""
+                if key is None or member is None:
+                    continue
+                got = out.get(("S", key))
+                if got is None:
+                    out["S", key] = {member: b""}
+                else:
+                    got[member] = b""
 
         return tag_sets
     raise TypeError(f"no delta planning for the structure {type(structure).__name__}")

@@ -46,7 +46,7 @@ from sqlalchemy.engine import URL
 
 from migrator.mapping.schema import Column
 from migrator.plan.schema_change import without_comments
-from migrator.source.binlog_rows import RowsDecoder, decoder_for
+from migrator.source.binlog_rows import RowFn, RowsDecoder, decoder_for, row_function
 from migrator.source.binlog_values import (
     Encoder,
     empty_value,
@@ -121,11 +121,9 @@ class TableColumns:
     names: tuple[str, ...]
     columns: tuple[Column, ...]
     encoders: tuple[Encoder, ...] = field(default=())
-    # per table id: the table map's columns, and its fast decoder with the (column index,
-    # slot) pairs and the ROW END's index, or None when the library decodes that table
-    decoders: dict[
-        int, tuple[Any, tuple[RowsDecoder, list[tuple[int, int]], int | None] | None]
-    ] = field(default_factory=dict)
+    # per table id: the table map's columns, and its fast decoder with the function that
+    # makes a row of an image (binlog_rows.row_function), or None: the library decodes it
+    decoders: dict[int, tuple[Any, tuple[RowsDecoder, RowFn] | None]] = field(default_factory=dict)
 
     # per table id: the table map's columns, and the encoders for its rows (``logged``)
     by_map: dict[int, tuple[Any, tuple[Encoder, ...]]] = field(default_factory=dict)
@@ -146,36 +144,23 @@ class TableColumns:
         found = cached[1]
         if found is None:
             return None
-        decoder, slots, end = found
+        decoder, row = found
         packet = event.packet
         buf = bytes(packet.read(event.event_size - packet.read_bytes))
         twice = isinstance(event, UpdateRowsEvent)
         presents = [event.columns_present_bitmap]
         if twice:
             presents.append(event.columns_present_bitmap2)
-        encoders, width = self.logged(event), len(self.names)
-
-        def row(values: list[Any]) -> Row | None:
-            if end is not None and not is_current(values[end]):
-                return None
-            out: list[bytes | None] = [None] * width
-            for i, slot in slots:
-                v = values[i]
-                if v is not None:
-                    out[slot] = encoders[slot](v)
-            return tuple(out)
-
+        encoders = self.logged(event)
         name = event.table
         images = decoder.images(buf, presents)
         if twice:
-            return [Change(name, row(b), row(a)) for b, a in images]
+            return [Change(name, row(b, encoders), row(a, encoders)) for b, a in images]
         if isinstance(event, WriteRowsEvent):
-            return [Change(name, None, row(r[0])) for r in images]
-        return [Change(name, row(r[0]), None) for r in images]
+            return [Change(name, None, row(r[0], encoders)) for r in images]
+        return [Change(name, row(r[0], encoders), None) for r in images]
 
-    def _decoder(
-        self, columns: Any
-    ) -> tuple[RowsDecoder, list[tuple[int, int]], int | None] | None:
+    def _decoder(self, columns: Any) -> tuple[RowsDecoder, RowFn] | None:
         names = [c.name for c in columns]
         if any(n is None for n in names):
             return None  # no column names in the log: the library asks the server
@@ -184,7 +169,8 @@ class TableColumns:
             return None
         where = {n: k for k, n in enumerate(self.names)}
         end = names.index(self.row_end) if self.row_end in names else None
-        return decoder, [(i, where[n]) for i, n in enumerate(names) if n in where], end
+        slots = [(i, where[n]) for i, n in enumerate(names) if n in where]
+        return decoder, row_function(slots, len(self.names), end)
 
     def logged(self, event: Any) -> tuple[Encoder, ...]:
         """The encoders for the rows of ``event``'s table map: a temporal column's fraction

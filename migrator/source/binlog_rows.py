@@ -22,6 +22,8 @@ from typing import Any
 from pymysql.charset import charset_by_name
 from pymysqlreplication.constants import FIELD_TYPE as T
 
+from migrator.source.binlog_values import is_current
+
 Decode = Callable[[bytes, int], tuple[Any, int]]
 RowImage = list[Any]
 
@@ -53,13 +55,17 @@ def _struct(fmt: str, size: int) -> Decode:
     return read
 
 
+def _encoding(charset: str | None) -> str | None:
+    """The codec a string column's bytes are decoded with (None: kept as bytes)."""
+    if charset is None:
+        return None
+    found = charset_by_name(charset)
+    name = found.encoding if found else charset
+    return name if name.lower() not in _UTF8 and charset != "binary" else None
+
+
 def _text(length_size: int, charset: str | None) -> Decode:
-    encoding = None
-    if charset is not None:
-        found = charset_by_name(charset)
-        name = found.encoding if found else charset
-        if name.lower() not in _UTF8 and charset != "binary":
-            encoding = name
+    encoding = _encoding(charset)
     to_int = int.from_bytes
 
     def read(buf: bytes, off: int) -> tuple[Any, int]:
@@ -227,36 +233,131 @@ def _decoder(column: Any) -> Decode | None:
     return None  # binary JSON, pre-5.6 temporal types...: the library decodes those
 
 
+ImageFn = Callable[[bytes, int, list[Decode]], tuple[RowImage, int]]
+
+
 class RowsDecoder:
     """Decodes the row images of events of one table map into lists of Python values, in
     the table's column order."""
 
-    def __init__(self, decoders: list[Decode]) -> None:
+    def __init__(self, decoders: list[Decode], inline: list[str | None] | None = None) -> None:
         self.decoders = decoders
         self.n = len(decoders)
+        self.inline = tuple(inline or [None] * self.n)
 
     def images(self, buf: bytes, presents: list[bytes]) -> list[tuple[RowImage, ...]]:
         """Every row of the event body ``buf``: one image per present-columns bitmap (two
         for an UPDATE: before and after)."""
-        layouts = []
+        readers = []
         for present in presents:
-            cols = [i for i in range(self.n) if present[i >> 3] >> (i & 7) & 1]
-            layouts.append((cols, (len(cols) + 7) // 8))
-        decoders = self.decoders
+            key = (bytes(present), self.inline)
+            reader = _IMAGES.get(key)
+            if reader is None:
+                reader = _IMAGES[key] = _image_function(self.n, *key)
+            readers.append(reader)
         out: list[tuple[RowImage, ...]] = []
-        off, end = 0, len(buf)
+        off, end, decoders = 0, len(buf), self.decoders
+        if len(readers) == 1:
+            (read,) = readers
+            while off < end:
+                values, off = read(buf, off, decoders)
+                out.append((values,))
+            return out
+        read_before, read_after = readers
         while off < end:
-            images = []
-            for cols, null_size in layouts:
-                nulls = buf[off : off + null_size]
-                off += null_size
-                values: RowImage = [None] * self.n
-                for k, i in enumerate(cols):
-                    if not nulls[k >> 3] >> (k & 7) & 1:
-                        values[i], off = decoders[i](buf, off)
-                images.append(values)
-            out.append(tuple(images))
+            before, off = read_before(buf, off, decoders)
+            after, off = read_after(buf, off, decoders)
+            out.append((before, after))
         return out
+
+
+#: generated row-image readers by (present-columns bitmap, each column's inline code):
+#: a table map comes with every transaction, its columns' layout seldom changes
+_IMAGES: dict[tuple[bytes, tuple[str | None, ...]], ImageFn] = {}
+_NAMESPACE: dict[str, Any] = {"FROM": int.from_bytes} | {
+    f"U{c}": struct.Struct("<" + c).unpack_from for c in "bBhHiIqQ"
+}
+
+
+def _image_function(n: int, present: bytes, inline: tuple[str | None, ...]) -> ImageFn:
+    """Generated code for one row image of the columns ``present`` marks: its NULL
+    bitmap, then each value, integers and UTF-8/binary strings read inline (``_inline``),
+    the other types through their decoder (``D[i]``)."""
+    cols = [i for i in range(n) if present[i >> 3] >> (i & 7) & 1]
+    null_size = (len(cols) + 7) // 8
+    names = [f"v{i}" for i in range(n)]
+    lines = [
+        "def image(buf, off, D):",
+        f"    nulls = FROM(buf[off : off + {null_size}], 'little')",
+        f"    off += {null_size}",
+    ]
+    if names:
+        lines.append(f"    {' = '.join(names)} = None")
+    for k, i in enumerate(cols):
+        lines.append(f"    if not nulls & {1 << k}:")
+        code = inline[i] or "v{i}, off = D[{i}](buf, off)"
+        lines += [f"        {line}" for line in code.format(i=i).split("\n")]
+    lines.append(f"    return [{', '.join(names)}], off")
+    namespace = dict(_NAMESPACE)
+    exec(compile("\n".join(lines) + "\n", "<row image>", "exec"), namespace)
+    image: ImageFn = namespace["image"]
+    return image
+
+
+#: an image's values -> the row (``TableColumns.names`` order, each value encoded by the
+#: encoder of its slot), or None for a version kept as history (``is_current``)
+RowFn = Callable[[RowImage, Sequence[Callable[[Any], bytes]]], tuple[bytes | None, ...] | None]
+_ROWS: dict[tuple[tuple[tuple[int, int], ...], int, int | None], RowFn] = {}
+
+
+def row_function(slots: Sequence[tuple[int, int]], width: int, end: int | None) -> RowFn:
+    """The row of ``width`` slots made from an image: the value at column index ``i`` goes
+    to ``slot``, encoded (``slots``: (i, slot) pairs), NULL stays None; with ``end``, the
+    ROW END's index, None unless it is a current row. Generated code, one per layout."""
+    key = (tuple(slots), width, end)
+    found = _ROWS.get(key)
+    if found is not None:
+        return found
+    by_slot = {slot: i for i, slot in slots}
+    terms = [
+        "None" if i is None else f"None if (v := values[{i}]) is None else E[{slot}](v)"
+        for slot in range(width)
+        for i in [by_slot.get(slot)]
+    ]
+    lines = ["def row(values, E):"]
+    if end is not None:
+        lines += [f"    if not IS_CURRENT(values[{end}]):", "        return None"]
+    lines.append(f"    return ({''.join(t + ', ' for t in terms)})")
+    namespace: dict[str, Any] = {"IS_CURRENT": is_current}
+    exec(compile("\n".join(lines) + "\n", "<row>", "exec"), namespace)
+    made: RowFn = namespace["row"]
+    _ROWS[key] = made
+    return made
+
+
+_INT_CODES = {T.TINY: (1, "b"), T.SHORT: (2, "h"), T.LONG: (4, "i"), T.LONGLONG: (8, "q")}
+
+
+def _inline(column: Any) -> str | None:
+    """The statements (lines) that read a value of ``column`` at ``off`` into ``v{i}`` and
+    move ``off`` past it, as ``_ints`` and ``_text`` do; None: through its decoder. Integers
+    but MEDIUMINT, and strings kept as bytes with a 1- or 2-byte length."""
+    t = column.type
+    if t in _INT_CODES:
+        size, code = _INT_CODES[t]
+        code = code.upper() if getattr(column, "unsigned", False) else code
+        return f"v{{i}}, = U{code}(buf, off)\noff += {size}"
+    if t in (T.VARCHAR, T.STRING, T.VAR_STRING):
+        length_size = 2 if column.max_length > 255 else 1
+    elif t == T.BLOB:
+        length_size = column.length_size
+    else:
+        return None
+    if length_size > 2 or _encoding(column.character_set_name) is not None:
+        return None
+    n = "buf[off]" if length_size == 1 else "buf[off] | buf[off + 1] << 8"
+    start = f"off + {length_size}"
+    return f"n = {n}\nv{{i}} = buf[{start} : {start} + n]\noff = {start} + n"
 
 
 def decoder_for(columns: Sequence[Any]) -> RowsDecoder | None:
@@ -267,4 +368,4 @@ def decoder_for(columns: Sequence[Any]) -> RowsDecoder | None:
         if decode is None:
             return None
         decoders.append(decode)
-    return RowsDecoder(decoders)
+    return RowsDecoder(decoders, [_inline(c) for c in columns])
