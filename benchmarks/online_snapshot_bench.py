@@ -9,8 +9,10 @@ its mapping (row hash, counter, unique hash, index set, sorted set). Per repetit
 empty Redis database each time:
 
 * ``migrate``: rows / seconds of its report (one reader, the default driver);
-* ``sync --online-load`` into the empty database: the first run, every table read online;
-  rows / the whole command's seconds;
+* ``sync --online-load`` (the default) into the empty database: the first run, every table
+  read online; rows / the whole command's seconds;
+* ``sync --consistent-load`` into an empty database: the first run, every table read in one
+  consistent snapshot; rows / the whole command's seconds;
 * ``sync --resnapshot emp`` (after that first run): the table's keys removed,
   then read online chunk by chunk while the log is followed; rows / the snapshot's seconds
   (wall clock, from the removal of the old keys to the last chunk's counter), and rows / the
@@ -67,6 +69,7 @@ def main() -> None:
         client = redis.Redis.from_url(target.url)
         ratios: list[float] = []
         firsts: list[float] = []
+        consistent: list[float] = []
         for rep in range(args.reps):
             client.flushdb()
             report = migrate(mapping, source=url, target=target.url)
@@ -78,11 +81,20 @@ def main() -> None:
             first = sync(mapping, source=url, target=target.url, until_caught_up=True,
                          server_id=9201, online_load=True, chunk_rows=args.chunk_rows)  # fmt: skip
             wall = time.perf_counter() - t0
-            [loaded] = first.resnapshots
+            [loaded] = first.loaded
             f_rate = loaded.rows / wall
             print(f"rep {rep + 1}: sync --online-load (first run) {loaded.rows:,} rows in "
                   f"{wall:.2f} s (the whole command) = {f_rate:,.0f} rows/s")  # fmt: skip
             firsts.append(f_rate / m_rate)
+            client.flushdb()
+            t0 = time.perf_counter()
+            whole = sync(mapping, source=url, target=target.url, until_caught_up=True,
+                         server_id=9203, online_load=False)  # fmt: skip
+            wall = time.perf_counter() - t0
+            c_rate = sum(t.rows for t in whole.loaded) / wall
+            print(f"rep {rep + 1}: sync --consistent-load (first run) {c_rate * wall:,.0f} rows "
+                  f"in {wall:.2f} s (the whole command) = {c_rate:,.0f} rows/s")  # fmt: skip
+            consistent.append(c_rate / m_rate)  # its keys and state: the re-snapshot's start
             t0 = time.perf_counter()  # the removal of emp's keys, timed apart (the run's own
             with opened(mapping, url) as (_, resolved):  # then finds none)
                 space = KeySpace([TablePlan(r) for r in resolved])
@@ -103,6 +115,11 @@ def main() -> None:
         print(
             f"online first load / migrate, median of {args.reps}: "
             f"{statistics.median(firsts):.0%} (each: {', '.join(f'{r:.0%}' for r in firsts)})"
+        )
+        print(
+            f"consistent first load / migrate, median of {args.reps}: "
+            f"{statistics.median(consistent):.0%} "
+            f"(each: {', '.join(f'{r:.0%}' for r in consistent)})"
         )
         print(
             f"online re-snapshot / migrate, median of {args.reps}: "

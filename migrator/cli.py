@@ -243,8 +243,9 @@ def run(fn: Callable[[], int], resume: str | None = None, as_json: bool = False)
     except MigratorError as e:
         fail(e, as_json)
     except KeyboardInterrupt as e:
-        # interrupted before the first write: nothing to continue
-        hint = None if isinstance(e, NothingWritten) else resume
+        # interrupted before the first write: nothing to continue; an online first load: its
+        # own hint (what is stored, the command that resumes it)
+        hint = None if isinstance(e, NothingWritten) else getattr(e, "hint", None) or resume
         say("error", "interrupted", hint)
         if as_json:
             json_line({"error": "interrupted", "hint": hint, "exit_code": 130})
@@ -712,16 +713,20 @@ def sync(
     online_load: Annotated[
         bool,
         typer.Option(
-            "--online-load",
-            help="On a first run (or --reload), read every table online in primary-key chunks "
-            "while following the log, resumable after a crash, instead of in one long "
-            "consistent snapshot, e.g. migrator sync m.yaml --online-load.",
+            "--online-load/--consistent-load",
+            help="How a first run (or --reload) reads the tables. Online (the default): the "
+            "log's position first, then each table in primary-key chunks while following the "
+            "log; no long transaction, and Ctrl-C or a crash resumes at its chunk. Consistent: "
+            "every table in one snapshot, as migrate reads it (one moment of the source "
+            "throughout); for tables small enough to read in one go, and the exact choice on "
+            "MySQL, whose snapshots carry no binary-log position, e.g. migrator sync m.yaml "
+            "--consistent-load.",
         ),
-    ] = False,
+    ] = True,
     debug: DebugOpt = False,
 ) -> None:
-    """Keep Redis in step with MySQL: load a consistent snapshot on the first run, then
-    follow the binary log (row format) until Ctrl-C or SIGTERM.
+    """Keep Redis in step with MySQL: load the tables on the first run (online, in chunks,
+    while following), then follow the binary log (row format) until Ctrl-C or SIGTERM.
     Example: migrator sync shop.yaml --until-caught-up"""
     from migrator.commands.figures import HealthRules, SyncFigures
     from migrator.render import render_sync, sync_status_printer
@@ -729,7 +734,8 @@ def sync(
     again = resume_command(
         mapping,
         {"--source": source, "--target": target, "--server-id": server_id, "--retries": retries,
-         "--until-caught-up": until_caught_up, "--json": as_json},
+         "--until-caught-up": until_caught_up, "--json": as_json,
+         "--consistent-load": not online_load},
         "sync", "",
     )  # fmt: skip
 

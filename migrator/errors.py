@@ -116,3 +116,12 @@ class TargetLost(MigratorError):
 class NothingWritten(KeyboardInterrupt):
     """Ctrl-C or SIGTERM before the command wrote anything (its first connections, its
     checks of the target): exit 130 like any interrupt, with nothing to resume."""
+
+
+class LoadInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM before sync's online first load was done: exit 130 like any
+    interrupt; ``hint`` says what Redis holds and the command that resumes the load."""
+
+    def __init__(self, hint: str) -> None:
+        super().__init__(hint)
+        self.hint = hint

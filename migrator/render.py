@@ -532,23 +532,24 @@ def sync_status_printer(as_json: bool) -> Iterator[Callable[[SyncStatus], None]]
 
 
 def render_sync(report: SyncReport) -> None:
-    if report.snapshot is not None and report.online_load:
-        snap = report.snapshot
+    rows = sum(t.rows for t in report.loaded)
+    removed = ""
+    if report.removed:
+        removed = f" ({report.removed:,} keys of an earlier load removed first)"
+    snap = report.snapshot
+    if report.online_load and (snap is not None or report.loaded):
+        begun = f" from binlog {snap.binlog_file}:{snap.binlog_position}" if snap else ""
         plain(
-            f"sync {report.mapping}: first run from binlog {snap.binlog_file}:"
-            f"{snap.binlog_position}: every table read online, chunk by chunk, while following"
-            + (f" ({report.removed:,} keys of an earlier load removed first)" if report.removed
-               else "")
-        )  # fmt: skip
-    elif report.snapshot is not None:
-        snap = report.snapshot
+            f"sync {report.mapping}: first load done online{begun}, every table read in "
+            "primary-key chunks while following the log"
+        )
+        which = "" if snap else " finished by this run (it resumed the load)"
+        tables = f"{len(report.loaded)} table(s){which}"
+        plain(f"  {rows:,} rows in {tables} -> {report.target}{removed}")
+    elif snap is not None:
         plain(
             f"sync {report.mapping}: loaded a consistent snapshot of {report.source} "
             f"as of {snap.moment} UTC, binlog {snap.binlog_file}:{snap.binlog_position}"
-        )
-        rows = sum(t.rows for t in report.loaded)
-        removed = (
-            f" ({report.removed:,} keys of an earlier load removed first)" if report.removed else ""
         )
         plain(f"  {rows:,} rows in {len(report.loaded)} table(s) -> {report.target}{removed}")
     for note in report.notes:

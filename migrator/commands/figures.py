@@ -83,24 +83,34 @@ class SyncFigures:
 
         return stamp
 
-    def tee(self, inner: Progress, on_status: OnStatus | None, interval: float) -> Progress:
+    def tee(
+        self, inner: Progress, on_status: OnStatus | None, interval: float, phase: bool = True
+    ) -> Progress:
         """``inner`` (the progress bars), with the load's tables, rows and chunks counted here
-        (the phase is ``loading`` from its first table on) and a ``loading`` status at most
-        every ``interval`` seconds."""
-        return _Tee(self, inner, on_status, interval)
+        (with ``phase``, the phase is ``loading`` from its first table on) and a ``loading``
+        status at most every ``interval`` seconds (none without ``on_status``). The online
+        snapshots' progress: ``phase`` False, their phase is the follow loop's."""
+        return _Tee(self, inner, on_status, interval, phase)
 
     # -- following --------------------------------------------------------------------------
 
-    def following(self, start: BinlogPosition) -> None:
+    def following(self, start: BinlogPosition, loading: bool = False) -> None:
         """A reader follows the log from ``start``; a second one in the same run is a
-        reconnect (the caller started the reader again after a lost connection)."""
+        reconnect (the caller started the reader again after a lost connection). ``loading``:
+        the first load is read online meanwhile (the phase is ``loading`` until ``loaded``)."""
         with self._lock:
             if self.log is not None:
                 self.reconnects += 1
-            self.phase = "following"
+            self.phase = "loading" if loading else "following"
             self.position = start
             self.heard_at = self.clock()
             self.log = LagClock(_key(start), self.heard_at)
+
+    def loaded(self) -> None:
+        """The online first load's last table is done: following from now on."""
+        with self._lock:
+            if self.phase == "loading":
+                self.phase = "following"
 
     def read(self, event: Any) -> None:
         """The reader took ``event`` off the log (its thread, as it arrives)."""
@@ -319,14 +329,20 @@ class _Tee:
     """Progress to the bars and to the figures."""
 
     def __init__(
-        self, figures: SyncFigures, inner: Progress, on_status: OnStatus | None, interval: float
+        self,
+        figures: SyncFigures,
+        inner: Progress,
+        on_status: OnStatus | None,
+        interval: float,
+        phase: bool = True,
     ) -> None:
         self.figures, self.inner, self.on_status = figures, inner, on_status
-        self.interval, self.last = interval, time.monotonic()
+        self.interval, self.last, self.phase = interval, time.monotonic(), phase
 
     def start(self, table: str, total: int | None) -> None:
         with self.figures._lock:
-            self.figures.phase = "loading"
+            if self.phase:
+                self.figures.phase = "loading"
             self.figures.snapshot_tables[table] = False
         self.inner.start(table, total)
 

@@ -19,7 +19,13 @@ from contextlib import suppress
 from typing import Any
 
 from migrator.commands.figures import SyncFigures
-from migrator.commands.online_snapshot import SNAPSHOT_CHUNK_ROWS, Snapshots, load_queue
+from migrator.commands.online_snapshot import (
+    FIRST_RUN,
+    SNAPSHOT_CHUNK_ROWS,
+    Pending,
+    Snapshots,
+    load_queue,
+)
 from migrator.commands.reports import SchemaChanged, SyncReport, SyncStatus, TableReport
 from migrator.commands.schema_watch import (
     Replan,
@@ -36,6 +42,7 @@ from migrator.plan.batch import Command
 from migrator.plan.cascade import Cascades, followable
 from migrator.plan.delta import Delta, TableDelta
 from migrator.plan.planner import TablePlan
+from migrator.progress import NULL_PROGRESS, Progress
 from migrator.retry import Retrying
 from migrator.source.binlog import (
     BinlogPosition,
@@ -117,6 +124,8 @@ class Follower:
         chunk_rows: int = SNAPSHOT_CHUNK_ROWS,
         asked: tuple[tuple[str, str], ...] = (),
         identity: dict[str, str] | None = None,
+        progress: Progress = NULL_PROGRESS,
+        others: Progress = NULL_PROGRESS,
     ) -> None:
         self.src, self.client, self.state, self.stop = src, client, state, stop
         self.check_target, self.retrying = check_target, retrying
@@ -148,7 +157,7 @@ class Follower:
             waiting = [p for p in load_queue(stored) if p.table in self.plans]
             self.snapshots = Snapshots(
                 src, client, mapping, self.resolved, self.plans, waiting,
-                chunk_rows, retrying, self._snapshotted,
+                chunk_rows, retrying, self._snapshotted, progress, others,
             )  # fmt: skip
         self.asked, self.identity = asked, identity or {}
         self.read_to = start  # how far the log is applied, or read with nothing to apply
@@ -198,7 +207,7 @@ class Follower:
         if self.identity and self.snapshots is not None:
             self._store_snapshots()  # the mapping's tables, with the queue they asked for
         thread = threading.Thread(target=self._pump, name="binlog-reader", daemon=True)
-        self.figures.following(self.position)
+        self.figures.following(self.position, loading=self.first_loading())
         thread.start()
         try:
             self._loop(until_caught_up, report)
@@ -293,9 +302,14 @@ class Follower:
             self.figures.head_at(*head)
         return head is not None and (self.position.file, self.position.pos) >= head
 
+    def first_loading(self) -> bool:
+        """Whether the first run's online load is not done yet (its phase is ``loading``)."""
+        return self.snapshots is not None and self.snapshots.first_load()
+
     def _status(self, report: SyncReport, rate: float, caught_up: bool) -> SyncStatus:
+        phase = "loading" if self.first_loading() else "following"
         status = SyncStatus(
-            "caught up" if caught_up else "following", str(self.position),
+            "caught up" if caught_up else phase, str(self.position),
             report.transactions, report.rows_changed, rate, self.figures.lag(),
         )  # fmt: skip
         if self.snapshots is not None:
@@ -329,8 +343,19 @@ class Follower:
         position = self.state.command(fields | self.schema.fields() if self.schema else fields)
         apply_group(self.client, [], position, self.state, self.retrying)
 
-    def _snapshotted(self, table: TableReport, _: object) -> None:
-        if self.report is not None:
+    def _snapshotted(self, table: TableReport, p: Pending) -> None:
+        """A table's online snapshot done: a table of the first run's load is reported with
+        the tables loaded (``loaded``), any other with the re-snapshots."""
+        first = p.reason == FIRST_RUN
+        if first and not self.first_loading():
+            self.figures.loaded()
+        if self.report is None:
+            return
+        if first:
+            table.status = "done"
+            self.report.loaded.append(table)
+            self.report.online_load = True
+        else:
             self.report.resnapshots.append(table)
 
     def _apply(self, group: list[Transaction]) -> None:

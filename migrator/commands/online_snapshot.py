@@ -46,6 +46,7 @@ from migrator.plan.finish import finish_commands
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.plan.values import converter
+from migrator.progress import NULL_PROGRESS, Progress
 from migrator.retry import Retrying
 from migrator.source.binlog import BinlogPosition, Change
 from migrator.source.binlog_settings import log_status
@@ -61,6 +62,8 @@ SNAPSHOT_CHUNK_ROWS = 20_000
 _CHANGED_RETRIES = 5
 #: the state hash's field that holds the snapshots' progress
 FIELD = "snapshot"
+#: why a table of the first run's online load is queued (``Pending.reason``)
+FIRST_RUN = "first run"
 
 Key = tuple[bytes | None, ...]
 
@@ -79,10 +82,10 @@ class Pending:
 
 
 def first_run_queue(resolved: list[Resolved], chunk_rows: int) -> list[Pending]:
-    """``sync --online-load``: every table, in the mapping's order, its keys already removed
-    by the first run."""
+    """The first run's online load: every table, in the mapping's order, its keys already
+    removed by the first run."""
     return [
-        Pending(r.name, "first run", cleared=True,
+        Pending(r.name, FIRST_RUN, cleared=True,
                 chunks=max(1, math.ceil((r.schema.row_estimate or 0) / chunk_rows)))
         for r in resolved
     ]  # fmt: skip
@@ -128,6 +131,10 @@ class Snapshots:
     chunk_rows: int = SNAPSHOT_CHUNK_ROWS
     retrying: Retrying | None = None
     on_done: Callable[[TableReport, Pending], None] | None = None
+    # per table started, chunk flushed (its rows) and table done: the first load's tables
+    # to ``loading`` (the bars, and the figures), the others to ``others`` (the figures)
+    loading: Progress = NULL_PROGRESS
+    others: Progress = NULL_PROGRESS
     armed: bool = False
     seen: set[Key] = field(default_factory=set)
     chunk: _Chunk | None = None
@@ -171,6 +178,13 @@ class Snapshots:
     def fields(self) -> dict[str, str]:
         return {FIELD: dump_queue(self.queue)}
 
+    def first_load(self) -> bool:
+        """Whether tables of the first run's online load are still queued."""
+        return any(p.reason == FIRST_RUN for p in self.queue)
+
+    def _bar(self, p: Pending) -> Progress:
+        return self.loading if p.reason == FIRST_RUN else self.others
+
     def progress(self) -> dict[str, Any] | None:
         if not self.queue:
             return None
@@ -202,6 +216,8 @@ class Snapshots:
         changed = False
         if self.started is None:
             self.started = time.monotonic()
+            estimate = self.resolved[p.table].schema.row_estimate
+            self._bar(p).start(p.table, estimate or None)
         if not p.cleared:
             self._clear(p)
             changed = True
@@ -343,6 +359,7 @@ class Snapshots:
         p.chunk += 1
         p.chunks = max(p.chunks, p.chunk + (0 if chunk.last else 1))
         p.rows += chunk.count
+        self._bar(p).advance(p.table, chunk.count)
         self.chunk, self.armed, self.seen = None, False, set()
         if chunk.last:
             self._finish(p)
@@ -363,6 +380,7 @@ class Snapshots:
             self.src.raw_connection().rollback()
         sink_for(self.client, self.retrying).write(commands)
         self.queue.pop(0)
+        self._bar(p).finish(p.table)
         if self.on_done is not None:
             s = self.stats
             report = TableReport(

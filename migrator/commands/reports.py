@@ -153,8 +153,8 @@ class SyncReport:
     mapping: str
     source: str
     target: str
-    snapshot: Snapshot | None  # set when this run loaded the snapshot (first run)
-    loaded: list[TableReport] = field(default_factory=list)
+    snapshot: Snapshot | None  # set when this run began the first load (its position)
+    loaded: list[TableReport] = field(default_factory=list)  # the first load's tables done
     removed: int = 0  # keys of an earlier load removed before the first run's load
     started_at: BinlogPosition | None = None
     position: BinlogPosition | None = None
@@ -164,7 +164,7 @@ class SyncReport:
     stopped: str = "stopped"  # "caught up" | "stopped" | "end of log"
     recoveries: list[str] = field(default_factory=list)  # target losses, source reconnects
     resnapshots: list[TableReport] = field(default_factory=list)  # online snapshots done
-    online_load: bool = False  # --online-load: a first run reads its tables online
+    online_load: bool = False  # this run's first load (or the part it did) was read online
     notes: list[str] = field(default_factory=list)  # snapshots queued or resumed
 
     exit_code = EXIT_OK

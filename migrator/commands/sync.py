@@ -1,9 +1,12 @@
-"""``sync``: load a consistent snapshot once, then keep Redis in step with the binary log.
+"""``sync``: load the mapping's tables once, then keep Redis in step with the binary log.
 
-First run (no state in Redis under ``migrator:<mapping>:sync``): every mapped table is read
-inside one ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` and written exactly as ``migrate``
-writes it (same plan, same packed bytes, counters and latest lists rebuilt from the same
-snapshot); the snapshot's binary-log position is then stored. Every run then follows the log
+First run (no state in Redis under ``migrator:<mapping>:sync``), by default: the log's
+position is stored at once, then every mapped table is read online, in primary-key chunks,
+while the log is followed (commands/online_snapshot.py; resumable). With
+``online_load=False``: every mapped table is read inside one
+``START TRANSACTION WITH CONSISTENT SNAPSHOT`` and written exactly as ``migrate`` writes it
+(same plan, same packed bytes, counters and latest lists rebuilt from the same snapshot);
+the snapshot's binary-log position is then stored. Every run then follows the log
 from the stored position: a reader thread decodes committed transactions
 (``migrator.source.binlog``), this thread turns their row changes into Redis deltas
 (``migrator.plan.delta``) and applies each group of whole transactions together with the
@@ -14,7 +17,9 @@ as migrate builds it, also inside it.
 
 Consistency: Redis always equals the source as of the stored position, except for latest
 lists, which are rebuilt from MySQL's current rows and so may be ahead while sync is behind;
-once sync has caught up (no pending transactions) they are exact too.
+once sync has caught up (no pending transactions) they are exact too. During the online
+load, that holds for the tables loaded and the keys of the current table up to its last chunk;
+the other tables' keys are incomplete until their turn.
 """
 
 from __future__ import annotations
@@ -153,9 +158,9 @@ def sync(
     resnapshot: Resnapshot | None = None,
     resnapshot_tables: Sequence[str] = (),
     chunk_rows: int = SNAPSHOT_CHUNK_ROWS,
-    online_load: bool = False,
+    online_load: bool = True,
 ) -> SyncReport:
-    """Load a consistent snapshot on the first run (or with ``reload``), then apply the binary
+    """Load the tables on the first run (or with ``reload``), then apply the binary
     log until ``stop`` is set (or, with ``until_caught_up``, until nothing is pending). Raises
     MigratorError; ``SchemaChanged`` (exit 1) on DDL of a mapped table. ``retries``
     overrides ``options.retries.attempts``; ``again`` is the command that continues after a
@@ -169,8 +174,10 @@ def sync(
     commands/schema_watch.py).
     ``resnapshot_tables``: tables removed and read again online, chunk by chunk
     (``chunk_rows`` rows each), while the others keep following (commands/online_snapshot.py);
-    ``online_load``: the first run (and a reload) reads every table that way too, from the
-    log's position, instead of in one long consistent snapshot."""
+    ``online_load`` (the default): the first run (and a reload) reads every table that way
+    too, from the log's position (a stop before it is done: ``LoadInterrupted``, exit 130,
+    and the next run resumes it); False: in one long consistent snapshot (a stop: exit 130,
+    and the next run loads again)."""
     m = load(mapping)
     asked = refuse_unknown(m, resnapshot_tables)
     if chunk_rows < 1:
@@ -179,7 +186,11 @@ def sync(
     started = time.perf_counter()
     figures = figures or SyncFigures(HealthRules(heartbeat=heartbeat))
     on_status = figures.stamped(on_status)  # the figures in every status line
-    progress = figures.tee(progress, on_status, status_interval)  # the load's progress
+    bars = progress
+    progress = figures.tee(bars, on_status, status_interval)  # the load's progress
+    # the online load's: no status of its own (the follow loop's says it is loading)
+    online = figures.tee(bars, None, status_interval, phase=False)
+    others = figures.tee(NULL_PROGRESS, None, status_interval, phase=False)
     if retries is not None and retries < 0:
         raise MigratorError("--retries must be 0 or more", "e.g. --retries 8")
     policy = m.options.retries
@@ -222,20 +233,25 @@ def sync(
                 source=src.shown_url,
                 target=mask(url),
                 snapshot=None,
-                online_load=online_load,
             )
+
+            def first_load(retrying: Retrying) -> tuple[Snapshot, list[TableReport]]:
+                report.online_load = online_load
+                if online_load:
+                    return load_position(src)
+                return load_snapshot(src, client, resolved, m, progress, stop, retrying)
+
             run = SyncRun(
                 m, src, client, state, resolved, report, stop, policy, lock,
                 again or f"migrator sync {m.file or 'MAPPING'}",
                 on_status=on_status, progress=progress, figures=figures,
-                load=lambda retrying: load_position(src) if online_load else load_snapshot(
-                    src, client, resolved, m, progress, stop, retrying
-                ),
+                load=first_load,
                 follower=lambda start, **kw: Follower(
                     src, client, state, resolved, database, start, stop, heartbeat,
                     reader_id, on_status, status_interval, on_applied, mapping=m,
                     figures=figures, resnapshot=resnapshot, chunk_rows=chunk_rows,
-                    identity=identity, asked=once(asked, changed, dropped), **kw,
+                    identity=identity, asked=once(asked, changed, dropped), progress=online,
+                    others=others, **kw,
                 ),
                 replan=lambda: replan(src, m, resolved),
                 fields={"source": ident, "server": server, **identity, **(
@@ -294,7 +310,7 @@ def once(
 
 
 def load_position(src: Source) -> tuple[Snapshot, list[TableReport]]:
-    """``--online-load``: only the log's position (a consistent snapshot begun and ended at
+    """The online load: only the log's position (a consistent snapshot begun and ended at
     once); the tables are then read online (commands/online_snapshot.py)."""
     conn = src.raw_connection()
     snapshot = surfaced(lambda: start_snapshot(conn), "taking the log's position", src.close)

@@ -13,8 +13,10 @@
   is gone with its connection), after the policy's wait, with a note in the live status;
   after ``attempts`` failures in a row: exit 3 with the position and the command.
 
-Ctrl-C (``stop``) while waiting ends a follow run as a stop (exit 0) and a first load as an
-interrupt (exit 130: the load is not complete, the next run loads again).
+Ctrl-C (``stop``) ends a follow run as a stop (exit 0) and a first load as an interrupt
+(exit 130: the load is not complete). A consistent load stores no position, so the next run
+loads again; an online load (the default) has stored the position and its progress, so the
+next run resumes it (``LoadInterrupted`` says where).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from migrator.commands.figures import SyncFigures
 from migrator.commands.follow import Follower, position_fields
 from migrator.commands.reports import SyncReport, SyncStatus, TableReport
 from migrator.commands.schema_watch import Replan, loaded_columns
-from migrator.errors import ConnectError, MigratorError, SourceError, TargetLost
+from migrator.errors import ConnectError, LoadInterrupted, MigratorError, SourceError, TargetLost
 from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved
 from migrator.plan.keyspace import KeySpace
@@ -90,18 +92,20 @@ class SyncRun:
         self.redis = self.figures.retrying("Redis", policy, stop, self.note)  # writes, waits
         self.guard: Guard | None = None
         self.loading = True  # no position to follow from yet
+        self.current: Follower | None = None  # the follower of the moment
         self.others: int | None = None  # keys not the mapping's, counted before a load
         src.retrying = Surface()  # every lost source connection comes up to this loop
 
     def note(self, message: str) -> None:
         """A retry or recovery, in the live status (``--json``: its ``note``; on a terminal
         the status line, or during the first load the tables' progress lines)."""
-        if self.report.position is None:
+        loading = self.report.position is None or self._first_loading()
+        if loading:
             for r in self.resolved:
                 self.progress.note(r.name, message)
         if self.on_status is not None:
             where = str(self.report.position) if self.report.position else "snapshot"
-            phase = "loading" if self.report.position is None else "following"
+            phase = "loading" if loading else "following"
             self.on_status(SyncStatus(phase, where, self.report.transactions,
                                       self.report.rows_changed, note=message))  # fmt: skip
 
@@ -119,7 +123,25 @@ class SyncRun:
         except Stopped:  # Ctrl-C while waiting for a server
             if self.loading:
                 raise KeyboardInterrupt from None
+            if self._first_loading():
+                raise self._interrupted() from None
             self.report.stopped = "stopped"
+
+    def _first_loading(self) -> bool:
+        return self.current is not None and self.current.first_loading()
+
+    def _interrupted(self) -> LoadInterrupted:
+        """A stop before the online first load was done: what Redis holds, and the command
+        that resumes the load."""
+        assert self.current is not None and self.current.snapshots is not None
+        queue = self.current.snapshots.queue
+        p = queue[0]
+        more = f"; {len(queue) - 1} more table(s) waiting" if len(queue) > 1 else ""
+        return LoadInterrupted(
+            "the first load is not complete; Redis holds the log's position and the load's "
+            f"progress ({p.table}: {p.chunk} of {max(p.chunks, p.chunk)} chunk(s) loaded{more}): "
+            f"'{self.again}' resumes it there"
+        )
 
     def _loop(self, until_caught_up: bool) -> None:
         losses = failures = 0
@@ -133,10 +155,12 @@ class SyncRun:
                 if self.stop.is_set():
                     return
                 assert self.report.position is not None
-                follower = self.follower(
+                follower = self.current = self.follower(
                     self.report.position, check_target=self._check_target, retrying=self.redis
                 )
                 follower.run(until_caught_up, self.report)
+                if self.report.stopped == "stopped" and follower.first_loading():
+                    raise self._interrupted()  # a stop (Ctrl-C, SIGTERM) before it was done
                 return
             except Replan:  # a DDL re-snapshots a table: its new columns, a new reader
                 failures = 0
@@ -257,6 +281,12 @@ class SyncRun:
         pos = self.report.position
         if pos is None:
             holds = "the first load is not complete (no position is stored)"
+        elif self._first_loading():
+            holds = (
+                f"the first load is not complete: its progress is stored with the position "
+                f"{pos} while Redis keeps them (the next run resumes it; if Redis lost them, "
+                "the next run loads again)"
+            )
         else:
             holds = f"Redis holds every change up to {pos} with its position"
         message = f"{e.message} ({why})" if why else e.message

@@ -23,6 +23,7 @@ from migrator.commands.sync import sync
 from migrator.mapping.loader import load_mapping
 from migrator.source.binlog import BinlogPosition, Transaction
 from migrator.target.sync_state import SyncState
+from tests.faults import wait_for
 from tests.sync.helpers import master_position
 from tests.sync.workload import MAPPING, SCHEMA, Writer
 
@@ -159,6 +160,13 @@ class Following:
         self.thread.start()
         return self
 
+    def following(self, seconds: float = 60.0) -> None:
+        """Wait until sync follows the log: its start-up (the mapping resolved against the
+        schema) is over before a change of the scene can meet it."""
+        wait_for("sync following the log", lambda: self.error is not None or any(
+            s.phase in ("following", "caught up") for s in self.statuses), seconds)  # fmt: skip
+        self.running()
+
     def running(self) -> None:
         assert self.error is None, f"sync stopped: {self.error!r}"
         assert self.thread is not None and self.thread.is_alive(), "sync ended"
@@ -224,6 +232,7 @@ def during_writes(
     with ``stops``, sync is waited for until it ends by itself (its error: ``.error``).
     ``options`` go to ``sync()``."""
     following = Following(path, db, redis_url, options=options).start()
+    following.following()
     writers = Writers(db, seeds, tolerate).start()
     try:
         writers.more(15)

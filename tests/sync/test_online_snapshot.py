@@ -20,6 +20,7 @@ import pytest
 import redis
 
 from migrator.commands import verify
+from migrator.commands.figures import SyncFigures
 from migrator.commands.sync import sync
 from migrator.errors import MigratorError
 from migrator.mapping.loader import parse_mapping
@@ -153,24 +154,29 @@ def test_a_mapping_that_gains_a_table_loads_only_it(binlog_db, redis_url: str) -
 
 
 def test_online_first_load_while_writes_go_on(binlog_db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
-    """``--online-load``: no long transaction; every table read in chunks while following."""
+    """The default first load: no long transaction; every table read in chunks while
+    following; ``--until-caught-up`` returns only once every table is done."""
     binlog_db.run(SCHEMA)
     _bulk(binlog_db, 3000)
     errors: list[BaseException] = []
     writers = _writers(binlog_db, (91, 92, 93), 100, errors)
+    client = redis.Redis.from_url(redis_url)
     try:
         report = sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
-                      server_id=next(_ids), online_load=True, chunk_rows=300)  # fmt: skip
+                      server_id=next(_ids), chunk_rows=300)  # fmt: skip
+        assert client.hget(STATE, "snapshot") in (b"", None), "no table left to read"
     finally:
         for w in writers:
             w.join()
     assert not errors, errors
-    assert report.online_load and not report.loaded
+    assert report.online_load and report.stopped == "caught up" and not report.resnapshots
     assert report.snapshot is not None and report.snapshot.has_position
-    assert [t.table for t in report.resnapshots] == ["dept", "emp", "tag", "stats"]
-    assert all(t.status == "first run" for t in report.resnapshots)
+    assert [t.table for t in report.loaded] == ["dept", "emp", "tag", "stats"]
+    assert report.loaded[1].rows >= 3003 and all(t.status == "done" for t in report.loaded)
+    # what the writers did after it caught up
     sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
          server_id=next(_ids))  # fmt: skip
+    client.close()
     _verify(binlog_db, redis_url)
 
 
@@ -231,6 +237,30 @@ def test_status_shows_the_snapshot_progress(binlog_db, redis_url: str) -> None: 
     _verify(binlog_db, redis_url)
 
 
+def test_the_default_first_load_is_phase_loading_until_its_last_table(  # type: ignore[no-untyped-def]
+    binlog_db, redis_url: str
+) -> None:
+    """The status lines (and /metrics' phase) say ``loading`` while the default first load
+    reads its tables, with the table and chunk in ``online_snapshot`` and the applied
+    position in ``position``; never ``loading`` after its last table."""
+    binlog_db.run(SCHEMA)
+    _bulk(binlog_db, 1000)
+    figures = SyncFigures()
+    seen: list[tuple[str, str, str, dict | None]] = []  # type: ignore[type-arg]
+    report = sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
+                  server_id=next(_ids), chunk_rows=100, figures=figures, status_interval=0.0,
+                  on_status=lambda s: seen.append((s.phase, figures.phase, s.position,
+                                                   s.online_snapshot)))  # fmt: skip
+    during = [x for x in seen if x[3] is not None]
+    assert during and all(x[:2] == ("loading", "loading") for x in during), during[:3]
+    assert all(x[2].startswith("mysql-bin.") for x in during)
+    assert max(x[3]["chunk"] for x in during if x[3]["table"] == "emp") >= 5
+    last = max(i for i, x in enumerate(seen) if x[3] is not None)
+    assert all(x[0] != "loading" and x[1] != "loading" for x in seen[last + 1 :])
+    assert [t.table for t in report.loaded] == ["dept", "emp", "tag", "stats"]
+    _verify(binlog_db, redis_url)
+
+
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "migrator", *args]
 
@@ -271,7 +301,7 @@ def _killed_in_the_middle(cmd: list[str], env: dict[str, str], client: redis.Red
 def _kill_and_resume(db, redis_url: str, tmp_path: Path, rows: int, chunk: int, kills: int,
                      seed: int, first_run: bool) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
     """A real ``migrator sync`` killed with SIGKILL at random points of an online snapshot
-    while writers go on — the first run's (``--online-load``: every table) or a
+    while writers go on — the first run's (online by default: every table) or a
     ``--resnapshot emp`` after a first run — then a restart that resumes, and ``verify``."""
     db.run(SCHEMA)
     _bulk(db, rows)
@@ -287,7 +317,7 @@ def _kill_and_resume(db, redis_url: str, tmp_path: Path, rows: int, chunk: int, 
     rng = random.Random(seed)
     errors: list[BaseException] = []
     writers = _writers(db, (seed, seed + 1), 80, errors)
-    how = ["--online-load"] if first_run else ["--resnapshot", "emp"]
+    how = [] if first_run else ["--resnapshot", "emp"]  # the first run: online by default
     resnapshot = [*how, "--chunk-rows", str(chunk)]
     chunks_seen: list[int] = []
     tables_seen: list[str] = []

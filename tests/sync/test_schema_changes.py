@@ -22,6 +22,7 @@ from migrator.commands import verify
 from migrator.commands.reports import SchemaChanged
 from migrator.commands.sync import sync
 from migrator.mapping.loader import load_mapping
+from migrator.target.sync_state import state_key
 from tests.faults import wait_for
 
 _ids = iter(range(8600, 8700))
@@ -118,6 +119,8 @@ def test_an_index_and_an_unmapped_column_added_while_sync_follows(
                  lambda: client.hget("item:1", "qty") == b"7" and not client.exists("item:2"),
                  60)  # fmt: skip
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""  # still following
+        key = state_key(load_mapping(path).name)  # a stop before its first load is done: 130
+        wait_for("the first load done", lambda: not client.hget(key, "snapshot"), 60)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err

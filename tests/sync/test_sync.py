@@ -57,7 +57,10 @@ def test_first_run_loads_the_snapshot_then_follows(binlog_db, redis_url: str) ->
     report = sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
                   server_id=next(_ids))  # fmt: skip
     assert report.snapshot is not None and report.snapshot.has_position
+    assert report.online_load, "the default first load is online"
+    assert [t.table for t in report.loaded] == ["dept", "emp", "tag", "stats"]
     assert sum(t.rows for t in report.loaded) == 3 + 3 + 3 + 2 + 0
+    assert not report.resnapshots and report.stopped == "caught up"
     _verify(binlog_db, redis_url)
     _write(binlog_db, 1, 150)
     again = sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
@@ -331,3 +334,8 @@ def test_json_is_one_object_per_line(binlog_db, redis_url: str, tmp_path: Path) 
     report = lines[-1]
     assert report["stopped"] == "caught up" and report["snapshot"]["binlog_file"]
     assert sum(t["rows"] for t in report["loaded"]) == 11
+    assert report["online_load"] is True and report["resnapshots"] == []
+    statuses = [line["status"] for line in lines[:-1]]
+    # "loading" until the online load's last table is done, never after it
+    phases = [s["phase"] for s in statuses]
+    assert phases == sorted(phases, key=lambda p: p != "loading"), phases

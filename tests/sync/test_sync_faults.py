@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -30,6 +31,7 @@ from migrator.commands.sync import default_server_id, sync
 from migrator.errors import ConnectError, MigratorError, TargetLost
 from migrator.mapping.loader import parse_mapping
 from migrator.progress import NullProgress
+from migrator.target.sync_state import state_key
 from tests.binlog_server import PrivateMariaDB, missing
 from tests.faults import RedisProcess, redis_process, redis_server_problem, signal_when, wait_for
 from tests.services import create_database
@@ -154,6 +156,8 @@ class Following:
         self.stop.set()
         self.thread.join(30)
         assert not self.thread.is_alive()
+        if isinstance(self.error, KeyboardInterrupt):  # a stop in a first load: exit 130
+            raise AssertionError(f"stopped in a first load: {self.error}") from self.error
         if self.error is not None:
             raise self.error
         assert self.report is not None
@@ -161,6 +165,11 @@ class Following:
 
     def notes(self) -> list[str]:
         return [s.note for s in self.statuses if s.note]
+
+
+def _loaded(client: redis.Redis) -> bool:
+    """A first load done: its position stored, and no table of it (online) left to read."""
+    return bool(client.hget(STATE, "file")) and not client.hget(STATE, "snapshot")
 
 
 def _lost_data_noted(run: Following) -> bool:
@@ -191,11 +200,7 @@ def test_redis_restarted_empty_while_following_is_reloaded(binlog_db, own_redis)
     run.wait_applied(1)
     own_redis.restart(down=0.3)  # empty: no persistence
     # the follower sees it by itself (idle check, next group, new connection) and reloads
-    wait_for(
-        "the snapshot loaded again",
-        lambda: run.error or own_redis.client().hget(STATE, "file"),
-        60,
-    )
+    wait_for("the snapshot loaded again", lambda: run.error or _loaded(own_redis.client()), 60)
     _write(binlog_db, 62, 40)
     report = run.finish()
     assert report.snapshot is not None, "loaded again"
@@ -213,11 +218,7 @@ def test_flushdb_while_following_is_reloaded(binlog_db, own_redis) -> None:  # t
     run.wait_applied(1)
     own_redis.client().flushdb()
     _write(binlog_db, 64, 30)
-    wait_for(
-        "the snapshot loaded again",
-        lambda: run.error or own_redis.client().hget(STATE, "file"),
-        60,
-    )
+    wait_for("the snapshot loaded again", lambda: run.error or _loaded(own_redis.client()), 60)
     report = run.finish()
     assert any("marker is gone" in r for r in report.recoveries), report.recoveries
     _caught_up(binlog_db, url)
@@ -268,8 +269,12 @@ def test_redis_back_from_an_older_snapshot_replays_from_the_position_it_holds(
     _caught_up(binlog_db, url)
 
 
+@pytest.mark.parametrize("online", [True, False], ids=["online", "consistent"])
 @pytest.mark.parametrize("fault", ["restart", "flushdb"])
-def test_target_lost_during_the_first_load_is_loaded_again(binlog_db, own_redis, fault) -> None:  # type: ignore[no-untyped-def]
+def test_target_lost_during_the_first_load_is_loaded_again(binlog_db, own_redis, fault,
+                                                           online) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """Redis emptied after the load's second batch (consistent) or chunk (online, the
+    default): the load starts again from a new position; "caught up" only once it is done."""
     binlog_db.run(SCHEMA)
     _many_rows(binlog_db)
     url = own_redis.url
@@ -281,26 +286,36 @@ def test_target_lost_during_the_first_load_is_loaded_again(binlog_db, own_redis,
             own_redis.client().flushdb()
 
     progress = OnBatch(lose)
+    statuses: list[SyncStatus] = []
     report = sync(_mapping(FAST + "  batch_size: 200\n"), source=binlog_db.url, target=url,
-                  until_caught_up=True, server_id=next(_ids), progress=progress)  # fmt: skip
+                  until_caught_up=True, server_id=next(_ids), progress=progress,
+                  online_load=online, chunk_rows=200, on_status=statuses.append)  # fmt: skip
     assert report.stopped == "caught up"
     assert any("loading the snapshot again" in r for r in report.recoveries), report.recoveries
     assert any("target lost data" in n for n in progress.notes), progress.notes  # the bars
+    assert report.online_load == online and report.snapshot is not None
+    # the load's tables once each: those done before the loss are not counted twice
+    assert [t.table for t in report.loaded] == ["dept", "emp", "tag", "stats"]
+    assert sum(t.rows for t in report.loaded) == 3 + 3003 + 3 + 2
+    assert {s.phase for s in statuses if s.note and "target lost" in s.note} == {"loading"}
+    assert own_redis.client().hget(STATE, "snapshot") in (None, b"")
     _verify(binlog_db, url)
 
 
+@pytest.mark.parametrize("online", [True, False], ids=["online", "consistent"])
 def test_a_loss_without_retries_is_exit_3_with_the_command_and_no_position(
-    binlog_db, own_redis
+    binlog_db, own_redis, online
 ) -> None:  # type: ignore[no-untyped-def]
     binlog_db.run(SCHEMA)
     _many_rows(binlog_db, 1000)
     url = own_redis.url
     with pytest.raises(TargetLost) as caught:
         sync(_mapping(FAST + "  batch_size: 200\n"), source=binlog_db.url, target=url,
-             until_caught_up=True, server_id=next(_ids), retries=0,
-             progress=OnBatch(lambda: own_redis.client().flushdb()))  # fmt: skip
+             until_caught_up=True, server_id=next(_ids), retries=0, online_load=online,
+             chunk_rows=200, progress=OnBatch(lambda: own_redis.client().flushdb()))  # fmt: skip
     assert caught.value.exit_code == 3
-    assert "migrator sync" in (caught.value.hint or "")
+    hint = " ".join((caught.value.hint or "").split())
+    assert "migrator sync" in hint and "the first load is not complete" in hint, hint
     assert own_redis.client().hget(STATE, "file") is None, "no position over missing data"
     report = _caught_up(binlog_db, url)
     assert report.snapshot is not None
@@ -396,6 +411,32 @@ def test_killed_source_connections_are_opened_again(binlog_db, binlog_server, re
     assert any("reconnected" in r for r in report.recoveries), report.recoveries
     assert any("lost the connection" in n or "retry" in n for n in run.notes()), run.notes()
     _caught_up(binlog_db, redis_url)
+
+
+def test_killed_source_connections_in_the_default_first_load_resume_it(  # type: ignore[no-untyped-def]
+    binlog_db, binlog_server, redis_url
+) -> None:
+    """KILL of every connection of sync's after the online load's third chunk: the load goes
+    on from its stored chunk (no new position, no reload), then caught up and verify."""
+    if not isinstance(binlog_server, PrivateMariaDB):
+        pytest.skip("KILLs connections of a server of the tests' own")
+    binlog_db.run(SCHEMA)
+    _many_rows(binlog_db)
+    kills: list[int] = []
+    progress = OnBatch(lambda: kills.append(_kill_sync_connections(binlog_server, binlog_db)),
+                       after=3)  # fmt: skip
+    report = sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
+                  server_id=next(_ids), progress=progress, chunk_rows=500)  # fmt: skip
+    assert kills and kills[0] > 0
+    assert report.stopped == "caught up"
+    assert any("reconnected" in r for r in report.recoveries), report.recoveries
+    assert not any("loading the snapshot again" in r for r in report.recoveries)
+    assert any(re.fullmatch(r"resumed emp at chunk \d+ of \d+", n) for n in report.notes), (
+        report.notes
+    )
+    assert [t.table for t in report.loaded] == ["dept", "emp", "tag", "stats"]
+    assert report.loaded[1].rows == 3003
+    _verify(binlog_db, redis_url)
 
 
 class CuttingProxy:
@@ -593,20 +634,87 @@ def test_a_second_sync_is_refused_and_the_first_goes_on(binlog_db, redis_url, tm
 def test_ctrl_c_in_the_first_load_is_130_and_the_next_run_loads_again(
     binlog_db, redis_url, tmp_path, sig
 ) -> None:  # type: ignore[no-untyped-def]
+    """``--consistent-load``: nothing of an interrupted load is stored."""
     binlog_db.run(SCHEMA)
     _many_rows(binlog_db, 20000)
     base, env = _cli_setup(binlog_db, redis_url, tmp_path, FAST + "  batch_size: 100\n")
-    proc = subprocess.Popen(_cli(*base, "--json"), env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(_cli(*base, "--json", "--consistent-load"), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     client = redis.Redis.from_url(redis_url)
     out, err = signal_when(proc, "the load writing", lambda: client.dbsize() > 50, sig)
     assert proc.returncode == 130, err
     lines = [json.loads(line) for line in out.splitlines()]
     assert lines[-1]["exit_code"] == 130 and "loads again" in lines[-1]["hint"]
+    assert "--consistent-load" in lines[-1]["hint"]
     assert "Traceback" not in err
     assert client.hget(STATE, "file") is None
     report = _caught_up(binlog_db, redis_url)
     assert report.snapshot is not None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_in_the_default_first_load_is_130_and_the_next_run_resumes_it(
+    binlog_db, redis_url, tmp_path, sig
+) -> None:  # type: ignore[no-untyped-def]
+    """The online load (the default): exit 130, the position and the load's progress kept
+    (the hint says where), and the next run reads only the tables left. ``tag`` is held by
+    LOCK TABLES, so the signal surely comes while the load waits to read it."""
+    binlog_db.run(SCHEMA)
+    _many_rows(binlog_db, 3000)
+    base, env = _cli_setup(binlog_db, redis_url, tmp_path)
+    key = state_key("m")  # the mapping m.yaml's
+    client = redis.Redis.from_url(redis_url)
+    holder = binlog_db.connect(client_flag=0)
+    try:
+        with holder.cursor() as cur:
+            cur.execute("LOCK TABLES tag WRITE")
+        cmd = _cli(*base, "--json", "--chunk-rows", "500")
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
+        try:
+            wait_for("the load at tag", lambda: proc.poll() is not None
+                     or _stored_head(client, key) == "tag", 120)  # fmt: skip
+            assert proc.poll() is None, proc.communicate()
+            proc.send_signal(sig)
+        finally:
+            with holder.cursor() as cur:
+                cur.execute("UNLOCK TABLES")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        holder.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    last = json.loads(out.splitlines()[-1])
+    assert last["error"] == "interrupted" and last["exit_code"] == 130
+    hint = " ".join(last["hint"].split())
+    stored = client.hgetall(key)
+    assert stored.get(b"file"), "the position is kept"
+    left = json.loads(stored[b"snapshot"])
+    assert [p["table"] for p in left] in (["tag", "stats"], ["stats"]), left
+    p = left[0]
+    said = f"({p['table']}: {p['chunk']} of {max(p['chunks'], p['chunk'])} chunk(s) loaded"
+    assert said in hint and "resumes it there" in hint and "migrator sync" in hint, hint
+    assert client.exists("emp:3003"), "the tables done before it are in Redis"
+    done = subprocess.run(_cli(*base, "--until-caught-up"), env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    rows = {"tag": 3, "stats": 2}
+    assert (f"first load done online, every table read in primary-key chunks while following "
+            f"the log {sum(rows[q['table']] for q in left)} rows in {len(left)} table(s) "
+            "finished by this run (it resumed the load)") in text, text  # fmt: skip
+    assert "caught up at binlog" in text and not client.hget(key, "snapshot")
+    _verify(binlog_db, redis_url)
+
+
+def _stored_head(client: redis.Redis, key: str) -> str:
+    """The table the stored online load is at ("" when none)."""
+    raw = client.hget(key, "snapshot")
+    queue = json.loads(raw) if raw else []
+    return str(queue[0]["table"]) if queue else ""
 
 
 def test_a_lease_of_another_host_is_waited_out_then_taken(binlog_db, redis_url) -> None:  # type: ignore[no-untyped-def]
