@@ -250,7 +250,9 @@ def _where(client: redis.Redis) -> tuple[str, int]:
 def _killed_in_the_middle(cmd: list[str], env: dict[str, str], client: redis.Redis,
                           pause: float, log: Path) -> tuple[str, int]:  # fmt: skip
     """Run ``cmd`` (its output to ``log``, never a full pipe), SIGKILL it once a chunk more
-    is stored (or the snapshot ended) and ``pause`` later; the table and chunks stored then."""
+    is stored (or the snapshot ended) and ``pause`` later; the table and chunks stored then
+    (read once it is dead: a chunk, or the snapshot's end, stored between a look and the
+    kill would make the look wrong)."""
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=out)
     try:
@@ -260,12 +262,12 @@ def _killed_in_the_middle(cmd: list[str], env: dict[str, str], client: redis.Red
             return _progress(client) not in (start, 0) or proc.poll() is not None
 
         wait_for("a chunk of emp stored (or the snapshot done)", moved, 300)
-        time.sleep(pause)
+        time.sleep(pause)  # a random point of the snapshot (not a wait for anything)
         assert proc.poll() is None, log.read_text()[-3000:]  # it follows until killed
-        return _where(client)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
+    return _where(client)
 
 
 def _kill_and_resume(db, redis_url: str, tmp_path: Path, rows: int, chunk: int, kills: int,

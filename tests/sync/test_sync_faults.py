@@ -30,6 +30,7 @@ from migrator.commands.sync import default_server_id, sync
 from migrator.errors import ConnectError, MigratorError, TargetLost
 from migrator.mapping.loader import parse_mapping
 from migrator.progress import NullProgress
+from migrator.target.sync_lock import LEASE_SECONDS
 from tests.binlog_server import PrivateMariaDB, missing
 from tests.faults import RedisProcess, redis_process, redis_server_problem, signal_when, wait_for
 from tests.services import create_database
@@ -610,16 +611,18 @@ def test_ctrl_c_in_the_first_load_is_130_and_the_next_run_loads_again(
 
 
 def test_a_lease_of_another_host_is_waited_out_then_taken(binlog_db, redis_url) -> None:  # type: ignore[no-untyped-def]
-    """A sync killed with -9 elsewhere: its lease runs out (here shortened to 1.5 s)."""
+    """A sync killed with -9 elsewhere: its lease runs out (here shortened to 0.5 s once
+    the refusal is seen: a lease that ran out before this sync asked would prove nothing)."""
     binlog_db.run(SCHEMA)
     client = redis.Redis.from_url(redis_url)
     held = json.dumps({"host": "elsewhere", "pid": 1, "since": "then", "id": "x"})
-    client.set("migrator:synctest:sync:lock", held, px=1500)
+    client.set("migrator:synctest:sync:lock", held, px=LEASE_SECONDS * 1000)
     with pytest.raises(MigratorError) as caught:
         sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
              server_id=next(_ids))  # fmt: skip
     assert caught.value.exit_code == 2 and "elsewhere" in caught.value.message
     assert client.get("migrator:synctest:sync:lock") == held.encode(), "left untouched"
+    assert client.pexpire("migrator:synctest:sync:lock", 500)
     wait_for("the lease to run out", lambda: not client.exists("migrator:synctest:sync:lock"), 30)
     _caught_up(binlog_db, redis_url)
     assert not client.exists("migrator:synctest:sync:lock"), "released at the end"
