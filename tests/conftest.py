@@ -40,6 +40,7 @@ CI runs again with ``MIGRATOR_WORKERS=4`` (pyproject.toml's markers say more).
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -88,6 +89,16 @@ def _unavailable(reason: str) -> NoReturn:
     if services_required():
         pytest.fail(f"{reason} [{REQUIRE_ENV}=1: a missing server is a failure]", pytrace=False)
     pytest.skip(reason)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as a terminal gives it. A suite started in the background of a shell without
+    job control (``nohup ... &``, a script's ``&``, some CI runners) inherits SIGINT
+    ignored, and so would every command the tests start: Python then installs no
+    KeyboardInterrupt handler, and the tests of Ctrl-C (a SIGINT to ``migrate``) see it
+    ignored, exit 0 instead of 130. Caught here, it is the default again in children."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ import redis
 from migrator.commands.migrate import migrate
 from migrator.commands.verify import verify
 from migrator.errors import ConnectError
+from tests.faults import wait_for
 from tests.services import MySQLDatabase
 
 # outcome decided by migrate's worker count: again in CI with MIGRATOR_WORKERS=4
@@ -183,12 +183,36 @@ def shop(mysql_db: MySQLDatabase, tmp_path: Path) -> Iterator[tuple[MySQLDatabas
 
 
 def _writing(db: MySQLDatabase, seed: int = 1) -> Writer:
+    """A writer started, with a row inserted (and committed) a while before anything the
+    test does next: on the server's clock, so that however fast the load starts, a row
+    committed before its snapshot is there to be found."""
     writer = Writer(db, seed)
     writer.start()
-    deadline = time.monotonic() + 10
-    while writer.done < 50 and time.monotonic() < deadline:  # writing before the load starts
-        time.sleep(0.01)
+    wait_for("a row inserted", lambda: writer.error or writer.inserted, 30)
+    assert writer.error is None, writer.error
+    _server_past(db, _shifted(writer.inserted[0][2], 0.2))
     return writer
+
+
+def _server_past(db: MySQLDatabase, moment: str) -> None:
+    """Wait until the server's clock is past ``moment`` (its UTC_TIMESTAMP(6) format)."""
+    conn = db.connect(autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            wait_for(f"the server's clock past {moment}", lambda: _now(cur) > moment, 30,
+                     every=0.01)  # fmt: skip
+    finally:
+        conn.close()
+
+
+def _written_after(writer: Writer, moment: str) -> None:
+    """Wait until the writer inserted (and committed) a row it began after ``moment``."""
+
+    def inserted() -> bool:
+        return writer.error is not None or any(b > moment for _, b, _ in writer.inserted)
+
+    wait_for(f"a row inserted after {moment}", inserted, 30)
+    assert writer.error is None, writer.error
 
 
 def _stopped(writer: Writer) -> int:
@@ -219,10 +243,11 @@ def test_one_worker_loads_one_moment_while_the_source_is_written(
     before = writer.done
     report = migrate(path, source=db.url, target=redis_url, workers=1)
     during = writer.done - before
-    time.sleep(0.5)  # rows committed well after the snapshot, to be found absent
+    assert report.snapshot is not None and report.snapshot.moment
+    early, late = _shifted(report.snapshot.moment, -0.05), _shifted(report.snapshot.moment, 0.05)
+    _written_after(writer, late)  # a row committed after the snapshot, to be found absent
     _stopped(writer)
     assert during > 0, "no write happened while migrate ran"
-    assert report.snapshot is not None and report.snapshot.moment
     assert report.as_dict()["snapshot"]["moment"] == report.snapshot.moment
     total = _stock_in_redis(redis_client)
     assert total == TOTAL, f"the load mixes moments: stock {total} != {TOTAL}"
@@ -235,7 +260,6 @@ def test_one_worker_loads_one_moment_while_the_source_is_written(
     newest = sorted(((redis_client.hget(f"item:{i}", "updated"), i) for i in ids), reverse=True)
     assert [int(x) for x in latest] == [i for _, i in newest[:20]]
     # rows committed before the reported moment are there, rows committed after are not
-    early, late = _shifted(report.snapshot.moment, -0.05), _shifted(report.snapshot.moment, 0.05)
     judged = [(i, b, a) for i, b, a in writer.inserted if i not in writer.deleted]
     before = [i for i, _, a in judged if a < early]
     after = [i for i, b, _ in judged if b > late]
@@ -249,8 +273,9 @@ def test_fix_converges_after_writes_during_migrate(
 ) -> None:
     db, path = shop
     writer = _writing(db, seed=2)
-    migrate(path, source=db.url, target=redis_url, workers=1)
-    time.sleep(0.2)
+    report = migrate(path, source=db.url, target=redis_url, workers=1)
+    assert report.snapshot is not None and report.snapshot.moment
+    _written_after(writer, _shifted(report.snapshot.moment, 0.05))
     _stopped(writer)
     first = verify(path, source=db.url, target=redis_url)
     assert not first.ok  # the writes after the snapshot are not in Redis

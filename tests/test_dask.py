@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from migrator.errors import (
     EXIT_CONNECT,
     EXIT_DIFFERENCE,
     EXIT_USAGE,
+    ConnectError,
     MigratorError,
     TargetError,
 )
@@ -258,6 +260,30 @@ def test_ctrl_c_stops_the_tasks_on_the_cluster(
     settled = redis_client.dbsize()
     assert cluster.executing() == 0
     assert redis_client.dbsize() == settled < BIG, (at_signal, settled, err)  # nothing writes
+
+
+def test_a_stopped_run_leaves_no_callback_to_run_after_the_client_is_closed(
+    cluster: DaskCluster,
+) -> None:
+    """A run stopped (Ctrl-C, an error) cancels its tasks; each task's callback on Dask's one
+    callback thread hands its outcome to the run. One that ran after the client was closed
+    waited forever for its result there, and the interpreter joins that thread at exit:
+    the command had printed its error and never ended (the OOM and Ctrl-C tests above, now
+    and then). ``close`` returns once every callback has run."""
+    import distributed
+
+    client = scaleout.connect(cluster.address)
+    try:
+        pool = scaleout.DaskPool(client, cluster.address)
+        run = pool.topic[-12:]
+        handed = [pool.call(time.sleep, 2, key=f"sleep-{run}-{i}") for i in range(4)]
+        pool.close(cancel=True)
+        assert all(f.done() for f in handed), [f.done() for f in handed]
+        assert all(isinstance(f.exception(), ConnectError) for f in handed)
+    finally:
+        client.close()
+    callbacks = distributed.Future._cb_executor  # free: an exit would not wait on it
+    assert callbacks is not None and callbacks.submit(lambda: 1).result(timeout=30) == 1
 
 
 def test_verify_on_the_cluster_finds_what_a_local_verify_finds(

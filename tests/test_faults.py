@@ -6,6 +6,7 @@ after the documented recovery, and leaves no process behind (tests/faults.py).""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -24,7 +25,6 @@ from migrator.progress import NullProgress
 from migrator.target.checkpoint import Checkpoint
 from tests.faults import (
     RedisProcess,
-    connections_of,
     descendants,
     kill_connections,
     reap,
@@ -238,8 +238,10 @@ def test_killed_mysql_connection_is_retried_from_the_last_position(
         # twice, mid-read (the whole load is ~60,100 keys; a page is 20,000 rows)
         for at in (3000, 30000):
             wait_for("keys in the target", keys_at_least(redis_own, at), 60, every=0.005)
-            wait_for("a connection to kill", lambda: connections_of(big_table), 10, every=0.005)
-            killed.append(kill_connections(big_table))
+            # a connection seen may be gone when the KILL comes (a killed one ending, or the
+            # reader between two connections): until one is killed
+            killed.append(wait_for("a connection killed", lambda: kill_connections(big_table),
+                                   60, every=0.005))  # fmt: skip
         out, err = proc.communicate(timeout=120)
     finally:
         reap([proc.pid])
@@ -281,6 +283,46 @@ def test_killed_mysql_connection_without_retries_is_exit_3_never_2(
                "--resume")  # fmt: skip
     assert done.returncode == 0, done.stderr
     verified(path, big_table, redis_own.url)
+
+
+class KillReadsAfter(NullProgress):
+    """KILLs the test database's connections once ``rows`` rows were loaded (in-process)."""
+
+    def __init__(self, db: Any, rows: int) -> None:
+        self.db, self.rows, self.seen, self.killed = db, rows, 0, 0
+
+    def advance(self, table: str, n: int) -> None:
+        self.seen += n
+        if self.seen >= self.rows and not self.killed:
+            self.killed = kill_connections(self.db)
+
+
+@pytest.mark.parametrize("reader", ["asyncmy", "pymysql"])
+def test_a_read_cut_off_mid_result_leaves_nothing_failing_when_collected(
+    reader: str, mysql_db: Any, redis_own: RedisProcess, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A KILL while MySQL still sends a page (rows wider than the socket buffers: it cannot
+    have sent it all) cuts the unbuffered read off mid-result. The cursor is let go, not
+    closed; PyMySQL's cursor and result close themselves when collected and failed there on
+    the dead connection: a traceback on stderr after the one-line error, whenever the
+    garbage collector ran before the process ended."""
+    mysql_db.run("CREATE TABLE w (id INT PRIMARY KEY, body MEDIUMTEXT);"
+                 "INSERT INTO w SELECT seq, REPEAT('x', 4000) FROM seq_1_to_20000;")  # fmt: skip
+    path = tmp_path / "wide.yaml"
+    path.write_text("version: 1\noptions:\n  batch_size: 20\n  retries: {attempts: 0}\n"
+                    "tables:\n  w: {}\n")  # fmt: skip
+    monkeypatch.setenv("MIGRATOR_RAW_DRIVER", reader)
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    killer = KillReadsAfter(mysql_db, 200)
+    with pytest.raises(MigratorError) as stopped:
+        migrate(path, source=mysql_db.url, target=redis_own.url, progress=killer)
+    assert killer.killed and stopped.value.exit_code == EXIT_CONNECT, stopped.value
+    assert "reading w from MySQL" in stopped.value.message
+    del stopped
+    gc.collect()
+    assert not unraisable, [(u.exc_value, u.object) for u in unraisable]
 
 
 def test_busy_script_is_waited_out(table: Any, tmp_path: Path) -> None:

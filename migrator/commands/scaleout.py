@@ -38,7 +38,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import CancelledError, Future
+from concurrent.futures import CancelledError, Future, wait
 from contextlib import suppress
 from typing import Any
 
@@ -135,6 +135,7 @@ class DaskPool:
         client.subscribe_topic(self.topic, lambda event: self.progress.put(event[1]))
         self.stopped = distributed.Event(self.stop_name, client=client)
         self.futures: list[Any] = []
+        self.locals: list[Future[Any]] = []  # what ``call`` returned, set by the callbacks
         self.local_busy = False  # (parallel.run_all's; there is no local slot)
 
     def submit(self, task: Task, remote_running: int) -> tuple[Future[Stats], bool]:
@@ -147,8 +148,13 @@ class DaskPool:
         remote = self.client.submit(fn, *args, key=key, pure=False)
         self.futures.append(remote)
         local: Future[Any] = Future()
+        self.locals.append(local)
 
         def done(fut: Any) -> None:
+            if fut.cancelled():  # no result() for it: that is a round trip on the client's
+                # loop, which waits forever once the client is closed (see ``close``)
+                local.set_exception(self._lost(CancelledError(fut.key)))
+                return
             try:
                 local.set_result(fut.result())
             except MigratorError as e:
@@ -168,12 +174,17 @@ class DaskPool:
         drain(self.progress, advance, note, timeout)
 
     def close(self, cancel: bool = False) -> None:
-        """Stop listening; ``cancel``: ask running tasks to stop and cancel the rest."""
+        """Stop listening; ``cancel``: ask running tasks to stop and cancel the rest. Returns
+        once every task's callback has run (bounded): a callback that runs after the client
+        is closed (a task that failed or ended as the run stopped) waits forever in
+        ``result()``, on Dask's callback thread, which the interpreter joins at exit: the
+        command printed its error and never ended."""
         if cancel:
             with suppress(Exception):  # the scheduler may be gone
                 self.stopped.set()
             with suppress(Exception):
                 self.client.cancel(self.futures, force=True)
+        wait(self.locals, timeout=CONNECT_SECONDS)
         with suppress(Exception):
             self.client.unsubscribe_topic(self.topic)
 

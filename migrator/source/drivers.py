@@ -91,3 +91,19 @@ def unbuffered_cursor(conn: Any) -> Any:
     import pymysql.cursors
 
     return pymysql.cursors.SSCursor
+
+
+def let_go(cursor: Any) -> None:
+    """Forget an unbuffered cursor whose connection was lost mid-result, without closing it:
+    closing reads the rest of the result. PyMySQL's cursor and result do that by themselves
+    when collected (``__del__``) and fail on the dead connection, which Python prints as
+    "Exception ignored in ..." with a traceback, after the command's one-line error; both
+    are marked done here. (asyncmy's do nothing when collected.)"""
+    import pymysql.cursors
+
+    if not isinstance(cursor, pymysql.cursors.SSCursor):
+        return
+    result = cursor._result
+    if result is not None:
+        result.unbuffered_active = False
+    cursor.connection = None

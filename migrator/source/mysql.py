@@ -32,7 +32,7 @@ from migrator.source.connection import (
     setup_session,
     transient,
 )
-from migrator.source.drivers import driver_of, raw_connect, unbuffered_cursor, url_flag
+from migrator.source.drivers import driver_of, let_go, raw_connect, unbuffered_cursor, url_flag
 from migrator.source.introspect import read_schema
 from migrator.source.snapshot import Snapshot, start_snapshot
 from migrator.urls import mask
@@ -366,7 +366,8 @@ class Source:
                     ) from None
                 if reason is None:
                     raise SourceError(f"reading {table} failed: {first_line(e)}") from None
-                cursor = None  # its connection is gone: closing it could block or raise
+                let_go(cursor)  # its connection is gone: closing it could block or raise
+                cursor = None
                 self._lost()
                 failures += 1
                 retrying.failed(failures, reason, f"reading {table} from MySQL")

@@ -31,6 +31,7 @@ from migrator.commands.sync import default_server_id, sync
 from migrator.errors import ConnectError, MigratorError, TargetLost
 from migrator.mapping.loader import parse_mapping
 from migrator.progress import NullProgress
+from migrator.target.sync_lock import LEASE_SECONDS
 from migrator.target.sync_state import state_key
 from tests.binlog_server import PrivateMariaDB, missing
 from tests.faults import RedisProcess, redis_process, redis_server_problem, signal_when, wait_for
@@ -634,14 +635,32 @@ def test_a_second_sync_is_refused_and_the_first_goes_on(binlog_db, redis_url, tm
 def test_ctrl_c_in_the_first_load_is_130_and_the_next_run_loads_again(
     binlog_db, redis_url, tmp_path, sig
 ) -> None:  # type: ignore[no-untyped-def]
-    """``--consistent-load``: nothing of an interrupted load is stored."""
+    """``--consistent-load``: nothing of an interrupted load is stored. ``tag`` is held by
+    LOCK TABLES, so the signal surely comes while the load is under way, however fast."""
     binlog_db.run(SCHEMA)
-    _many_rows(binlog_db, 20000)
+    _many_rows(binlog_db, 3000)
     base, env = _cli_setup(binlog_db, redis_url, tmp_path, FAST + "  batch_size: 100\n")
-    proc = subprocess.Popen(_cli(*base, "--json", "--consistent-load"), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     client = redis.Redis.from_url(redis_url)
-    out, err = signal_when(proc, "the load writing", lambda: client.dbsize() > 50, sig)
+    holder = binlog_db.connect(client_flag=0)
+    try:
+        with holder.cursor() as cur:
+            cur.execute("LOCK TABLES tag WRITE")
+        proc = subprocess.Popen(_cli(*base, "--json", "--consistent-load"), env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        try:
+            wait_for("the load writing", lambda: proc.poll() is not None
+                     or client.exists("emp:3003"), 120)  # fmt: skip
+            assert proc.poll() is None, proc.communicate()
+            proc.send_signal(sig)
+        finally:
+            with holder.cursor() as cur:
+                cur.execute("UNLOCK TABLES")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        holder.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, err
     lines = [json.loads(line) for line in out.splitlines()]
     assert lines[-1]["exit_code"] == 130 and "loads again" in lines[-1]["hint"]
@@ -718,16 +737,18 @@ def _stored_head(client: redis.Redis, key: str) -> str:
 
 
 def test_a_lease_of_another_host_is_waited_out_then_taken(binlog_db, redis_url) -> None:  # type: ignore[no-untyped-def]
-    """A sync killed with -9 elsewhere: its lease runs out (here shortened to 1.5 s)."""
+    """A sync killed with -9 elsewhere: its lease runs out (here shortened to 0.5 s once
+    the refusal is seen: a lease that ran out before this sync asked would prove nothing)."""
     binlog_db.run(SCHEMA)
     client = redis.Redis.from_url(redis_url)
     held = json.dumps({"host": "elsewhere", "pid": 1, "since": "then", "id": "x"})
-    client.set("migrator:synctest:sync:lock", held, px=1500)
+    client.set("migrator:synctest:sync:lock", held, px=LEASE_SECONDS * 1000)
     with pytest.raises(MigratorError) as caught:
         sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
              server_id=next(_ids))  # fmt: skip
     assert caught.value.exit_code == 2 and "elsewhere" in caught.value.message
     assert client.get("migrator:synctest:sync:lock") == held.encode(), "left untouched"
+    assert client.pexpire("migrator:synctest:sync:lock", 500)
     wait_for("the lease to run out", lambda: not client.exists("migrator:synctest:sync:lock"), 30)
     _caught_up(binlog_db, redis_url)
     assert not client.exists("migrator:synctest:sync:lock"), "released at the end"
