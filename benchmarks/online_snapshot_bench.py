@@ -1,7 +1,7 @@
 """An online snapshot's speed next to migrate's, on the same table.
 
     PYTHONPATH=. .venv/bin/python benchmarks/online_snapshot_bench.py [--rows 500000]
-        [--chunk-rows 20000] [--reps 3]
+        [--chunk-rows 50000] [--reps 3]
 
 Starts its own MariaDB (row binary log) and redis-server on free ports (tests/binlog_server.py,
 benchmarks/sync_bench.py), and removes both at the end. The table is sync_bench's ``emp`` with
@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.sync_bench import INSERT, MAPPING, PrivateRedis, _row, bench_database
 from migrator.commands import migrate
 from migrator.commands.session import opened
+from migrator.commands.online_snapshot import SNAPSHOT_CHUNK_ROWS
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.plan.keyspace import KeySpace
@@ -58,7 +59,7 @@ def load(db: PrivateMariaDB, rows: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=500_000)
-    parser.add_argument("--chunk-rows", type=int, default=20_000)
+    parser.add_argument("--chunk-rows", type=int, default=SNAPSHOT_CHUNK_ROWS)
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     db, target = PrivateMariaDB(), PrivateRedis()

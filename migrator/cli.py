@@ -706,10 +706,11 @@ def sync(
             "--chunk-rows",
             metavar="N",
             min=1,
-            help="Rows per chunk of an online snapshot (one short SELECT each), e.g. "
-            "--chunk-rows 50000.",
+            help="Rows per chunk of an online snapshot (one short SELECT each; a chunk "
+            "read while the log moves is held in memory until written), e.g. "
+            "--chunk-rows 10000.",
         ),
-    ] = 20_000,
+    ] = 50_000,
     online_load: Annotated[
         bool,
         typer.Option(

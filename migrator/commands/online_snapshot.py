@@ -57,7 +57,7 @@ from migrator.target.cluster_sink import Writer, sink_for, writer_for
 from migrator.target.keys import remove_owned
 
 #: default rows per chunk (``sync --chunk-rows``)
-SNAPSHOT_CHUNK_ROWS = 20_000
+SNAPSHOT_CHUNK_ROWS = 50_000
 #: a chunk read again this many times when its table changes under its read view each time
 _CHANGED_RETRIES = 5
 #: the state hash's field that holds the snapshots' progress
