@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.sync_bench import INSERT, MAPPING, PrivateRedis, _row, bench_database
 from migrator.commands import migrate
-from migrator.commands.session import opened
 from migrator.commands.online_snapshot import SNAPSHOT_CHUNK_ROWS
+from migrator.commands.session import opened
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.plan.keyspace import KeySpace

@@ -34,7 +34,7 @@ from migrator.progress import NullProgress
 from migrator.target.sync_lock import LEASE_SECONDS
 from migrator.target.sync_state import state_key
 from tests.binlog_server import PrivateMariaDB, missing
-from tests.faults import RedisProcess, redis_process, redis_server_problem, signal_when, wait_for
+from tests.faults import RedisProcess, redis_process, redis_server_problem, wait_for
 from tests.services import create_database
 from tests.sync.helpers import master_position
 from tests.sync.workload import MAPPING, SCHEMA, Writer
@@ -631,6 +631,35 @@ def test_a_second_sync_is_refused_and_the_first_goes_on(binlog_db, redis_url, tm
     _caught_up(binlog_db, redis_url)
 
 
+def _signalled_while_tag_is_locked(  # type: ignore[no-untyped-def]
+    db, cmd: list[str], env: dict[str, str], what: str, ready: Any, sig: int
+) -> tuple[subprocess.Popen[str], str, str]:
+    """Run ``cmd`` while ``tag`` is held by LOCK TABLES, so that its load cannot end
+    however fast it is; send ``sig`` once ``ready()``, then let the table go. The process
+    and its (stdout, stderr); killed for sure if still running."""
+    holder = db.connect(client_flag=0)
+    proc = None
+    try:
+        with holder.cursor() as cur:
+            cur.execute("LOCK TABLES tag WRITE")
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
+        try:
+            wait_for(what, lambda: proc.poll() is not None or ready(), 120)
+            assert proc.poll() is None, proc.communicate()
+            proc.send_signal(sig)
+        finally:
+            with holder.cursor() as cur:
+                cur.execute("UNLOCK TABLES")
+        out, err = proc.communicate(timeout=60)
+        return proc, out, err
+    finally:
+        holder.close()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_in_the_first_load_is_130_and_the_next_run_loads_again(
     binlog_db, redis_url, tmp_path, sig
@@ -641,26 +670,10 @@ def test_ctrl_c_in_the_first_load_is_130_and_the_next_run_loads_again(
     _many_rows(binlog_db, 3000)
     base, env = _cli_setup(binlog_db, redis_url, tmp_path, FAST + "  batch_size: 100\n")
     client = redis.Redis.from_url(redis_url)
-    holder = binlog_db.connect(client_flag=0)
-    try:
-        with holder.cursor() as cur:
-            cur.execute("LOCK TABLES tag WRITE")
-        proc = subprocess.Popen(_cli(*base, "--json", "--consistent-load"), env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-        try:
-            wait_for("the load writing", lambda: proc.poll() is not None
-                     or client.exists("emp:3003"), 120)  # fmt: skip
-            assert proc.poll() is None, proc.communicate()
-            proc.send_signal(sig)
-        finally:
-            with holder.cursor() as cur:
-                cur.execute("UNLOCK TABLES")
-        out, err = proc.communicate(timeout=60)
-    finally:
-        holder.close()
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    cmd = _cli(*base, "--json", "--consistent-load")
+    proc, out, err = _signalled_while_tag_is_locked(
+        binlog_db, cmd, env, "the load writing", lambda: client.exists("emp:3003"), sig
+    )
     assert proc.returncode == 130, err
     lines = [json.loads(line) for line in out.splitlines()]
     assert lines[-1]["exit_code"] == 130 and "loads again" in lines[-1]["hint"]
@@ -683,27 +696,10 @@ def test_ctrl_c_in_the_default_first_load_is_130_and_the_next_run_resumes_it(
     base, env = _cli_setup(binlog_db, redis_url, tmp_path)
     key = state_key("m")  # the mapping m.yaml's
     client = redis.Redis.from_url(redis_url)
-    holder = binlog_db.connect(client_flag=0)
-    try:
-        with holder.cursor() as cur:
-            cur.execute("LOCK TABLES tag WRITE")
-        cmd = _cli(*base, "--json", "--chunk-rows", "500")
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)  # fmt: skip
-        try:
-            wait_for("the load at tag", lambda: proc.poll() is not None
-                     or _stored_head(client, key) == "tag", 120)  # fmt: skip
-            assert proc.poll() is None, proc.communicate()
-            proc.send_signal(sig)
-        finally:
-            with holder.cursor() as cur:
-                cur.execute("UNLOCK TABLES")
-        out, err = proc.communicate(timeout=60)
-    finally:
-        holder.close()
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    cmd = _cli(*base, "--json", "--chunk-rows", "500")
+    proc, out, err = _signalled_while_tag_is_locked(
+        binlog_db, cmd, env, "the load at tag", lambda: _stored_head(client, key) == "tag", sig
+    )
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     last = json.loads(out.splitlines()[-1])
