@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
@@ -139,6 +140,7 @@ class Snapshots:
     seen: set[Key] = field(default_factory=set)
     chunk: _Chunk | None = None
     stats: Stats = field(default_factory=Stats)
+    readers: Counter[str] = field(default_factory=Counter)  # rows per driver that read them
     started: float | None = None  # when this run began the current table (monotonic)
     mariadb: bool | None = None  # the source's kind, asked once
     writer: Writer | None = None  # a flush's writes in flight (see step)
@@ -252,7 +254,7 @@ class Snapshots:
         estimate = r.schema.row_estimate or 0
         p.cleared, p.chunk, p.rows, p.after = True, 0, 0, None
         p.chunks = max(1, math.ceil(estimate / self.chunk_rows))
-        self.stats = Stats()
+        self.stats, self.readers = Stats(), Counter()
 
     def _exact(self) -> bool:
         """MariaDB gives the log position of a consistent snapshot (``binlog_snapshot_*``):
@@ -319,6 +321,7 @@ class Snapshots:
             kinds = [r.schema.column(c).kind for c in r.primary_key]
             after = [keyset_value(bytes.fromhex(v), k) for v, k in zip(p.after, kinds)]
         conn = self.src.raw_connection()
+        driver = self.src.reader
         count, tail = 0, None
         pages = self.src.batches(
             p.table, selector, r.primary_key, self.mapping.options.batch_size, after=after,
@@ -328,6 +331,7 @@ class Snapshots:
             for rows in pages:
                 take(rows)
                 count, tail = count + len(rows), rows[-1]
+                self.readers[driver] += len(rows)
                 if count >= self.chunk_rows:
                     break
         finally:
@@ -386,7 +390,7 @@ class Snapshots:
             report = TableReport(
                 p.table, rows=p.rows, keys=s.keys, entries=s.entries, skipped=dict(s.skipped),
                 rejected=dict(s.rejected), seconds=time.monotonic() - (self.started or 0.0),
-                status=p.reason,
+                status=p.reason, readers=dict(self.readers),
             )  # fmt: skip
             self.on_done(report, p)
-        self.stats, self.started = Stats(), None
+        self.stats, self.readers, self.started = Stats(), Counter(), None
