@@ -37,6 +37,7 @@ from typing import Any
 import pymysql
 import redis
 
+from migrator.progress import NullProgress
 from tests.cluster import free_ports
 
 START_SECONDS = 15.0
@@ -273,6 +274,19 @@ def kill_connections(db: Any, *, reading_only: bool = False) -> int:
     finally:
         conn.close()
     return killed
+
+
+class KillMySQLAfter(NullProgress):
+    """A progress that KILLs the connections of ``db`` once ``rows`` rows were reported
+    (in-process: the load's or the check's reads are cut off mid-run)."""
+
+    def __init__(self, db: Any, rows: int) -> None:
+        self.db, self.rows, self.seen, self.killed = db, rows, 0, 0
+
+    def advance(self, table: str, n: int) -> None:
+        self.seen += n
+        if self.seen >= self.rows and not self.killed:
+            self.killed = kill_connections(self.db)
 
 
 def _server_args(db: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from migrator.errors import EXIT_CONNECT, EXIT_USAGE, MigratorError, TargetLost
 from migrator.progress import NullProgress
 from migrator.target.checkpoint import Checkpoint
 from tests.faults import (
+    KillMySQLAfter,
     RedisProcess,
     descendants,
     kill_connections,
@@ -285,18 +286,6 @@ def test_killed_mysql_connection_without_retries_is_exit_3_never_2(
     verified(path, big_table, redis_own.url)
 
 
-class KillReadsAfter(NullProgress):
-    """KILLs the test database's connections once ``rows`` rows were loaded (in-process)."""
-
-    def __init__(self, db: Any, rows: int) -> None:
-        self.db, self.rows, self.seen, self.killed = db, rows, 0, 0
-
-    def advance(self, table: str, n: int) -> None:
-        self.seen += n
-        if self.seen >= self.rows and not self.killed:
-            self.killed = kill_connections(self.db)
-
-
 @pytest.mark.parametrize("reader", ["asyncmy", "pymysql"])
 def test_a_read_cut_off_mid_result_leaves_nothing_failing_when_collected(
     reader: str, mysql_db: Any, redis_own: RedisProcess, tmp_path: Path,
@@ -315,7 +304,7 @@ def test_a_read_cut_off_mid_result_leaves_nothing_failing_when_collected(
     monkeypatch.setenv("MIGRATOR_RAW_DRIVER", reader)
     unraisable: list[Any] = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
-    killer = KillReadsAfter(mysql_db, 200)
+    killer = KillMySQLAfter(mysql_db, 200)
     with pytest.raises(MigratorError) as stopped:
         migrate(path, source=mysql_db.url, target=redis_own.url, progress=killer)
     assert killer.killed and stopped.value.exit_code == EXIT_CONNECT, stopped.value

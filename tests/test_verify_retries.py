@@ -17,8 +17,8 @@ from migrator.errors import EXIT_CONNECT, ConnectError, MigratorError
 from migrator.progress import NullProgress
 from migrator.source.drivers import RAW_DRIVER_ENV
 from tests.faults import (
+    KillMySQLAfter,
     RedisProcess,
-    kill_connections,
     redis_process,
     redis_server_problem,
     wait_for,
@@ -80,18 +80,6 @@ def test_verify_follows_the_mappings_retries(mysql_db: MySQLDatabase, tmp_path: 
         assert "still failing after 1 retries" in stopped.value.message
         assert time.monotonic() - started < 30  # not the default 8 retries (~45 s of waits)
         assert "--retries N (migrate, verify)" in (stopped.value.hint or "")
-
-
-class KillMySQLAfter(NullProgress):
-    """KILLs the connections of the test's database once verify has read ``rows`` rows."""
-
-    def __init__(self, db: MySQLDatabase, rows: int) -> None:
-        self.db, self.rows, self.seen, self.killed = db, rows, 0, 0
-
-    def advance(self, table: str, n: int) -> None:
-        self.seen += n
-        if self.seen >= self.rows and not self.killed:
-            self.killed = kill_connections(self.db)
 
 
 @pytest.mark.parametrize("reader", ["asyncmy", "pymysql"])
