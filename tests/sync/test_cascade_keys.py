@@ -28,6 +28,7 @@ from migrator.commands import migrate, validate, verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import load_mapping, parse_mapping
 from migrator.source.foreign_keys import cascades_logged
+from tests.services import create_database, drop_database, new_database_name
 from tests.test_workers import snapshot as dump
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -250,35 +251,92 @@ class Workload:
         return f"DELETE FROM {table} WHERE id = '{r.choice(teams if table == 'team' else members)}'"
 
 
-@pytest.fixture
-def uuid_db(binlog_db: Any) -> Iterator[Any]:
-    nopad = "utf8mb4_nopad_bin" if _mariadb(binlog_db) else "utf8mb4_0900_bin"
-    binlog_db.run(UUIDS.replace("{nopad}", nopad))
-    work = Workload(binlog_db, 1)
+def _load_uuids(db: Any) -> None:
+    nopad = "utf8mb4_nopad_bin" if _mariadb(db) else "utf8mb4_0900_bin"
+    db.run(UUIDS.replace("{nopad}", nopad))
+    work = Workload(db, 1)
     work.run(40)
     work.close()
-    yield binlog_db
 
 
-def test_a_uuid_keyed_schema_with_cascades_three_levels_deep_syncs_exactly(  # type: ignore[no-untyped-def]
-    uuid_db, redis_url: str, redis_client: redis.Redis
-) -> None:
+# rows whose foreign key names a parent row MySQL does not hold
+ORPHANS = """
+SELECT COUNT(*) FROM team t LEFT JOIN org o ON o.id = t.org_id WHERE o.id IS NULL
+UNION ALL SELECT COUNT(*) FROM member m LEFT JOIN team t ON t.id = m.team_id WHERE t.id IS NULL
+UNION ALL SELECT COUNT(*) FROM member m LEFT JOIN team t ON t.id = m.mentor
+  WHERE m.mentor IS NOT NULL AND t.id IS NULL
+UNION ALL SELECT COUNT(*) FROM note n LEFT JOIN member m ON m.id = n.member_id WHERE m.id IS NULL
+"""
+
+
+def _uuid_sync(db: Any, redis_url: str, redis_client: redis.Redis) -> tuple[int, Any]:
+    """Sync the UUID schema through 200 random transactions; check every key against MySQL's
+    rows. Returns the rows MySQL holds with a dangling foreign key, and verify's report."""
     mapping = parse_mapping(UUID_MAPPING, name="uuids")
     sid = next(_ids)
-    run = {"source": uuid_db.url, "target": redis_url, "until_caught_up": True}
+    run = {"source": db.url, "target": redis_url, "until_caught_up": True}
     sync(mapping, server_id=sid, **run)  # type: ignore[arg-type]
-    assert dump(redis_client) == _expected(uuid_db)  # the first load
-    work = Workload(uuid_db, 2)
+    assert dump(redis_client) == _expected(db)  # the first load
+    work = Workload(db, 2)
     for _ in range(2):  # resume from the stored position between batches of writes
         work.run(100)
         sync(mapping, server_id=sid, **run)  # type: ignore[arg-type]
     work.close()
-    report = verify(mapping, source=uuid_db.url, target=redis_url)
-    assert report.exit_code == 0, report.as_dict()
-    expected = _expected(uuid_db)
+    expected = _expected(db)
     notes = [k for k, (kind, _) in expected.items() if k.startswith(b"note:") and kind == b"hash"]
     assert len(notes) > 5  # notes survived to be checked
     assert dump(redis_client) == expected
+    orphans = sum(int(n) for (n,) in _rows(db, ORPHANS))
+    return orphans, verify(mapping, source=db.url, target=redis_url)
+
+
+def test_a_uuid_keyed_schema_with_cascades_three_levels_deep_syncs_exactly(  # type: ignore[no-untyped-def]
+    binlog_db, redis_url: str, redis_client: redis.Redis
+) -> None:
+    _load_uuids(binlog_db)
+    orphans, report = _uuid_sync(binlog_db, redis_url, redis_client)
+    if not orphans:
+        assert report.exit_code == 0, report.as_dict()
+        return
+    # MySQL 9.7.4's SQL-layer foreign keys (innodb_native_foreign_keys=OFF) leave rows behind
+    # on a cascade three levels deep (docs/sync.md): Redis holds them as MySQL does (above),
+    # and verify names each as a dangling reference, nothing else
+    assert _logged(binlog_db)
+    found = {t["table"]: t["differences"] for t in report.as_dict()["tables"] if t["differences"]}
+    assert set().union(*found.values()) == {"dangling reference"}, found
+    assert sum(d["dangling reference"] for d in found.values()) == orphans
+
+
+@pytest.fixture(scope="module")
+def innodb_fk_mysql() -> Iterator[Any]:
+    """An Oracle MySQL whose foreign keys are InnoDB's own (innodb_native_foreign_keys=ON):
+    its log lacks the cascaded rows, as MariaDB's does."""
+    from tests.binlog_server import add_reader
+    from tests.mysql_server import PrivateMySQL, mysql_problem
+
+    problem = mysql_problem()
+    if problem:
+        pytest.skip(f"no private Oracle MySQL: {problem}")
+    server = PrivateMySQL(options=("--innodb-native-foreign-keys=ON",))
+    try:
+        server.start()
+        server.reader_url = add_reader(server.url)
+        yield server
+    finally:
+        server.stop()
+
+
+def test_on_mysql_with_innodb_foreign_keys_the_cascades_are_applied_from_the_parents_change(  # type: ignore[no-untyped-def]
+    innodb_fk_mysql, redis_url: str, redis_client: redis.Redis
+) -> None:
+    db = create_database(innodb_fk_mysql.url, new_database_name())
+    try:
+        assert not _logged(db)
+        _load_uuids(db)
+        orphans, report = _uuid_sync(db, redis_url, redis_client)
+        assert orphans == 0 and report.exit_code == 0, report.as_dict()
+    finally:
+        drop_database(innodb_fk_mysql.url, db.name)
 
 
 # -- keys MySQL compares otherwise than byte-wise ---------------------------------------------
