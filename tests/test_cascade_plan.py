@@ -138,6 +138,8 @@ def _col(column_type: str, collation: str | None = None) -> Column:
      (_col("varbinary(20)"), _col("varbinary(16)"), ""),
      (_col("binary(20)"), _col("binary(16)"), "k is binary(20) and the parent's k is binary(16)"),
      (_col("uuid"), _col("uuid"), ""),
+     (_col("inet6"), _col("inet6"), ""),
+     (_col("inet4"), _col("inet4"), ""),
      (_col("char(36)", "ascii_bin"), _col("char(36)", "ascii_bin"), ""),
      (_col("varchar(36)", "utf8mb4_nopad_bin"), _col("varchar(36)", "utf8mb4_nopad_bin"), ""),
      (_col("varchar(36)", "utf8mb4_0900_bin"), _col("char(36)", "utf8mb4_0900_bin"), ""),
