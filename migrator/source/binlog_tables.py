@@ -1,0 +1,178 @@
+"""Table maps and row events from raw bytes: the mapped tables' rows, the rest skipped.
+
+A table map comes before the rows of every table in every transaction, and on a busy log
+it is nearly always the same bytes as the last one of its table. ``TableMaps`` keeps what
+it made of each distinct table map, keyed by the map's bytes: the first time, the
+replication library parses it (``TableMapEvent``: column types, names, charsets, ENUM/SET
+labels from the optional metadata), and the mapped table's fast decoder
+(``binlog_rows``) and encoders are chosen; afterwards a dictionary look-up is all a table
+map costs. A map of a table the mapping does not name costs the slicing of its names, and
+its rows events only the read of their table id.
+
+A rows event of a mapped table is cut into its present-columns bitmaps and its row images
+in place and handed to the generated decoders. A table whose columns the fast decoder does
+not know (MySQL's binary JSON, pre-5.6 temporal types) and MySQL's partial JSON updates are
+decoded by the library, from the same bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+from pymysql.connections import MysqlPacket
+from pymysqlreplication import row_event as _row_event
+from pymysqlreplication.packet import BinLogPacketWrapper
+
+from migrator.source.binlog_rows import RowFn, RowsDecoder
+from migrator.source.binlog_stream import (
+    HEADER_SIZE,
+    PARTIAL_UPDATE,
+    TABLE_MAP,
+    UPDATES,
+    V2,
+    WRITES,
+    RawEvent,
+    length_coded,
+)
+
+_HEADER = struct.Struct("<IBIIIH")
+MAX_CACHED_MAPS = 4096  # distinct table maps kept (a log of DDL churn must not grow it forever)
+
+
+@dataclass(eq=False)
+class Mapped:
+    """What a table map of a mapped table gives: the library's columns (their identity is
+    the map's structure: the same object for the same bytes), the fast decoder (None: the
+    library decodes) and the encoders of its rows."""
+
+    name: str
+    columns: list[Any]
+    table_obj: Any  # the library's Table, for its decoding
+    table: Any  # binlog.TableColumns (the columns wanted, in the plan's order)
+    fast: tuple[RowsDecoder, RowFn] | None
+    encoders: tuple[Callable[[Any], bytes], ...]
+
+
+class _Ctl:
+    """What the library's parsers ask of their control connection: the charset, the server
+    kind, and (only when the log names no columns) a cursor, opened on first use."""
+
+    charset = "utf8mb4"
+
+    def __init__(self, dbms: str, connect: Callable[[], Any]) -> None:
+        self.dbms, self.connect = dbms, connect
+        self.conn: Any = None
+
+    def _get_dbms(self) -> str:
+        return self.dbms
+
+    def cursor(self) -> Any:
+        if self.conn is None:
+            self.conn = self.connect()
+        return self.conn.cursor(pymysql.cursors.DictCursor)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+class TableMaps:
+    """The table maps read so far (per table id, since the last rotation) and the rows of
+    ``database``'s mapped ``tables`` (name -> ``binlog.TableColumns``)."""
+
+    def __init__(
+        self, database: str, tables: dict[str, Any], dbms: str, connect: Callable[[], Any]
+    ) -> None:
+        self.database, self.tables = database, tables
+        self.by_id: dict[int, Mapped | None] = {}
+        self.by_bytes: dict[bytes, Mapped | None] = {}
+        self.ctl = _Ctl(dbms, connect)
+        self.library_map: dict[int, Any] = {}  # table id -> the library's Table
+
+    def rotated(self) -> None:
+        """Table ids are per server lifetime: after a restart (which rotates the log) the
+        same id may name another table."""
+        self.by_id.clear()
+        self.library_map.clear()
+
+    def table_map(self, event: RawEvent) -> Mapped | None:
+        body = event.body
+        table_id = int.from_bytes(body[:6], "little")
+        try:
+            found = self.by_bytes[body]
+        except KeyError:
+            found = self._new(event, table_id)
+            if len(self.by_bytes) >= MAX_CACHED_MAPS:
+                self.by_bytes.clear()
+            self.by_bytes[body] = found
+        self.by_id[table_id] = found
+        if found is not None:
+            self.library_map[table_id] = found.table_obj
+        return found
+
+    def _new(self, event: RawEvent, table_id: int) -> Mapped | None:
+        body = event.body
+        n = body[8]
+        schema = body[9 : 9 + n].decode()
+        m = body[10 + n]
+        name = body[11 + n : 11 + n + m].decode()
+        table = self.tables.get(name)
+        if table is None or schema != self.database:
+            return None
+        parsed = self._library(event, TABLE_MAP, {})
+        columns = parsed.columns
+        return Mapped(name, columns, parsed.table_obj, table, table.decoder_of(columns),
+                      table.encoders_of(columns))  # fmt: skip
+
+    def _library(self, event: RawEvent, type_: int, table_map: dict[int, Any]) -> Any:
+        """The library's event made of ``event``'s bytes (a dummy checksum appended: its
+        table-map parser stops 4 bytes before the end)."""
+        size = HEADER_SIZE + len(event.body) + 4
+        timestamp, _, server, _, next_pos, flags = _HEADER.unpack(event.header)
+        header = _HEADER.pack(timestamp, type_, server, size, next_pos, flags)
+        packet = MysqlPacket(b"\x00" + header + event.body + b"\x00\x00\x00\x00", "utf8mb4")
+        cls = _LIBRARY[type_]
+        wrapped = BinLogPacketWrapper(
+            packet, table_map, self.ctl, (8, 0, 0), True, {cls}, None, None, None, None,
+            False, False, False, True, False,
+        )  # fmt: skip
+        if wrapped.event is None:
+            raise ValueError(f"the library could not read a binary log event of type {type_}")
+        return wrapped.event
+
+    def rows(self, event: RawEvent) -> tuple[Mapped, Any] | None:
+        """A mapped table's rows event: (its table, the rows as ``binlog.Change``s are made
+        of them: ``("fast", images)`` or ``("library", event)``); None for other tables."""
+        body = event.body
+        found = self.by_id.get(int.from_bytes(body[:6], "little"))
+        if found is None:
+            return None
+        type_ = event.type
+        if found.fast is None or type_ == PARTIAL_UPDATE:
+            return found, ("library", self._library(event, type_, self.library_map))
+        off = 8 + (body[8] | body[9] << 8) if type_ in V2 else 8
+        n, off = length_coded(body, off)
+        size = (n + 7) >> 3
+        presents = [body[off : off + size]]
+        off += size
+        if type_ in UPDATES:
+            presents.append(body[off : off + size])
+            off += size
+        return found, ("fast", found.fast[0].images(body[off:], presents))
+
+    def close(self) -> None:
+        self.ctl.close()
+
+
+_LIBRARY: dict[int, Any] = {
+    TABLE_MAP: _row_event.TableMapEvent,
+    **dict.fromkeys(WRITES, _row_event.WriteRowsEvent),
+    **dict.fromkeys(UPDATES - {PARTIAL_UPDATE}, _row_event.UpdateRowsEvent),
+    PARTIAL_UPDATE: _row_event.PartialUpdateRowsEvent,
+    25: _row_event.DeleteRowsEvent,
+    32: _row_event.DeleteRowsEvent,
+}
