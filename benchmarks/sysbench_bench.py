@@ -46,10 +46,10 @@ import pymysql
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.sync_bench import PrivateRedis
-from migrator.commands.figures import SyncFigures
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.source.binlog import Transaction
+from migrator.sync.figures import SyncFigures
 from tests.binlog_server import PrivateMariaDB
 
 TABLES, ROWS = 4, 50_000
@@ -166,7 +166,9 @@ class ThreadCPU:
         return self.seen
 
 
-def backlog(src: Source, target: str, seconds: float, threads: int, server_id: int) -> dict[str, float]:
+def backlog(
+    src: Source, target: str, seconds: float, threads: int, server_id: int
+) -> dict[str, float]:
     mapping = parse_mapping(MAPPING, name="sysbench")
     rate = sysbench(src, "run", threads, seconds)
     written_load = load()
@@ -188,8 +190,10 @@ def backlog(src: Source, target: str, seconds: float, threads: int, server_id: i
     drain = txns / secs
     reader = threads_cpu.get("binlog-reader", 0.0)
     applier = threads_cpu.get("applier", 0.0)
-    print(f"[{src.engine}] source (sysbench oltp_write_only, {threads} threads, {seconds:.0f} s): "
-          f"{rate:,.0f} txn/s; {written_load}")
+    print(
+        f"[{src.engine}] source (sysbench oltp_write_only, {threads} threads, {seconds:.0f} s): "
+        f"{rate:,.0f} txn/s; {written_load}"
+    )
     print(f"[{src.engine}] sync --until-caught-up: {txns:,} transactions ({rows:,} row changes) "
           f"in {secs:.2f} s = {drain:,.0f} txn/s, {rows / secs:,.0f} row changes/s; "
           f"ratio {drain / rate:.2f}x the source's rate; CPU per 1,000 txn: reader "
@@ -276,8 +280,10 @@ def main() -> None:
         ratios = [backlog(src, target.url, args.seconds, args.threads, 9202)["ratio"]
                   for _ in range(args.runs)]  # fmt: skip
         if args.runs > 1:
-            print(f"[{src.engine}] ratio over {args.runs} runs: median "
-                  f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f})")
+            print(
+                f"[{src.engine}] ratio over {args.runs} runs: median "
+                f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f})"
+            )
         if args.live:
             live(src, target.url, args.live, args.threads, 9203)
     finally:

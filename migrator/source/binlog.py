@@ -321,8 +321,7 @@ class BinlogReader:
                 database="information_schema", autocommit=True, connect_timeout=10,
             )  # fmt: skip
 
-        dbms = "mariadb" if self.stream.mariadb else "mysql"
-        self.maps = TableMaps(database, tables, dbms, control)
+        self.maps = TableMaps(database, tables, control)
 
     def close(self) -> None:
         self.maps.close()
@@ -335,6 +334,8 @@ class BinlogReader:
         stream, maps, stop = self.stream, self.maps, self.stop
         logged: dict[str, Any] = {}  # per mapped table: its last table map's columns
         altered: set[str] = set()  # the mapped tables a DDL of this run named
+        stream.open()
+        maps.ctl.dbms = "mariadb" if stream.mariadb else "mysql"
         for event in stream:
             kind = event.type
             if kind in ROWS:

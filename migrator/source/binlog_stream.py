@@ -103,8 +103,22 @@ class LogStream:
         blocking: bool = True,
     ) -> None:
         self.file, self.pos = file, pos
-        self.server_id, self.blocking = server_id, blocking
-        read_timeout = max(30, int(heartbeat * 20))  # a silent network is a lost link
+        self.url, self.server_id, self.blocking, self.heartbeat = (
+            url,
+            server_id,
+            blocking,
+            heartbeat,
+        )
+        self.conn: Any = None
+        self.mariadb = self.checksum = self.ended = False
+
+    def open(self) -> None:
+        """Connect, register as a replica and ask for the log (the first iteration does it:
+        a source that does not answer fails in the reading thread, as a lost one does)."""
+        if self.conn is not None:
+            return
+        url = self.url
+        read_timeout = max(30, int(self.heartbeat * 20))  # a silent network is a lost link
         self.conn = StreamConnection(
             host=url.host or "127.0.0.1", port=url.port or 3306, user=url.username or "root",
             password=url.password or "", charset="utf8mb4", connect_timeout=10,
@@ -112,7 +126,7 @@ class LogStream:
         )  # fmt: skip
         self.mariadb = "mariadb" in str(self.conn.server_version).lower()
         self.checksum = self._checksum()
-        period = int(min(read_timeout / 2.0, heartbeat) * 1_000_000_000)
+        period = int(min(read_timeout / 2.0, self.heartbeat) * 1_000_000_000)
         with self.conn.cursor() as cur:
             if self.checksum:  # the server sends checksums only to a replica that says so
                 cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum, "
@@ -121,12 +135,11 @@ class LogStream:
                         (period, period))  # fmt: skip
             # MariaDB sends its GTID events only to a replica that understands them
             cur.execute("SET @mariadb_slave_capability = 4")
-        name = file.encode()
-        flags = 0 if blocking else BINLOG_DUMP_NON_BLOCK
-        command = struct.pack("<BIHI", COM_BINLOG_DUMP, pos, flags, server_id) + name
+        flags = 0 if self.blocking else BINLOG_DUMP_NON_BLOCK
+        command = struct.pack("<BIHI", COM_BINLOG_DUMP, self.pos, flags, self.server_id)
+        command += self.file.encode()
         self.conn._write_bytes(struct.pack("<I", len(command))[:3] + b"\x00" + command)
         self.read = self.conn._rfile.read
-        self.ended = False
 
     def _checksum(self) -> bool:
         with self.conn.cursor() as cur:
@@ -135,7 +148,8 @@ class LogStream:
         return row is not None and str(row[1]).upper() != "NONE"
 
     def close(self) -> None:
-        self.conn.close()
+        if self.conn is not None:
+            self.conn.close()
 
     def _packet(self) -> bytes:
         read = self.read
@@ -154,6 +168,7 @@ class LogStream:
                 return data
 
     def __iter__(self) -> Iterator[RawEvent]:
+        self.open()
         unpack = _HEADER.unpack_from
         crc = zlib.crc32
         checksum = self.checksum

@@ -63,8 +63,8 @@ class _Ctl:
 
     charset = "utf8mb4"
 
-    def __init__(self, dbms: str, connect: Callable[[], Any]) -> None:
-        self.dbms, self.connect = dbms, connect
+    def __init__(self, connect: Callable[[], Any]) -> None:
+        self.dbms, self.connect = "mysql", connect  # dbms: set once the stream is open
         self.conn: Any = None
 
     def _get_dbms(self) -> str:
@@ -84,13 +84,11 @@ class TableMaps:
     """The table maps read so far (per table id, since the last rotation) and the rows of
     ``database``'s mapped ``tables`` (name -> ``binlog.TableColumns``)."""
 
-    def __init__(
-        self, database: str, tables: dict[str, Any], dbms: str, connect: Callable[[], Any]
-    ) -> None:
+    def __init__(self, database: str, tables: dict[str, Any], connect: Callable[[], Any]) -> None:
         self.database, self.tables = database, tables
         self.by_id: dict[int, Mapped | None] = {}
         self.by_bytes: dict[bytes, Mapped | None] = {}
-        self.ctl = _Ctl(dbms, connect)
+        self.ctl = _Ctl(connect)
         self.library_map: dict[int, Any] = {}  # table id -> the library's Table
 
     def rotated(self) -> None:
