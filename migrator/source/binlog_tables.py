@@ -27,6 +27,7 @@ from pymysql.connections import MysqlPacket
 from pymysqlreplication import row_event as _row_event
 from pymysqlreplication.packet import BinLogPacketWrapper
 
+from migrator.errors import SourceError
 from migrator.source.binlog_rows import RowFn, RowsDecoder
 from migrator.source.binlog_stream import (
     HEADER_SIZE,
@@ -90,6 +91,7 @@ class TableMaps:
         self.by_bytes: dict[bytes, Mapped | None] = {}
         self.ctl = _Ctl(connect)
         self.library_map: dict[int, Any] = {}  # table id -> the library's Table
+        self.full: set[tuple[int, bytes]] = set()  # (columns, bitmap) seen naming them all
 
     def rotated(self) -> None:
         """Table ids are per server lifetime: after a restart (which rotates the log) the
@@ -150,8 +152,6 @@ class TableMaps:
         if found is None:
             return None
         type_ = event.type
-        if found.fast is None or type_ == PARTIAL_UPDATE:
-            return found, ("library", self._library(event, type_, self.library_map))
         off = 8 + (body[8] | body[9] << 8) if type_ in V2 else 8
         n, off = length_coded(body, off)
         size = (n + 7) >> 3
@@ -160,7 +160,39 @@ class TableMaps:
         if type_ in UPDATES:
             presents.append(body[off : off + size])
             off += size
+        for present in presents:
+            if (n, present) not in self.full:
+                self._whole(present, n, found.name)
+        if type_ == PARTIAL_UPDATE:
+            raise SourceError(
+                f"an update of {self.database}.{found.name} logs its JSON columns as partial "
+                "changes (binlog_row_value_options=PARTIAL_JSON), which sync cannot replay "
+                "exactly; it stopped before it",
+                "SET GLOBAL binlog_row_value_options = '' (and in my.cnf), and make sure no "
+                "session sets PARTIAL_JSON; then 'migrator sync MAPPING --reload' loads a new "
+                "snapshot",
+            )
+        if found.fast is None:
+            return found, ("library", self._library(event, type_, self.library_map))
         return found, ("fast", found.fast[0].images(body[off:], presents))
+
+    def _whole(self, present: bytes, n: int, table: str) -> None:
+        """Raise unless a present-columns bitmap names all ``n`` columns: sync needs the
+        whole row before and after (binlog_row_image=FULL; a session may set MINIMAL)."""
+        whole, rest = divmod(n, 8)
+        if present[:whole] == b"\xff" * whole and (
+            not rest or present[whole] & ((1 << rest) - 1) == (1 << rest) - 1
+        ):
+            self.full.add((n, present))
+            return
+        raise SourceError(
+            f"a row change of {self.database}.{table} is logged without all of its columns "
+            "(binlog_row_image=MINIMAL or NOBLOB, set by the server or a session): sync needs "
+            "the whole row before and after, and stopped before it",
+            "SET GLOBAL binlog_row_image = 'FULL' (and in my.cnf), and make sure no session "
+            "changes it (SET SESSION binlog_row_image); then 'migrator sync MAPPING --reload' "
+            "loads a new snapshot",
+        )
 
     def close(self) -> None:
         self.ctl.close()
