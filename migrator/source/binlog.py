@@ -439,7 +439,8 @@ class GtidState:
         else:  # MySQL: flags (1), the source's UUID (16), the transaction number (8)
             sid = body[1:17].hex()
             gno = int.from_bytes(body[17:25], "little")
-            self.state = f"{sid[:8]}-{sid[8:12]}-{sid[12:16]}-{sid[16:20]}-{sid[20:]}:{gno}"
+            text = f"{sid[:8]}-{sid[8:12]}-{sid[12:16]}-{sid[16:20]}-{sid[20:]}:{gno}"
+            self.state = advance(self.state, text)  # the state as gtid.advance keeps it
             self.domains = None
 
 
