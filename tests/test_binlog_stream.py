@@ -15,6 +15,7 @@ from sqlalchemy.engine import make_url
 
 from migrator.errors import SourceError
 from migrator.source.binlog import GtidState, _query
+from migrator.source.binlog_rows import _text
 from migrator.source.binlog_stream import (
     GTID,
     MARIADB_GTID,
@@ -49,7 +50,7 @@ def _stream(wire: bytes, checksum: bool = True) -> LogStream:
     stream = LogStream(make_url("mysql+pymysql://u@127.0.0.1:1"), server_id=5,
                        file="bin.000001", pos=4)  # fmt: skip
     stream.conn, stream.checksum = _Conn(), checksum  # open() does nothing more
-    stream.read = io.BytesIO(wire).read
+    stream.read1 = io.BytesIO(wire).read1
     return stream
 
 
@@ -165,3 +166,12 @@ def test_a_query_event_gives_its_database_and_statement() -> None:
     status = b"\x00\x00\x00\x00\x00"
     body = struct.pack("<IIBHH", 9, 0, 2, 0, len(status)) + status + b"db\x00ALTER TABLE t"
     assert _query(body) == ("db", b"ALTER TABLE t")
+
+
+def test_ascii_text_of_an_ascii_compatible_charset_is_kept_as_its_bytes() -> None:
+    latin1 = _text(1, "latin1")
+    assert latin1(b"\x03abc", 0) == (b"abc", 4)  # the same bytes in UTF-8
+    assert latin1(b"\x04caf\xe9", 0) == ("caf\xe9", 5)  # decoded (then encoded to UTF-8)
+    utf16 = _text(1, "utf16")
+    value, end = utf16(b"\x02\x00A", 0)  # ASCII-looking bytes, not ASCII text: decoded
+    assert isinstance(value, str) and end == 3

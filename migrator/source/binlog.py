@@ -29,7 +29,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from pymysqlreplication import row_event as _row_event
 from sqlalchemy.engine import URL
@@ -83,8 +83,10 @@ class BinlogPosition:
         return {"file": self.file, "pos": self.pos, "gtid": self.gtid}
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
+    """One row change (a named tuple: made for every row read, at half a frozen dataclass's
+    cost)."""
+
     table: str
     before: Row | None  # None for an insert
     after: Row | None  # None for a delete

@@ -139,7 +139,7 @@ class LogStream:
         command = struct.pack("<BIHI", COM_BINLOG_DUMP, self.pos, flags, self.server_id)
         command += self.file.encode()
         self.conn._write_bytes(struct.pack("<I", len(command))[:3] + b"\x00" + command)
-        self.read = self.conn._rfile.read
+        self.read1 = self.conn._rfile.read1
 
     def _checksum(self) -> bool:
         with self.conn.cursor() as cur:
@@ -151,29 +151,41 @@ class LogStream:
         if self.conn is not None:
             self.conn.close()
 
-    def _packet(self) -> bytes:
-        read = self.read
-        data = b""
-        while True:
+    def _more(self, buf: bytes, off: int, need: int) -> tuple[bytes, int]:
+        """``buf`` from ``off`` with at least ``need`` bytes (read from the socket)."""
+        buf = buf[off:]
+        while len(buf) < need:
             try:
-                header = read(4)
-                n = int.from_bytes(header[:3], "little") if len(header) == 4 else -1
-                part = read(n) if n > 0 else b""
+                chunk = self.read1(1 << 16)
             except OSError as e:  # a timeout, a reset
                 raise SourceLost(f"reading the binary log: {e or type(e).__name__}") from None
-            if n < 0 or len(part) < n:
+            if not chunk:
                 raise SourceLost("reading the binary log: the server closed the connection")
-            data += part
-            if n < MAX_PACKET:
-                return data
+            buf += chunk
+        return buf, 0
 
     def __iter__(self) -> Iterator[RawEvent]:
         self.open()
         unpack = _HEADER.unpack_from
         crc = zlib.crc32
         checksum = self.checksum
+        buf, off = b"", 0  # what the socket gave and is not framed yet
         while True:
-            data = self._packet()
+            # one packet: a 3-byte length and a sequence byte, then the payload, continued
+            # in the next packet when it is 16 MiB - 1 long
+            if len(buf) - off < 4:
+                buf, off = self._more(buf, off, 4)
+            n = buf[off] | buf[off + 1] << 8 | buf[off + 2] << 16
+            if len(buf) - off < 4 + n:
+                buf, off = self._more(buf, off, 4 + n)
+            data = buf[off + 4 : off + 4 + n]
+            off += 4 + n
+            while n == MAX_PACKET:
+                buf, off = self._more(buf, off, 4)
+                n = buf[off] | buf[off + 1] << 8 | buf[off + 2] << 16
+                buf, off = self._more(buf, off, 4 + n)
+                data += buf[4 : 4 + n]
+                off = 4 + n
             kind = data[0]
             if kind == 0xFE and len(data) < 9:  # EOF: the end of the log (non-blocking)
                 self.ended = True
@@ -184,7 +196,8 @@ class LogStream:
             end = len(data)
             if (checksum and type_ != FORMAT_DESCRIPTION) or _fde_checksum(data, type_):
                 end -= 4
-                if crc(memoryview(data)[1:end]) != int.from_bytes(data[end:], "little"):
+                # the CRC-32 of a message followed by its CRC is this constant
+                if crc(memoryview(data)[1:]) != 0x2144DF1C:
                     raise SourceError(
                         f"the binary log event at {self.file}:{self.pos} (type {type_}) "
                         "arrived with a wrong checksum: the stream or the server's log is "
