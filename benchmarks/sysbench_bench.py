@@ -5,8 +5,8 @@
 
 Needs Debian's ``sysbench`` (``apt-get install -y sysbench``; installed here when missing and
 apt-get may run). Starts its own source — a private MariaDB with the row binary log
-(tests/binlog_server.py), or a private Oracle MySQL (scripts/mysql-server.sh, else
-/work/shared/tools/mysql-server.sh, on ``--port``) — with relaxed durability (no fsync per
+(tests/binlog_server.py), or a private Oracle MySQL (scripts/mysql-server.sh, or the script
+``MYSQL_SERVER_SH`` names, on ``--port``) — with relaxed durability (no fsync per
 commit), and its own redis-server; removes them at the end.
 
 The tables: sysbench's ``sbtest1..4`` of 50,000 rows each, mapped to a row hash each and an
@@ -89,9 +89,9 @@ class Source:
             self.maria.start()
             self.port = self.maria.port
         else:
-            script = ROOT / "scripts" / "mysql-server.sh"
+            script = Path(os.environ.get("MYSQL_SERVER_SH", ROOT / "scripts" / "mysql-server.sh"))
             if not script.exists():
-                script = Path("/work/shared/tools/mysql-server.sh")
+                raise SystemExit(f"{script} is missing: set MYSQL_SERVER_SH to mysql-server.sh")
             self.script = script
             subprocess.run([str(script), "--port", str(port), "--fresh", "start", "--",
                             "--innodb-buffer-pool-size=256M"], check=True,
