@@ -44,11 +44,10 @@ def _equal(db: Any, redis_url: str) -> None:
     assert report.exit_code == 0, report.as_dict()
 
 
-def test_compressed_transactions_are_applied(binlog_db, binlog_server, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.engine("mysql", why="binlog_transaction_compression is MySQL's (8.0.20+)")
+def test_compressed_transactions_are_applied(binlog_db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
     """MySQL logs a transaction of a session with binlog_transaction_compression=ON as one
     zstd-compressed Transaction_payload event: its row changes are applied like any other."""
-    if binlog_server.kind == "mariadb":
-        pytest.skip("binlog_transaction_compression is MySQL's (8.0.20+)")
     binlog_db.run(SCHEMA)
     _sync(binlog_db, redis_url)
     _run(binlog_db, "SET SESSION binlog_transaction_compression = ON",
@@ -73,9 +72,8 @@ def test_rows_logged_without_all_columns_stop_sync(binlog_db, redis_url: str) ->
     assert "FULL" in (raised.value.hint or "")
 
 
-def test_mariadb_compressed_events_stop_sync(binlog_db, binlog_server, redis_url: str) -> None:  # type: ignore[no-untyped-def]
-    if binlog_server.kind != "mariadb":
-        pytest.skip("log_bin_compress is MariaDB's")
+@pytest.mark.engine("mariadb", why="log_bin_compress is MariaDB's")
+def test_mariadb_compressed_events_stop_sync(binlog_db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
     binlog_db.run(SCHEMA)
     _sync(binlog_db, redis_url)
     try:
