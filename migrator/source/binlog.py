@@ -470,12 +470,12 @@ def _images(kind: int, mapped: Mapped, decoded: tuple[str, Any]) -> list[Change]
     name, encoders = mapped.name, mapped.encoders
     if how == "fast":
         assert mapped.fast is not None
-        row = mapped.fast[1]
+        row, new = mapped.fast[1], tuple.__new__  # Change(...) without its Python __new__
         if kind in UPDATES:
-            return [Change(name, row(b, encoders), row(a, encoders)) for b, a in value]
+            return [new(Change, (name, row(b, encoders), row(a, encoders))) for b, a in value]
         if kind in WRITES:
-            return [Change(name, None, row(r[0], encoders)) for r in value]
-        return [Change(name, row(r[0], encoders), None) for r in value]
+            return [new(Change, (name, None, row(r[0], encoders))) for r in value]
+        return [new(Change, (name, row(r[0], encoders), None)) for r in value]
     event, table = value, mapped.table
     if not getattr(event, "complete", True):
         return []

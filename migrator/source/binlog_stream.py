@@ -61,6 +61,7 @@ HEADER_SIZE = 19
 COM_BINLOG_DUMP = 0x12
 BINLOG_DUMP_NON_BLOCK = 0x01
 MAX_PACKET = 0xFFFFFF
+READ_SIZE = 1 << 16  # what a socket read asks for (up to), 64 KiB
 
 
 @dataclass(slots=True)
@@ -156,7 +157,7 @@ class LogStream:
         buf = buf[off:]
         while len(buf) < need:
             try:
-                chunk = self.read1(1 << 16)
+                chunk = self.read1(READ_SIZE)
             except OSError as e:  # a timeout, a reset
                 raise SourceLost(f"reading the binary log: {e or type(e).__name__}") from None
             if not chunk:
