@@ -262,6 +262,11 @@ class Follower:
                     ended = True
                     break
                 elif isinstance(item, BaseException):
+                    if group:  # what was read before the failure is applied, with its position
+                        self._apply(group)
+                        report.transactions += len(group)
+                        report.rows_changed += rows
+                        report.position = self.position
                     raise _reader_error(item)
                 if rows >= MAX_GROUP_ROWS:
                     break

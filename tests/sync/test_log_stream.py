@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import redis
 
 from migrator.commands import verify
 from migrator.commands.sync import sync
@@ -64,12 +65,16 @@ def test_rows_logged_without_all_columns_stop_sync(binlog_db, redis_url: str) ->
     image and the changed columns as its after image: not enough to write the row."""
     binlog_db.run(SCHEMA)
     _sync(binlog_db, redis_url)
+    _run(binlog_db, "INSERT INTO dept VALUES (41, 'before')")
     _run(binlog_db, "SET SESSION binlog_row_image = 'MINIMAL'",
          "UPDATE emp SET title = CONCAT(IFNULL(title, ''), 'm')")  # fmt: skip
     with pytest.raises(SourceError) as raised:
         _sync(binlog_db, redis_url)
     assert "binlog_row_image" in raised.value.message
     assert "FULL" in (raised.value.hint or "")
+    # the transaction before it is applied (and stored with its position)
+    client = redis.Redis.from_url(redis_url)
+    assert client.hget("dept:41", "name") == b"before"
 
 
 @pytest.mark.engine("mariadb", why="log_bin_compress is MariaDB's")
