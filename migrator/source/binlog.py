@@ -24,14 +24,12 @@ the middle of a transaction); the caller starts a new reader from the last whole
 
 from __future__ import annotations
 
-import datetime
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from pymysqlreplication import row_event as _row_event
 from sqlalchemy.engine import URL
 
 from migrator.mapping.schema import Column
@@ -52,7 +50,7 @@ from migrator.source.binlog_stream import (
     LogStream,
     RawEvent,
 )
-from migrator.source.binlog_tables import Mapped, TableMaps
+from migrator.source.binlog_tables import Mapped, TableMaps, patch_zero_dates
 from migrator.source.binlog_values import (
     Encoder,
     empty_value,
@@ -208,82 +206,6 @@ def ddl_table(
             if (qualifier or schema) == database:
                 return table
     return None
-
-
-def patch_zero_dates() -> None:
-    """Make the library return zero and partly-zero dates (``0000-00-00``, ``2020-00-15``)
-    as their text instead of None, so they are written as MySQL prints them (docs/values.md), and
-    read negative TIME(n) fractions right. Patches its DATE, DATETIME, DATETIME2 and TIME2
-    readers (python-mysql-replication 1.0.x; tests/sync/test_binlog_values.py checks them)."""
-    cls: Any = _row_event.RowsEvent
-    if getattr(cls, "_migrator_zero_dates", False):
-        return
-
-    def read_date(self: Any) -> Any:
-        v = self.packet.read_uint24()
-        year, month, day = v >> 9, (v >> 5) & 15, v & 31
-        try:
-            return datetime.date(year, month, day)
-        except ValueError:
-            return f"{year:04d}-{month:02d}-{day:02d}"
-
-    def read_datetime(self: Any) -> Any:
-        v = self.packet.read_uint64()
-        date, time = divmod(v, 1000000)
-        year, md = divmod(date, 10000)
-        month, day = divmod(md, 100)
-        hour, ms = divmod(time, 10000)
-        minute, second = divmod(ms, 100)
-        try:
-            return datetime.datetime(year, month, day, hour, minute, second)
-        except ValueError:
-            return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}"
-
-    def read_datetime2(self: Any, column: Any) -> Any:
-        v = _uint_be(self.packet.read(5)) - 0x8000000000
-        ymd, hms = v >> 17, v % (1 << 17)
-        ym, day = ymd >> 5, ymd % 32
-        year, month = divmod(ym, 13)
-        hour, minute, second = hms >> 12, (hms >> 6) % 64, hms % 64
-        micro = self._RowsEvent__read_fsp(column)
-        try:
-            return datetime.datetime(year, month, day, hour, minute, second, micro)
-        except ValueError:
-            fsp = column.fsp or 0
-            frac = f".{micro:06d}"[: fsp + 1] if fsp else ""
-            return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}{frac}"
-
-    def read_time2(self: Any, column: Any) -> Any:
-        # MySQL's my_time_packed_from_binary: the fraction shares the sign of the whole
-        # (the library reads it as positive, so '-00:00:00.001' came out as -0.999 s)
-        fsp = column.fsp or 0
-        if fsp >= 5:
-            packed = _uint_be(self.packet.read(6)) - 0x800000000000
-        else:
-            intpart = _uint_be(self.packet.read(3)) - 0x800000
-            frac, unit = 0, 0
-            if fsp:
-                size = 1 if fsp <= 2 else 2
-                frac, unit = _uint_be(self.packet.read(size)), 10000 if size == 1 else 100
-                if intpart < 0 and frac:
-                    intpart, frac = intpart + 1, frac - (0x100 if size == 1 else 0x10000)
-            packed = (intpart << 24) + frac * unit
-        sign, packed = (-1 if packed < 0 else 1), abs(packed)
-        hms, micro = packed >> 24, packed % (1 << 24)
-        hours, minutes, seconds = (hms >> 12) % 1024, (hms >> 6) % 64, hms % 64
-        return sign * datetime.timedelta(
-            hours=hours, minutes=minutes, seconds=seconds, microseconds=micro
-        )
-
-    cls._RowsEvent__read_date = read_date
-    cls._RowsEvent__read_time2 = read_time2
-    cls._RowsEvent__read_datetime = read_datetime
-    cls._RowsEvent__read_datetime2 = read_datetime2
-    cls._migrator_zero_dates = True
-
-
-def _uint_be(raw: bytes) -> int:
-    return int.from_bytes(raw, "big")
 
 
 class BinlogReader:
