@@ -298,10 +298,10 @@ class SyncFigures:
             return {"behind_bytes": None, "behind_transactions": None}
         applied, head = self.log.applied, self.log.head
         txns = None
-        if self.head_gtid and self.position is not None:
-            txns = (
-                0 if head <= applied else transactions_between(self.position.gtid, self.head_gtid)
-            )
+        if head <= applied:
+            txns = 0
+        elif self.head_gtid and self.position is not None:
+            txns = transactions_between(self.position.gtid, self.head_gtid)
         return {
             "behind_bytes": bytes_between(applied, head, self.head_sizes),
             "behind_transactions": txns,
