@@ -13,8 +13,9 @@ the source is asked, also when the reader is the part that is behind and everyth
 read is applied. When the reader is behind (a transaction arrives more than ``BACKLOG``
 seconds after its whole-second log timestamp), the log's timestamp + 1 s bounds the commit
 time instead: of the first transaction read and not applied, or, when all read are applied,
-of the last applied (the next one follows it in a backlog) — good to a second, assuming the
-source's clock agrees with the local one.
+of the last applied (the next one follows it in a backlog; until a heartbeat says the reader
+has reached the log's end) — good to a second, assuming the source's clock agrees with the
+local one.
 
 Not thread-safe by itself: ``SyncFigures`` calls it under its lock.
 """
@@ -62,6 +63,7 @@ class LagClock:
 
     def heartbeat(self, pos: Pos, now: float) -> None:
         """The source has sent everything up to ``pos``."""
+        self.applied_late = False  # the reader is at the log's end: no longer late
         self.seen(pos, now)
         if self.pending:  # applied once the transactions before it are
             self.pending.append(_Pending(pos, now))
@@ -95,8 +97,6 @@ class LagClock:
             self.head = max(self.head, pos)
             while self.marks and self.marks[0][0] <= pos:
                 self.marks.popleft()
-            if self.applied >= self.head:  # caught up: a later backlog is judged anew
-                self.applied_late = False
 
     @property
     def behind(self) -> bool:
