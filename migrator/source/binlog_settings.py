@@ -4,8 +4,8 @@ Row changes can only be kept exact from a binary log in row format with full bef
 images and full metadata (column names, ENUM/SET labels, charsets): ``log_bin``,
 ``binlog_format=ROW``, ``binlog_row_image=FULL``, ``binlog_row_metadata=FULL`` (MariaDB >= 10.5,
 MySQL >= 8.0.14). The reading account needs ``REPLICATION SLAVE`` (to stream the log),
-``REPLICATION CLIENT`` (``SHOW MASTER STATUS``; shown as BINLOG MONITOR in MariaDB 10.11) and
-``SELECT``.
+``REPLICATION CLIENT`` (``SHOW MASTER STATUS``; shown as BINLOG MONITOR in MariaDB 10.11),
+``SELECT``, and on MySQL ``RELOAD`` (the snapshot's ``FLUSH TABLES WITH READ LOCK``).
 """
 
 from __future__ import annotations
@@ -74,7 +74,9 @@ def gaps(conn: Any, user: str) -> list[Gap]:
                     "(sessions opened before SET GLOBAL keep the old value)",
                 )
             )
-    grant = f"GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO {user}"
+    mysql = "mariadb" not in _text(_rows(conn, "SELECT VERSION()")[0][0]).lower()
+    wanted_grants = "REPLICATION SLAVE, REPLICATION CLIENT, SELECT" + (", RELOAD" if mysql else "")
+    grant = f"GRANT {wanted_grants} ON *.* TO {user}"
     privileges = {_text(r[0]).upper() for r in _rows(conn, _PRIVILEGES)}
     if not privileges & {"REPLICATION SLAVE", "ALL PRIVILEGES"} and not _has_all(conn):
         out.append(Gap("the user lacks the REPLICATION SLAVE privilege", grant))
@@ -82,6 +84,20 @@ def gaps(conn: Any, user: str) -> list[Gap]:
         log_status(conn)
     except Exception:
         out.append(Gap("the user lacks the REPLICATION CLIENT privilege", grant))
+    # MySQL: a first load's snapshot reads its log position under FLUSH TABLES WITH READ LOCK
+    # (MariaDB's snapshot has its own position), which wants RELOAD (or FLUSH_TABLES)
+    if (
+        mysql
+        and not privileges & {"RELOAD", "FLUSH_TABLES", "ALL PRIVILEGES"}
+        and not _granted(conn, ("RELOAD", "FLUSH_TABLES", "ALL PRIVILEGES ON *.*"))
+    ):
+        out.append(
+            Gap(
+                "the user lacks the RELOAD privilege (MySQL: the first load's snapshot takes"
+                " its binary-log position under FLUSH TABLES WITH READ LOCK)",
+                grant,
+            )
+        )
     return out
 
 
@@ -112,6 +128,15 @@ def _has_all(conn: Any) -> bool:
     except Exception:
         return False
     return "ALL PRIVILEGES ON *.*" in grants.upper() or "REPLICATION SLAVE" in grants.upper()
+
+
+def _granted(conn: Any, words: tuple[str, ...]) -> bool:
+    """SHOW GRANTS names one of ``words`` (a grant through a role USER_PRIVILEGES omits)."""
+    try:
+        grants = " ".join(_text(r[0]) for r in _rows(conn, "SHOW GRANTS")).upper()
+    except Exception:
+        return False
+    return any(w in grants for w in words)
 
 
 def refuse_gaps(conn: Any, user: str, where: str) -> None:
