@@ -194,6 +194,8 @@ def test_seq_tables_work_on_each_engine(mysql_db: MySQLDatabase) -> None:
     """MariaDB's ``seq_1_to_N`` in a test's script runs on MySQL too (a derived table)."""
     mysql_db.run("CREATE TABLE s (n INT PRIMARY KEY); INSERT INTO s SELECT seq FROM seq_1_to_1234;")
     assert mysql_db.query("SELECT COUNT(*), MIN(n), MAX(n) FROM s") == [(1234, 1, 1234)]
+    mysql_db.run("INSERT INTO s SELECT seq FROM seq_60001_to_60500;")
+    assert mysql_db.query("SELECT COUNT(*), MAX(n) FROM s WHERE n > 1234") == [(500, 60500)]
     assert "seq_1_to_7" not in with_seq_rows("SELECT 1 FROM seq_1_to_70").replace(
         "AS seq_1_to_70", ""
     )
