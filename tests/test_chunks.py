@@ -128,8 +128,9 @@ def test_planning_walks_the_index_once_never_a_growing_offset(
     reads = {k: after[k] - before[k] for k in after}
     assert len(chunks) == ROWS // 50
     assert reads["Handler_read_rnd_next"] < 50  # no table scan (only SHOW STATUS's own)
-    # one pass over the index in all: about ROWS entries (OFFSET k * 50 would read ~40,000)
-    assert reads["Handler_read_next"] <= ROWS + 2 * len(chunks)
+    # one pass over the index in all: about ROWS entries (OFFSET k * 50 would read ~40,000);
+    # MySQL counts some reads of its data dictionary here too (2,260 seen for 2,000 rows)
+    assert reads["Handler_read_next"] <= 1.5 * ROWS + 2 * len(chunks)
 
 
 def test_rows_inserted_after_the_plan_are_left_to_sync(keyed: Path, mysql_db: Any) -> None:
