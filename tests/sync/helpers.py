@@ -21,6 +21,6 @@ def master_position(db: Any) -> BinlogPosition:
 
 
 def wkt_of(src: Any) -> Any:
-    from migrator.commands.follow import wkt_function
+    from migrator.sync.follow import wkt_function
 
     return wkt_function(src)

@@ -24,7 +24,7 @@ from migrator.errors import EXIT_DIFFERENCE, EXIT_USAGE, MigratorError
 from migrator.mapping.loader import parse_mapping
 from migrator.source.binlog import BinlogPosition
 from migrator.source.gtid import FailoverRefused, parse, render
-from migrator.target.sync_state import state_key
+from migrator.store.sync_state import state_key
 from tests.binlog_server import missing
 from tests.replication import ReplicaPair, _value
 from tests.services import MySQLDatabase, create_database, database_url, drop_database

@@ -19,10 +19,10 @@ from typing import Any
 import redis
 
 from migrator.commands import verify
-from migrator.commands.reports import SchemaChanged
 from migrator.commands.sync import sync
 from migrator.mapping.loader import load_mapping
-from migrator.target.sync_state import state_key
+from migrator.reports import SchemaChanged
+from migrator.store.sync_state import state_key
 from tests.faults import wait_for
 
 _ids = iter(range(8600, 8700))

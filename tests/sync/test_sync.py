@@ -19,13 +19,13 @@ import pytest
 import redis
 
 from migrator.commands import verify
-from migrator.commands.reports import SchemaChanged, SyncStatus
-from migrator.commands.schema_watch import resnapshot_by_hand
 from migrator.commands.sync import sync
 from migrator.errors import SourceError
 from migrator.mapping.loader import parse_mapping
-from migrator.target.sync_lock import lock_key
-from migrator.target.sync_state import state_key
+from migrator.reports import SchemaChanged, SyncStatus
+from migrator.store.sync_lock import lock_key
+from migrator.store.sync_state import state_key
+from migrator.sync.schema_watch import resnapshot_by_hand
 from tests.faults import wait_for
 from tests.services import database_url
 from tests.sync.workload import MAPPING, SCHEMA, Writer

@@ -26,13 +26,14 @@ import pytest
 import redis
 
 from migrator.commands import verify
-from migrator.commands.reports import SyncReport, SyncStatus
-from migrator.commands.sync import default_server_id, sync
+from migrator.commands.sync import sync
 from migrator.errors import ConnectError, MigratorError, TargetLost
 from migrator.mapping.loader import parse_mapping
 from migrator.progress import NullProgress
-from migrator.target.sync_lock import LEASE_SECONDS
-from migrator.target.sync_state import state_key
+from migrator.reports import SyncReport, SyncStatus
+from migrator.store.sync_lock import LEASE_SECONDS
+from migrator.store.sync_state import state_key
+from migrator.sync.identity import default_server_id
 from tests.binlog_server import PrivateMariaDB, missing
 from tests.faults import RedisProcess, redis_process, redis_server_problem, wait_for
 from tests.services import create_database

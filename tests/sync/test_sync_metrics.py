@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from migrator.commands.figures import HealthRules, SyncFigures
-from migrator.commands.reports import SyncStatus
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
+from migrator.reports import SyncStatus
+from migrator.sync.figures import HealthRules, SyncFigures
 from tests.binlog_server import free_port
 from tests.faults import redis_process, redis_server_problem, wait_for
 from tests.sync.helpers import master_position

@@ -18,23 +18,6 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from migrator.commands.figures import SyncFigures
-from migrator.commands.online_snapshot import (
-    FIRST_RUN,
-    SNAPSHOT_CHUNK_ROWS,
-    Pending,
-    Snapshots,
-    load_queue,
-)
-from migrator.commands.reports import SchemaChanged, SyncReport, SyncStatus, TableReport
-from migrator.commands.schema_watch import (
-    Replan,
-    Resnapshot,
-    SchemaWatch,
-    resnapshot_by_hand,
-    short_query,
-    stopped,
-)
 from migrator.errors import MigratorError, SourceError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
@@ -43,6 +26,7 @@ from migrator.plan.cascade import Cascades, followable
 from migrator.plan.delta import Delta, TableDelta
 from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
+from migrator.reports import SchemaChanged, SyncReport, SyncStatus, TableReport
 from migrator.retry import Retrying
 from migrator.source.binlog import (
     BinlogPosition,
@@ -55,9 +39,25 @@ from migrator.source.binlog import (
 from migrator.source.binlog_settings import log_status
 from migrator.source.mysql import Source
 from migrator.source.reconnect import SourceLost, lost_reason, surfaced
-from migrator.target.cluster import is_cluster
-from migrator.target.sink import retry
-from migrator.target.sync_state import SyncState, apply_group, raise_counter
+from migrator.store.cluster import is_cluster
+from migrator.store.sink import retry
+from migrator.store.sync_state import SyncState, apply_group, raise_counter
+from migrator.sync.figures import SyncFigures
+from migrator.sync.online_snapshot import (
+    FIRST_RUN,
+    SNAPSHOT_CHUNK_ROWS,
+    Pending,
+    Snapshots,
+    load_queue,
+)
+from migrator.sync.schema_watch import (
+    Replan,
+    Resnapshot,
+    SchemaWatch,
+    resnapshot_by_hand,
+    short_query,
+    stopped,
+)
 
 MAX_GROUP_ROWS = 5000  # row changes applied in one MULTI/EXEC at most (whole transactions)
 
@@ -316,7 +316,7 @@ class Follower:
             status.online_snapshot = self.snapshots.progress()
         return status
 
-    # -- online snapshots (commands/online_snapshot.py) ------------------------------------
+    # -- online snapshots (sync/online_snapshot.py) ------------------------------------
     def resnapshot_online(self, table: str, reason: str) -> None:
         """Read ``table`` again, online, while every other table keeps following: its keys
         are removed when its turn comes, then it is loaded chunk by chunk. Stored at once
