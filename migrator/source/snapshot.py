@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from migrator.errors import SourceError
 from migrator.source.connection import first_line
 
 SET_ISOLATION = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
@@ -130,6 +131,31 @@ def _mysql_snapshot(conn: Any) -> Snapshot:
     row = status[0]
     gtid = _text(row[4]).replace("\n", "") if len(row) > 4 else ""
     return Snapshot(_moment(conn), _text(row[0]), int(_text(row[1])), gtid or None)
+
+
+#: how long a chunk waits for the applied transactions to become visible (it takes a
+#: commit's last step: milliseconds)
+VISIBLE_SECONDS = 60
+
+
+def wait_visible(conn: Any, gtid: str, seconds: float = VISIBLE_SECONDS) -> None:
+    """MySQL: return once every transaction of the GTID set ``gtid`` is committed in the
+    storage engine, so that a read view begun afterwards sees them all. MySQL writes a
+    transaction to the binary log (where a log reader may already have read it) before it
+    commits it in InnoDB, and adds its GTID to ``@@GLOBAL.gtid_executed`` only after that
+    commit; ``WAIT_FOR_EXECUTED_GTID_SET`` waits for exactly that. Ends the transaction open
+    on ``conn`` (before and after: the wait itself reads no table). An empty set: at once."""
+    if not gtid:
+        return
+    conn.rollback()
+    done = _rows(conn, "SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %s)", (gtid, seconds))[0][0]
+    conn.rollback()
+    if _text(done) != "0":
+        raise SourceError(
+            f"the source did not commit the transactions up to GTID set {gtid} within "
+            f"{seconds:.0f} s (WAIT_FOR_EXECUTED_GTID_SET returned {_text(done)})",
+            "check the server (a stalled commit, a full disk); sync can be started again",
+        )
 
 
 def _moment(conn: Any) -> str:
