@@ -11,7 +11,8 @@ here, which raise ``UnsafeLog`` (exit 2) naming the event's position and the set
 
 * ``payload``: a Transaction_payload event (``binlog_transaction_compression=ON``) — its row
   changes are not decoded (on any table: which tables it touches is inside the compressed
-  bytes); likewise MariaDB's compressed events (``log_bin_compress=ON``, a global setting);
+  bytes); likewise MariaDB's compressed events (``log_bin_compress=ON``, a global setting),
+  and MySQL's tagged GTIDs (8.3+, ``uuid:tag:n``: the stored executed set would lack them);
 * ``images``: a rows event of a mapped table whose before or after image lacks columns
   (``binlog_row_image=MINIMAL`` or ``NOBLOB``; an INSERT with MINIMAL logs only the columns
   given), or whose table map names no columns (``binlog_row_metadata=MINIMAL``);
@@ -35,6 +36,8 @@ from migrator.errors import SourceError
 
 #: MySQL's Transaction_payload_event (binlog_transaction_compression=ON)
 TRANSACTION_PAYLOAD_EVENT = 40
+#: MySQL 8.3+'s GTID event of a tagged GTID (``uuid:tag:n``), which the library does not decode
+GTID_TAGGED_LOG_EVENT = 42
 #: MariaDB's compressed query and rows events (log_bin_compress=ON): QUERY_COMPRESSED_EVENT,
 #: then {WRITE,UPDATE,DELETE}_ROWS_COMPRESSED_EVENT v1 and v2
 MARIADB_COMPRESSED = range(165, 172)
@@ -63,6 +66,13 @@ def payload(event: Any, where: str) -> None:
             f"the binary log holds a compressed event at {where} (log_bin_compress=ON): its "
             "row changes cannot be read, so sync stopped before it",
             f"SET GLOBAL log_bin_compress = OFF (and in my.cnf); {_RELOAD}",
+        )
+    if kind == GTID_TAGGED_LOG_EVENT:
+        raise UnsafeLog(
+            f"the binary log holds a transaction with a tagged GTID at {where} (uuid:tag:n, "
+            "SET gtid_next = 'AUTOMATIC:tag'): sync cannot read the tag, so the GTID set it "
+            "stores for a failover would be wrong, and it stopped before it",
+            f"write without GTID tags; {_RELOAD}",
         )
     if kind != TRANSACTION_PAYLOAD_EVENT:
         return

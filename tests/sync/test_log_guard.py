@@ -116,6 +116,14 @@ def test_a_compressed_transaction_stops_sync_and_nothing_is_lost(
     assert _same(loaded, redis_url)
 
 
+@pytest.mark.engine("mysql", why="tagged GTIDs are MySQL's (8.3+)")
+def test_a_tagged_gtid_stops_sync(loaded: MySQLDatabase, redis_url: str) -> None:
+    _session(loaded, "SET SESSION gtid_next = 'AUTOMATIC:batch'",
+             "INSERT INTO doc VALUES (3, 'c', NULL, NULL)")  # fmt: skip
+    _stops(loaded, redis_url, "tagged GTID")
+    assert not _same(loaded, redis_url)
+
+
 @pytest.mark.engine("mysql", why="binlog_transaction_compression is MySQL's (8.0.20+)")
 @pytest.mark.parametrize(
     ("name", "value"),
