@@ -11,7 +11,8 @@ the server's binary log is on, the log file, position and GTID of the snapshot, 
 * MySQL: there is no such status; the position is read under a short global read lock taken
   around the start of the snapshot (``FLUSH TABLES WITH READ LOCK`` ... ``UNLOCK TABLES``),
   which needs the RELOAD privilege; without it the snapshot is taken without a position and
-  ``Snapshot.note`` says why.
+  ``Snapshot.note`` says why. sync's online load, which needs a position but no rows, takes
+  it without a lock where GTIDs are on (``gtid_start``).
 
 Works on a connection with or without the drivers' type conversion (values may be bytes).
 """
@@ -21,8 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.engine import URL
+
 from migrator.errors import SourceError
 from migrator.source.connection import first_line
+from migrator.source.gtid import locate
 
 SET_ISOLATION = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 START = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"
@@ -108,6 +112,28 @@ def start_snapshot(conn: Any) -> Snapshot:
             gtid = _text(_rows(conn, "SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))[0][0]) or None
         return Snapshot(_moment(conn), file, pos if file else None, gtid)
     return _mysql_snapshot(conn)
+
+
+def gtid_start(conn: Any, url: URL, reader_id: int) -> Snapshot | None:
+    """MySQL with ``gtid_mode=ON``: the log position right after every transaction the server
+    has committed, found without a lock (no RELOAD privilege, no FLUSH TABLES WITH READ LOCK
+    waiting behind long queries): ``@@GLOBAL.gtid_executed`` (only transactions committed in
+    InnoDB are in it, so every read begun later sees them all), then where that set ends in
+    the log, asked of the server as a replica connecting by GTID asks (``gtid.locate``).
+    The rows are not read here (the online load reads them chunk by chunk). None elsewhere
+    (MariaDB, the log off, GTIDs off, no GTID executed yet): take ``start_snapshot``."""
+    if not binlog_on(conn) or is_mariadb(conn):
+        return None
+    mode = _rows(conn, "SHOW GLOBAL VARIABLES LIKE 'gtid_mode'")
+    if not mode or _text(mode[0][1]).upper() != "ON":
+        return None
+    executed = _text(_rows(conn, "SELECT @@GLOBAL.gtid_executed")[0][0]).replace("\n", "")
+    if not executed:
+        return None
+    moment = _moment(conn)
+    conn.rollback()
+    file, pos = locate(url, reader_id, executed)
+    return Snapshot(moment, file, pos, executed)
 
 
 def _mysql_snapshot(conn: Any) -> Snapshot:

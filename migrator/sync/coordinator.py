@@ -145,7 +145,7 @@ def coordinate(
         def first_load(retrying: Retrying) -> tuple[Snapshot, list[TableReport]]:
             report.online_load = o.online_load
             if o.online_load:
-                return load_position(src)
+                return load_position(src, reader_id)
             return load_snapshot(src, client, resolved, m, progress, o.stop, retrying)
 
         run = SyncRun(

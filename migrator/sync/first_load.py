@@ -20,15 +20,20 @@ from migrator.reports import TableReport
 from migrator.retry import Retrying
 from migrator.source.mysql import Selector, Source
 from migrator.source.reconnect import surfaced
-from migrator.source.snapshot import Snapshot, start_snapshot
+from migrator.source.snapshot import Snapshot, gtid_start, start_snapshot
 from migrator.store.cluster_sink import sink_for, writer_for
 
 
-def load_position(src: Source) -> tuple[Snapshot, list[TableReport]]:
-    """The online load: only the log's position (a consistent snapshot begun and ended at
-    once); the tables are then read online (sync/online_snapshot.py)."""
+def load_position(src: Source, reader_id: int) -> tuple[Snapshot, list[TableReport]]:
+    """The online load: only the log's position (MySQL with GTIDs: after its executed set,
+    without a lock; else a consistent snapshot begun and ended at once); the tables are then
+    read online (sync/online_snapshot.py). ``reader_id``: the server id to read the log as."""
     conn = src.raw_connection()
-    snapshot = surfaced(lambda: start_snapshot(conn), "taking the log's position", src.close)
+
+    def position() -> Snapshot:
+        return gtid_start(conn, src.url, reader_id) or start_snapshot(conn)
+
+    snapshot = surfaced(position, "taking the log's position", src.close)
     with suppress(Exception):  # a lost connection has nothing to roll back
         conn.rollback()
     return snapshot, []
