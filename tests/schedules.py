@@ -1,8 +1,8 @@
 """Randomized fault schedules (issue 17 item 8), Jepsen-style, on servers the test starts.
 
 A schedule is one seed and one command (``migrate`` — with one or two workers, sometimes
-``--replace`` over an older load —, ``verify --fix`` or ``sync``), run as
-the CLI on a private ``mariadbd`` or MySQL 9.7 (row binary log) and a private ``redis-server`` (AOF), while
+``--replace`` over an older load —, ``verify --fix`` or ``sync``), run as the CLI on a
+private ``mariadbd`` or MySQL 9.7 (row binary log) and a private ``redis-server`` (AOF), while
 a writer thread inserts, updates and deletes rows. From the seed come the table's size and a
 random sequence of faults at random moments, each one of ``FAULTS``: ``kill -9`` of the
 command, Redis restarted empty or from its AOF, Redis paused (SIGSTOP ... SIGCONT), Redis'

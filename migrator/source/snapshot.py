@@ -11,8 +11,8 @@ the server's binary log is on, the log file, position and GTID of the snapshot, 
 * MySQL: there is no such status; the position is read under a short global read lock taken
   around the start of the snapshot (``FLUSH TABLES WITH READ LOCK`` ... ``UNLOCK TABLES``),
   which needs the RELOAD privilege; without it the snapshot is taken without a position and
-  ``Snapshot.note`` says why. sync's online load, which needs a position but no rows, takes
-  it without a lock where GTIDs are on (``gtid_start``).
+  ``Snapshot.note`` says why. sync takes its
+  snapshot and position without a lock where GTIDs are on (``gtid_snapshot``).
 
 Works on a connection with or without the drivers' type conversion (values may be bytes).
 """
@@ -114,24 +114,30 @@ def start_snapshot(conn: Any) -> Snapshot:
     return _mysql_snapshot(conn)
 
 
-def gtid_start(conn: Any, url: URL, reader_id: int) -> Snapshot | None:
-    """MySQL with ``gtid_mode=ON``: the log position right after every transaction the server
-    has committed, found without a lock (no RELOAD privilege, no FLUSH TABLES WITH READ LOCK
-    waiting behind long queries): ``@@GLOBAL.gtid_executed`` (only transactions committed in
-    InnoDB are in it, so every read begun later sees them all), then where that set ends in
-    the log, asked of the server as a replica connecting by GTID asks (``gtid.locate``).
-    The rows are not read here (the online load reads them chunk by chunk). None elsewhere
-    (MariaDB, the log off, GTIDs off, no GTID executed yet): take ``start_snapshot``."""
+def gtid_snapshot(conn: Any, url: URL, reader_id: int) -> Snapshot | None:
+    """MySQL with ``gtid_mode=ON``: a consistent snapshot on ``conn`` and a log position to
+    follow it from, without a lock (no RELOAD privilege, no FLUSH TABLES WITH READ LOCK
+    waiting behind long queries). ``@@GLOBAL.gtid_executed`` is read first: a GTID enters it
+    only once InnoDB committed its transaction, so the snapshot begun right after sees every
+    transaction of that set, and perhaps a few more that committed in between. The position
+    is where that set ends in the log, asked of the server as a replica connecting by GTID
+    asks (``gtid.locate``): every transaction before it is in the set, so nothing the snapshot
+    lacks comes before it; the few the snapshot already holds beyond the set come after it and
+    are applied again, in log order, which converges (a replay, as after a crash). ``reader_id``
+    is the server id the position is asked with. None elsewhere (MariaDB, the log off, GTIDs
+    off, no GTID executed yet): take ``start_snapshot``."""
+    conn.rollback()
     if not binlog_on(conn) or is_mariadb(conn):
         return None
     mode = _rows(conn, "SHOW GLOBAL VARIABLES LIKE 'gtid_mode'")
     if not mode or _text(mode[0][1]).upper() != "ON":
         return None
+    _rows(conn, SET_ISOLATION)
     executed = _text(_rows(conn, "SELECT @@GLOBAL.gtid_executed")[0][0]).replace("\n", "")
     if not executed:
         return None
+    _rows(conn, START)
     moment = _moment(conn)
-    conn.rollback()
     file, pos = locate(url, reader_id, executed)
     return Snapshot(moment, file, pos, executed)
 

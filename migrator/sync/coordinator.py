@@ -146,7 +146,7 @@ def coordinate(
             report.online_load = o.online_load
             if o.online_load:
                 return load_position(src, reader_id)
-            return load_snapshot(src, client, resolved, m, progress, o.stop, retrying)
+            return load_snapshot(src, client, resolved, m, progress, o.stop, retrying, reader_id)
 
         run = SyncRun(
             m, src, client, state, resolved, report, o.stop, o.policy, lock,

@@ -1,8 +1,9 @@
 """Where sync starts on MySQL and what its online chunks wait for (migrator/source/snapshot.py;
-docs/consistency.md): the online first load takes its position after ``@@gtid_executed``
-without a lock (no RELOAD, no FLUSH TABLES WITH READ LOCK); each chunk begins its read only once
-every transaction up to the applied position is visible (``wait_visible``) — MySQL writes a
-transaction to the binary log, where sync may read it, before InnoDB commits it."""
+docs/consistency.md): the first load (online or consistent) takes its position after
+``@@gtid_executed`` without a lock (no RELOAD, no FLUSH TABLES WITH READ LOCK); each chunk
+begins its read only once every transaction up to the applied position is visible
+(``wait_visible``) — MySQL writes a transaction to the binary log, where sync may read it,
+before InnoDB commits it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from sqlalchemy.engine import make_url
 
 from migrator.commands import verify
 from migrator.commands.sync import sync
-from migrator.errors import EXIT_USAGE, SourceError
+from migrator.errors import SourceError
 from migrator.mapping.loader import parse_mapping
 from migrator.source.gtid_set import GtidSet
 from migrator.source.snapshot import wait_visible
@@ -73,17 +74,19 @@ def no_reload(binlog_db: MySQLDatabase) -> Iterator[str]:
         binlog_db.run(f"DROP USER IF EXISTS '{user}'@'%'")
 
 
-def test_the_online_first_load_needs_no_lock_and_is_exact_under_writes(
-    binlog_db: MySQLDatabase, no_reload: str, redis_url: str
+@pytest.mark.parametrize("online", [True, False], ids=["online", "consistent"])
+def test_the_first_load_needs_no_lock_and_is_exact_under_writes(
+    binlog_db: MySQLDatabase, no_reload: str, redis_url: str, online: bool
 ) -> None:
+    """By an account without RELOAD (FLUSH TABLES WITH READ LOCK refused), with a writer
+    going on: the online load in chunks of 2 rows, or the consistent load in one snapshot."""
     binlog_db.run(SCHEMA)
     mapping = parse_mapping(MAPPING, name="nolock")
-    done = threading.Event()
-    writer = threading.Thread(target=lambda: (_write(binlog_db, 31, 300), done.set()))
+    writer = threading.Thread(target=_write, args=(binlog_db, 31, 300))
     writer.start()
     try:
         report = sync(mapping, source=no_reload, target=redis_url, until_caught_up=True,
-                      server_id=7990, chunk_rows=2)  # fmt: skip
+                      server_id=7990, chunk_rows=2, online_load=online)  # fmt: skip
     finally:
         writer.join()
     snap = report.snapshot
@@ -92,9 +95,3 @@ def test_the_online_first_load_needs_no_lock_and_is_exact_under_writes(
     sync(mapping, source=no_reload, target=redis_url, until_caught_up=True, server_id=7990)
     result = verify(mapping, source=binlog_db.url, target=redis_url)
     assert result.exit_code == 0, result.as_dict()
-    # the consistent load (one snapshot of every table) still needs the lock's position
-    with pytest.raises(SourceError) as caught:
-        sync(mapping, source=no_reload, target=redis_url, until_caught_up=True,
-             server_id=7990, reload=True, online_load=False)  # fmt: skip
-    assert caught.value.exit_code == EXIT_USAGE
-    assert "FLUSH TABLES WITH READ LOCK refused" in caught.value.message
