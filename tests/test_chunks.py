@@ -38,7 +38,8 @@ CREATE TABLE word (
 INSERT INTO word SELECT CONCAT(ELT(1 + seq % 4, 'a', 'B', 'é', 'Z'), LPAD(seq, 5, '0')), seq
 FROM seq_1_to_{ROWS};
 CREATE TABLE uid (id BINARY(16) NOT NULL PRIMARY KEY, v INT);
-INSERT INTO uid SELECT UNHEX(MD5(seq)), seq FROM seq_1_to_{ROWS};
+-- MD5() is gone in MySQL 9
+INSERT INTO uid SELECT UNHEX(LEFT(SHA2(seq, 256), 32)), seq FROM seq_1_to_{ROWS};
 CREATE TABLE pair (a INT NOT NULL, b VARCHAR(10) NOT NULL, v INT, PRIMARY KEY (a, b));
 INSERT INTO pair SELECT seq % 7, CONCAT('k', seq), seq FROM seq_1_to_{ROWS};
 ANALYZE TABLE num, sparse, word, uid, pair;
