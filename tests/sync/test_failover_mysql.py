@@ -24,7 +24,7 @@ from migrator.store.sync_state import state_key
 from tests.mysql_server import mysql_problem
 from tests.replication_mysql import MySQLReplicaPair, _value
 from tests.services import MySQLDatabase, create_database, database_url
-from tests.sync.test_sync import _write as write
+from tests.sync.helpers import write_random as write
 from tests.sync.workload import MAPPING, SCHEMA
 
 pytestmark = [

@@ -21,7 +21,7 @@ from migrator.mapping.loader import parse_mapping
 from migrator.source.gtid_set import GtidSet
 from migrator.source.snapshot import wait_visible
 from tests.services import MySQLDatabase, url_text
-from tests.sync.test_sync import _write
+from tests.sync.helpers import write_random
 from tests.sync.workload import MAPPING, SCHEMA
 
 pytestmark = pytest.mark.engine("mysql", why="MariaDB's snapshot has a log position of its own")
@@ -82,7 +82,7 @@ def test_the_first_load_needs_no_lock_and_is_exact_under_writes(
     going on: the online load in chunks of 2 rows, or the consistent load in one snapshot."""
     binlog_db.run(SCHEMA)
     mapping = parse_mapping(MAPPING, name="nolock")
-    writer = threading.Thread(target=_write, args=(binlog_db, 31, 300))
+    writer = threading.Thread(target=write_random, args=(binlog_db, 31, 300))
     writer.start()
     try:
         report = sync(mapping, source=no_reload, target=redis_url, until_caught_up=True,
