@@ -8,6 +8,7 @@ migrator/source/binlog_settings.py).
   transaction (two inserts and an update), another an ordinary insert.
 * MySQL's ``binlog_row_value_options=PARTIAL_JSON``: an update logged with a JSON diff stops
   sync; an update of the same kind that logs the JSON whole (or unchanged) is applied.
+* MariaDB's ``log_bin_compress=ON`` (global): its compressed events stop sync too.
 * ``binlog_row_image`` MINIMAL and NOBLOB (a session setting on both engines) and
   ``binlog_row_metadata=MINIMAL`` (global) stop sync at the first such row change of a mapped
   table.
@@ -121,6 +122,23 @@ def test_a_tagged_gtid_stops_sync(loaded: MySQLDatabase, redis_url: str) -> None
     _session(loaded, "SET SESSION gtid_next = 'AUTOMATIC:batch'",
              "INSERT INTO doc VALUES (3, 'c', NULL, NULL)")  # fmt: skip
     _stops(loaded, redis_url, "tagged GTID")
+    assert not _same(loaded, redis_url)
+
+
+@pytest.mark.engine("mariadb", why="log_bin_compress is MariaDB's")
+def test_mariadb_compressed_events_stop_sync_and_are_refused_at_start(
+    loaded: MySQLDatabase, redis_url: str
+) -> None:
+    old = _global(loaded, "log_bin_compress", "ON")
+    try:
+        with pytest.raises(SourceError) as refused:
+            _sync(loaded, redis_url)
+        assert "log_bin_compress is ON" in refused.value.message
+        # events above log_bin_compress_min_len (256 bytes) are logged compressed
+        _session(loaded, "INSERT INTO doc VALUES (3, 'c', NULL, REPEAT('x', 2000))")
+    finally:
+        _global(loaded, "log_bin_compress", old)
+    _stops(loaded, redis_url, "compressed event", "log_bin_compress")
     assert not _same(loaded, redis_url)
 
 
