@@ -37,6 +37,10 @@ class GtidSet:
     """Per (uuid, tag), sorted disjoint ranges ``[first, last]``."""
 
     ranges: dict[Key, list[list[int]]] = field(default_factory=dict)
+    # the rendered text of each uuid's part, and the uuids in order (None: to be made again):
+    # a transaction changes one uuid's part, so rendering after each costs one small f-string
+    _parts: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    _order: list[str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def parse(cls, text: str) -> GtidSet:
@@ -61,6 +65,9 @@ class GtidSet:
         return out
 
     def _add_range(self, key: Key, first: int, last: int) -> None:
+        if key[0] not in self._parts and not any(u == key[0] for u, _ in self.ranges):
+            self._order = None
+        self._parts.pop(key[0], None)
         ranges = self.ranges.setdefault(key, [])
         ranges.append([first, last])
         ranges.sort()
@@ -79,21 +86,26 @@ class GtidSet:
         ranges = self.ranges.get(key)
         if ranges and ranges[-1][1] + 1 == number:
             ranges[-1][1] = number
+            self._parts.pop(key[0], None)
         elif not ranges or not self.contains(uuid, number, tag):
             self._add_range(key, number, number)
 
     def contains(self, uuid: str, number: int, tag: str = "") -> bool:
         return any(a <= number <= b for a, b in self.ranges.get((uuid.lower(), tag.lower()), ()))
 
+    def _part(self, uuid: str) -> str:
+        text = uuid
+        for tag in sorted(t for u, t in self.ranges if u == uuid):
+            spans = ":".join(f"{a}-{b}" if b > a else f"{a}" for a, b in self.ranges[uuid, tag])
+            text += f":{tag}:{spans}" if tag else f":{spans}"
+        self._parts[uuid] = text
+        return text
+
     def __str__(self) -> str:
-        parts = []
-        for uuid in sorted({u for u, _ in self.ranges}):
-            text = uuid
-            for tag in sorted(t for u, t in self.ranges if u == uuid):
-                spans = ":".join(f"{a}-{b}" if b > a else f"{a}" for a, b in self.ranges[uuid, tag])
-                text += f":{tag}:{spans}" if tag else f":{spans}"
-            parts.append(text)
-        return ",".join(parts)
+        if self._order is None:
+            self._order = sorted({u for u, _ in self.ranges})
+        parts = self._parts
+        return ",".join(parts.get(u) or self._part(u) for u in self._order)
 
 
 _last: tuple[str, GtidSet] | None = None
