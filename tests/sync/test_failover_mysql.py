@@ -126,6 +126,28 @@ def test_the_stored_gtid_is_the_executed_set_and_a_promoted_replica_continues_fr
     assert result.exit_code == 0, result.as_dict()
 
 
+def test_failover_behind_the_same_address_is_recognised_by_the_server_id(
+    pair: MySQLReplicaPair, target: str
+) -> None:
+    """A virtual IP moved to the promoted replica: the same host and port, another server
+    (its own server id and log files); the stored file and offset mean nothing there."""
+    loaded(pair, target)
+    before = stored(target)
+    address = pair.primary.port
+    pair.promote()
+    pair.replica.halt()
+    pair.replica.port = address
+    pair.replica.start()
+    new = on(pair.replica, "shop")
+    write(new, 4, 40)
+    report = follow(new, target)
+    assert report.started_at.file.startswith("replica-bin.")
+    assert report.transactions == count(pair.replica, pair.gtid(pair.replica), before["gtid"])
+    assert stored(target)["server"] == "2"
+    result = verify(parse_mapping(MAPPING, name=NAME), source=new.url, target=target)
+    assert result.exit_code == 0, result.as_dict()
+
+
 def test_a_replica_that_lacks_applied_transactions_is_refused(
     pair: MySQLReplicaPair, target: str
 ) -> None:
