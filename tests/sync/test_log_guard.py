@@ -26,7 +26,8 @@ from migrator.commands.sync import sync
 from migrator.errors import EXIT_USAGE, SourceError
 from migrator.mapping.loader import parse_mapping
 from migrator.source.binlog_guard import UnsafeLog
-from tests.services import MySQLDatabase
+from tests.mysql_server import PrivateMySQL
+from tests.services import MySQLDatabase, create_database
 
 NAME = "guard"
 MAPPING = """
@@ -160,6 +161,23 @@ def test_mysql_settings_that_log_inexactly_are_refused_at_start(
     e = caught.value
     assert e.exit_code == EXIT_USAGE
     assert f"{name} is {value}" in e.message and f"SET GLOBAL {name}" in (e.hint or "")
+
+
+@pytest.mark.engine("mysql", why="gtid_mode is MySQL's")
+def test_mysql_without_gtids_is_refused_at_start(engine: str, redis_url: str) -> None:
+    """A MySQL of the test's own started with gtid_mode=OFF (the session's has it ON)."""
+    own = PrivateMySQL(options=("--gtid-mode=OFF", "--enforce-gtid-consistency=OFF"))
+    own.start()
+    try:
+        db = create_database(own.url, "mig_t_nogtid")
+        db.run(SCHEMA)
+        with pytest.raises(SourceError) as caught:
+            _sync(db, redis_url)
+    finally:
+        own.stop()
+    e = caught.value
+    assert e.exit_code == EXIT_USAGE and "gtid_mode is OFF, not ON" in e.message
+    assert "Enabling GTID Transactions Online" in (e.hint or "")
 
 
 @pytest.mark.engine("mysql", why="binlog_row_value_options is MySQL's (8.0.3+)")
