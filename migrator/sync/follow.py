@@ -22,7 +22,7 @@ from migrator.errors import MigratorError, SourceError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Command
-from migrator.plan.cascade import Cascades, followable
+from migrator.plan.cascade import Cascades, followable, refuse_unfollowable
 from migrator.plan.delta import Delta, TableDelta
 from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
@@ -37,6 +37,7 @@ from migrator.source.binlog import (
     Transaction,
 )
 from migrator.source.binlog_settings import log_status
+from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
 from migrator.source.reconnect import SourceLost, lost_reason, surfaced
 from migrator.store.cluster import is_cluster
@@ -133,8 +134,6 @@ class Follower:
         self.cluster = is_cluster(client)
         self.plans = {r.name: TablePlan(r) for r in resolved}
         self.deltas = {name: TableDelta(plan) for name, plan in self.plans.items()}
-        rules = followable(self.plans, self.cluster)[0]  # sync refused the rest at start
-        self.cascades = Cascades(rules, self.deltas, self._read) if rules else None
         self.resolved = {r.name: r for r in resolved}
         tables = {
             name: TableColumns(
@@ -145,6 +144,17 @@ class Follower:
             for name, plan in self.plans.items()
         }
         self.ctl = Source(str(src.url.render_as_string(hide_password=False)))
+        # sync refused the rest at start; a restarted MySQL may now run InnoDB's foreign keys
+        ctl = self.ctl
+        logged = surfaced(lambda: cascades_logged(ctl.raw_connection()),
+                          "reading the source's settings", ctl.close)  # fmt: skip
+        try:
+            refuse_unfollowable(self.plans, self.cluster, logged)
+        except MigratorError:
+            ctl.close()
+            raise
+        rules = followable(self.plans, self.cluster, logged)[0]
+        self.cascades = Cascades(rules, self.deltas, self._read) if rules else None
         self.schema: SchemaWatch | None = None  # DDL decided by its effect on the mapping
         # a DDL that changes what the mapping writes for one table's rows: (table, reason)
         self.resnapshot = resnapshot
