@@ -72,7 +72,8 @@ Row = tuple[bytes | None, ...]
 class BinlogPosition:
     """A place in the binary log: file and byte position (what a reader resumes from), and
     the GTID state there when the server reports one (MariaDB: the last GTID of each domain,
-    as ``@@gtid_binlog_pos`` shows it; MySQL: the GTID of the last transaction)."""
+    as ``@@gtid_binlog_pos`` shows it; MySQL: the executed GTID set, as ``@@gtid_executed``
+    shows it)."""
 
     file: str
     pos: int
@@ -400,9 +401,9 @@ class BinlogReader:
                 in_transaction = True
                 table = self.tables.get(event.table)
                 if table is not None and event.schema == self.database:
-                    binlog_guard.images(event, _at(stream, event))
+                    binlog_guard.images(event, stream.log_file)
                     if isinstance(event, PartialUpdateRowsEvent):  # rows made whole, or refused
-                        binlog_guard.partial_json(event.rows, event.table, _at(stream, event))
+                        binlog_guard.partial_json(event, stream.log_file)
                     if logged.get(event.table) is not event.columns:  # a new table map
                         # after a DDL of this run: never decoded with a schema not its own
                         lost = (
@@ -456,14 +457,9 @@ class BinlogReader:
             elif isinstance(event, HeartbeatLogEvent) and not in_transaction:
                 yield Idle(BinlogPosition(stream.log_file, stream.log_pos, gtid))
             elif isinstance(event, NotImplementedEvent):
-                binlog_guard.payload(event, _at(stream, event))
+                binlog_guard.payload(event, stream.log_file)
             if self.stop.is_set() and not in_transaction:
                 return
-
-
-def _at(stream: Any, event: Any) -> str:
-    """Where ``event`` starts in the log, for messages."""
-    return f"{stream.log_file}:{event.packet.log_pos - event.event_size}"
 
 
 def _lacking(columns: Any, wanted: Sequence[str]) -> tuple[str, ...]:

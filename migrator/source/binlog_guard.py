@@ -41,6 +41,7 @@ GTID_TAGGED_LOG_EVENT = 42
 #: MariaDB's compressed query and rows events (log_bin_compress=ON): QUERY_COMPRESSED_EVENT,
 #: then {WRITE,UPDATE,DELETE}_ROWS_COMPRESSED_EVENT v1 and v2
 MARIADB_COMPRESSED = range(165, 172)
+_STOPPING = frozenset({TRANSACTION_PAYLOAD_EVENT, GTID_TAGGED_LOG_EVENT, *MARIADB_COMPRESSED})
 #: the library's note on an after-image JSON column logged as an empty partial change
 _SAME = "same with before values"
 
@@ -56,11 +57,19 @@ _RELOAD = (
 )
 
 
-def payload(event: Any, where: str) -> None:
+def at(event: Any, log_file: str) -> str:
+    """Where ``event`` starts in the log (``file:offset``), for messages."""
+    return f"{log_file}:{event.packet.log_pos - event.event_size}"
+
+
+def payload(event: Any, log_file: str) -> None:
     """Raise for a compressed transaction or event (a NotImplementedEvent of type 40, or
     MariaDB's 165-171); other events the library does not implement (MySQL's anonymous GTID
     event, ...) pass."""
     kind = getattr(event, "event_type", None)
+    if kind not in _STOPPING:
+        return
+    where = at(event, log_file)
     if kind in MARIADB_COMPRESSED:
         raise UnsafeLog(
             f"the binary log holds a compressed event at {where} (log_bin_compress=ON): its "
@@ -74,8 +83,6 @@ def payload(event: Any, where: str) -> None:
             "stores for a failover would be wrong, and it stopped before it",
             f"write without GTID tags; {_RELOAD}",
         )
-    if kind != TRANSACTION_PAYLOAD_EVENT:
-        return
     raise UnsafeLog(
         f"the binary log holds a compressed transaction at {where} "
         "(binlog_transaction_compression=ON): its row changes cannot be read, so sync "
@@ -93,10 +100,11 @@ def full(bitmap: bytes, count: int) -> bool:
     return not rest or (bitmap[whole] & ((1 << rest) - 1)) == (1 << rest) - 1
 
 
-def images(event: Any, where: str) -> None:
+def images(event: Any, log_file: str) -> None:
     """Raise unless the rows event logs every column of its table, with names."""
     table = f"{event.schema}.{event.table}"
     if any(getattr(c, "name", None) is None for c in event.columns):
+        where = at(event, log_file)
         raise UnsafeLog(
             f"the binary log's table map of {table} at {where} names no columns "
             "(binlog_row_metadata=MINIMAL): its rows cannot be matched to columns exactly",
@@ -108,6 +116,7 @@ def images(event: Any, where: str) -> None:
         bitmaps.append(event.columns_present_bitmap2)
     if all(full(b, count) for b in bitmaps):
         return
+    where = at(event, log_file)
     raise UnsafeLog(
         f"a row change of {table} at {where} is logged without all of its columns "
         "(binlog_row_image=MINIMAL or NOBLOB, set by the server or a session): sync needs "
@@ -117,14 +126,16 @@ def images(event: Any, where: str) -> None:
     )
 
 
-def partial_json(rows: list[dict[str, Any]], table: str, where: str) -> None:
+def partial_json(event: Any, log_file: str) -> None:
     """Make the decoded rows of a partial-update event whole: a JSON column logged as an
     empty change takes its before value; raise for one logged as a change (a diff)."""
-    for row in rows:
+    table = event.table
+    for row in event.rows:
         after, before = row["after_values"], row["before_values"]
         sources = row["after_none_sources"]
         for name, value in after.items():
             if isinstance(value, JsonDiff):
+                where = at(event, log_file)
                 raise UnsafeLog(
                     f"an update of {table} at {where} logs JSON column '{name}' as a partial "
                     "change (binlog_row_value_options=PARTIAL_JSON), which sync cannot "

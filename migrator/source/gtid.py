@@ -142,6 +142,12 @@ def failover_position(
             "sync into another Redis database, or delete the key migrator:<mapping>:sync and "
             "the mapping's keys first ('migrator sync MAPPING --reload' does both)",
         )
+    if mysql and gtid_set.GtidSet.parse(gtid).tagged:
+        raise MigratorError(
+            f"the stored GTID set holds tagged GTIDs ({gtid}): a failover by it cannot be "
+            f"asked of {source}",
+            "start over from this source: 'migrator sync MAPPING --reload'",
+        )
     if mysql:
         lacking = _value(conn, "SELECT GTID_SUBTRACT(%s, @@GLOBAL.gtid_executed)", (gtid,))
         gaps = [f"Redis holds changes of GTIDs {lacking.replace(chr(10), '')} that the "

@@ -90,6 +90,12 @@ class GtidSet:
         elif not ranges or not self.contains(uuid, number, tag):
             self._add_range(key, number, number)
 
+    @property
+    def tagged(self) -> bool:
+        """Whether the set holds tagged GTIDs (``uuid:tag:n``), which the binlog library can
+        neither read in the log nor ask a server to stream after."""
+        return any(tag for _, tag in self.ranges)
+
     def contains(self, uuid: str, number: int, tag: str = "") -> bool:
         return any(a <= number <= b for a, b in self.ranges.get((uuid.lower(), tag.lower()), ()))
 

@@ -292,8 +292,7 @@ class Source:
         # one bound parameter per value (no "expanding" IN, which the raw cursor cannot render)
         if len(columns) == 1:
             items = [
-                sa.literal(_bindable(v[0] if isinstance(v, tuple) else v, kinds[0]))
-                for v in values
+                sa.literal(_bindable(v[0] if isinstance(v, tuple) else v, kinds[0])) for v in values
             ]
             cond = t.c[columns[0]].in_(items)
         else:

@@ -27,6 +27,7 @@ from sqlalchemy.engine import URL
 from migrator.errors import SourceError
 from migrator.source.connection import first_line
 from migrator.source.gtid import locate
+from migrator.source.gtid_set import GtidSet
 
 SET_ISOLATION = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 START = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"
@@ -125,7 +126,7 @@ def gtid_snapshot(conn: Any, url: URL, reader_id: int) -> Snapshot | None:
     lacks comes before it; the few the snapshot already holds beyond the set come after it and
     are applied again, in log order, which converges (a replay, as after a crash). ``reader_id``
     is the server id the position is asked with. None elsewhere (MariaDB, the log off, GTIDs
-    off, no GTID executed yet): take ``start_snapshot``."""
+    off, no GTID executed yet, tagged GTIDs executed): take ``start_snapshot``."""
     conn.rollback()
     if not binlog_on(conn) or is_mariadb(conn):
         return None
@@ -134,7 +135,7 @@ def gtid_snapshot(conn: Any, url: URL, reader_id: int) -> Snapshot | None:
         return None
     _rows(conn, SET_ISOLATION)
     executed = _text(_rows(conn, "SELECT @@GLOBAL.gtid_executed")[0][0]).replace("\n", "")
-    if not executed:
+    if not executed or GtidSet.parse(executed).tagged:  # the library cannot locate tags
         return None
     _rows(conn, START)
     moment = _moment(conn)
