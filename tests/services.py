@@ -282,23 +282,24 @@ class MySQLDatabase:
             conn.close()
 
 
-_SEQ = re.compile(r"\bseq_1_to_(\d+)\b")
+_SEQ = re.compile(r"\bseq_(\d+)_to_(\d+)\b")
 _DIGIT = " UNION ALL ".join(f"SELECT {d}" + (" AS d" if d == 0 else "") for d in range(10))
 
 
-def seq_rows(n: int) -> str:
-    """A derived table of the numbers 1..n in column ``seq`` that both engines run (MariaDB's
-    ``seq_1_to_n`` is of its SEQUENCE engine; MySQL has none, and its recursive CTEs stop at
-    1000 levels by default)."""
-    places = len(str(n))
+def seq_rows(first: int, last: int) -> str:
+    """A derived table of the numbers first..last in column ``seq`` that both engines run
+    (MariaDB's ``seq_1_to_n`` is of its SEQUENCE engine; MySQL has none, and its recursive
+    CTEs stop at 1000 levels by default)."""
+    n = last - first + 1
+    places = len(str(max(n, 1)))
     digits = " CROSS JOIN ".join(f"({_DIGIT}) AS d{i}" for i in range(places))
     number = " + ".join(f"d{i}.d * {10**i}" for i in range(places))
-    return f"(SELECT {number} + 1 AS seq FROM {digits} WHERE {number} < {n})"
+    return f"(SELECT {number} + {first} AS seq FROM {digits} WHERE {number} < {n})"
 
 
 def with_seq_rows(sql: str) -> str:
-    """``sql`` with each ``seq_1_to_N`` table replaced by :func:`seq_rows` (same name)."""
-    return _SEQ.sub(lambda m: f"{seq_rows(int(m[1]))} AS seq_1_to_{m[1]}", sql)
+    """``sql`` with each ``seq_A_to_B`` table replaced by :func:`seq_rows` (same name)."""
+    return _SEQ.sub(lambda m: f"{seq_rows(int(m[1]), int(m[2]))} AS {m[0]}", sql)
 
 
 def new_database_name() -> str:

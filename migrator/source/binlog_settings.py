@@ -5,8 +5,12 @@ images and full metadata (column names, ENUM/SET labels, charsets): ``log_bin``,
 ``binlog_format=ROW``, ``binlog_row_image=FULL``, ``binlog_row_metadata=FULL`` (MariaDB >= 10.5,
 MySQL >= 8.0.14). The reading account needs ``REPLICATION SLAVE`` (to stream the log),
 ``REPLICATION CLIENT`` (``SHOW BINARY LOG STATUS`` / ``SHOW MASTER STATUS``; shown as BINLOG
-MONITOR in MariaDB 10.11) and ``SELECT``. Besides, per engine (``_engine_gaps``): on MySQL
-no transaction compression (``binlog_transaction_compression=OFF``), no partial JSON updates
+MONITOR in MariaDB 10.11) and ``SELECT``; no RELOAD: the first load's snapshot takes its
+position without ``FLUSH TABLES WITH READ LOCK`` (MariaDB: the snapshot's own position; MySQL:
+after ``@@gtid_executed``, ``snapshot.gtid_snapshot``) — except on a MySQL whose executed set
+holds tagged GTIDs, which the binlog library cannot ask for: there the lock is taken, and
+RELOAD is asked for. Besides, per engine (``_engine_gaps``): on MySQL no transaction
+compression (``binlog_transaction_compression=OFF``), no partial JSON updates
 (``binlog_row_value_options=''``) and ``gtid_mode=ON``; on MariaDB no compressed events
 (``log_bin_compress=OFF``). A session can still change most of these for itself: the reader
 stops at such an event (``binlog_guard``).
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from migrator.errors import SourceError
+from migrator.source.gtid_set import GtidSet
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,9 @@ def gaps(conn: Any, user: str) -> list[Gap]:
                 )
             )
     out += _engine_gaps(conn)
-    grant = f"GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO {user}"
+    lock = _needs_lock(conn)
+    wanted_grants = "REPLICATION SLAVE, REPLICATION CLIENT, SELECT" + (", RELOAD" if lock else "")
+    grant = f"GRANT {wanted_grants} ON *.* TO {user}"
     privileges = {_text(r[0]).upper() for r in _rows(conn, _PRIVILEGES)}
     if not privileges & {"REPLICATION SLAVE", "ALL PRIVILEGES"} and not _has_all(conn):
         out.append(Gap("the user lacks the REPLICATION SLAVE privilege", grant))
@@ -89,7 +96,35 @@ def gaps(conn: Any, user: str) -> list[Gap]:
         log_status(conn)
     except Exception:
         out.append(Gap("the user lacks the REPLICATION CLIENT privilege", grant))
+    # a MySQL whose executed GTID set is tagged: the first load's snapshot reads its log
+    # position under FLUSH TABLES WITH READ LOCK, which wants RELOAD (or FLUSH_TABLES)
+    if (
+        lock
+        and not privileges & {"RELOAD", "FLUSH_TABLES", "ALL PRIVILEGES"}
+        and not _granted(conn, ("RELOAD", "FLUSH_TABLES", "ALL PRIVILEGES ON *.*"))
+    ):
+        out.append(
+            Gap(
+                "the user lacks the RELOAD privilege (this MySQL executed tagged GTIDs, so the "
+                "first load's snapshot takes its binary-log position under FLUSH TABLES WITH "
+                "READ LOCK)",
+                grant,
+            )
+        )
     return out
+
+
+def _needs_lock(conn: Any) -> bool:
+    """A MySQL with GTIDs on whose ``@@gtid_executed`` holds tagged GTIDs (``uuid:tag:n``):
+    its snapshot's position is read under the global read lock (``snapshot.gtid_snapshot``
+    cannot locate a tagged set). GTIDs off is refused by ``_engine_gaps``."""
+    if "mariadb" in _text(_rows(conn, "SELECT VERSION()")[0][0]).lower():
+        return False
+    executed = _text(_rows(conn, "SELECT @@GLOBAL.gtid_executed")[0][0])
+    try:
+        return GtidSet.parse(executed).tagged
+    except ValueError:
+        return False
 
 
 def _engine_gaps(conn: Any) -> list[Gap]:
@@ -166,6 +201,15 @@ def _has_all(conn: Any) -> bool:
     except Exception:
         return False
     return "ALL PRIVILEGES ON *.*" in grants.upper() or "REPLICATION SLAVE" in grants.upper()
+
+
+def _granted(conn: Any, words: tuple[str, ...]) -> bool:
+    """SHOW GRANTS names one of ``words`` (a grant through a role USER_PRIVILEGES omits)."""
+    try:
+        grants = " ".join(_text(r[0]) for r in _rows(conn, "SHOW GRANTS")).upper()
+    except Exception:
+        return False
+    return any(w in grants for w in words)
 
 
 def refuse_gaps(conn: Any, user: str, where: str) -> None:

@@ -10,9 +10,10 @@ the server's binary log is on, the log file, position and GTID of the snapshot, 
   (it stays fixed while others commit); ``BINLOG_GTID_POS(file, pos)`` is its GTID.
 * MySQL: there is no such status; the position is read under a short global read lock taken
   around the start of the snapshot (``FLUSH TABLES WITH READ LOCK`` ... ``UNLOCK TABLES``),
-  which needs the RELOAD privilege; without it the snapshot is taken without a position and
-  ``Snapshot.note`` says why. sync takes its
-  snapshot and position without a lock where GTIDs are on (``gtid_snapshot``).
+  which needs the RELOAD privilege, and ``SHOW BINARY LOG STATUS``, which needs REPLICATION
+  CLIENT; without either the snapshot is taken without a position and ``Snapshot.note`` says
+  why. sync takes its snapshot and position without a lock where GTIDs are on
+  (``gtid_snapshot``).
 
 Works on a connection with or without the drivers' type conversion (values may be bytes).
 """
@@ -155,8 +156,12 @@ def _mysql_snapshot(conn: Any) -> Snapshot:
         _rows(conn, START)
         try:
             status = _rows(conn, "SHOW BINARY LOG STATUS")  # MySQL 8.4 and later
-        except Exception:
-            status = _rows(conn, "SHOW MASTER STATUS")
+        except Exception as e:
+            try:
+                status = _rows(conn, "SHOW MASTER STATUS")
+            except Exception:  # no REPLICATION CLIENT: a snapshot without a position
+                note = f"binlog position unknown: SHOW BINARY LOG STATUS refused ({first_line(e)})"
+                return Snapshot(_moment(conn), note=note)
     finally:
         _rows(conn, "UNLOCK TABLES")
     if not status:
