@@ -37,15 +37,23 @@ from pymysqlreplication.event import (
     GtidEvent,
     HeartbeatLogEvent,
     MariadbGtidEvent,
+    NotImplementedEvent,
     QueryEvent,
     RotateEvent,
     XidEvent,
 )
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import (
+    DeleteRowsEvent,
+    PartialUpdateRowsEvent,
+    UpdateRowsEvent,
+    WriteRowsEvent,
+)
 from sqlalchemy.engine import URL
 
 from migrator.mapping.schema import Column
 from migrator.plan.schema_change import without_comments
+from migrator.source import binlog_guard
+from migrator.source.binlog_compat import patch_status_vars
 from migrator.source.binlog_rows import RowFn, RowsDecoder, decoder_for, row_function
 from migrator.source.binlog_values import (
     Encoder,
@@ -64,7 +72,8 @@ Row = tuple[bytes | None, ...]
 class BinlogPosition:
     """A place in the binary log: file and byte position (what a reader resumes from), and
     the GTID state there when the server reports one (MariaDB: the last GTID of each domain,
-    as ``@@gtid_binlog_pos`` shows it; MySQL: the GTID of the last transaction)."""
+    as ``@@gtid_binlog_pos`` shows it; MySQL: the executed GTID set, as ``@@gtid_executed``
+    shows it)."""
 
     file: str
     pos: int
@@ -136,8 +145,8 @@ class TableColumns:
 
     def fast(self, event: Any) -> list[Change] | None:
         """The event's changes through ``binlog_rows`` (None: use the library's decoding)."""
-        if not self.use_fast:
-            return None
+        if not self.use_fast or isinstance(event, PartialUpdateRowsEvent):
+            return None  # the library reads its value options (binlog_guard.partial_json)
         cached = self.decoders.get(event.table_id)
         if cached is None or cached[0] is not event.columns:  # a new table map
             cached = self.decoders[event.table_id] = (event.columns, self._decoder(event.columns))
@@ -314,6 +323,10 @@ def _uint_be(raw: bytes) -> int:
 
 
 ROW_EVENTS = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
+# besides: MySQL's update with partial JSON (an UpdateRowsEvent to isinstance, but named
+# apart to be read at all), and the events the library does not decode, among them a
+# compressed transaction (binlog_guard)
+_GUARDED = (PartialUpdateRowsEvent, NotImplementedEvent)
 
 
 class BinlogReader:
@@ -336,6 +349,7 @@ class BinlogReader:
         fast: bool = True,
     ) -> None:
         patch_zero_dates()
+        patch_status_vars()
         for t in tables.values():
             t.encoders = tuple(encoder_for(c, wkt) for c in t.columns)
             t.use_fast = fast
@@ -361,9 +375,10 @@ class BinlogReader:
             resume_stream=True,
             blocking=blocking,
             only_events=[
-                *ROW_EVENTS, XidEvent, QueryEvent, MariadbGtidEvent, GtidEvent, RotateEvent,
-                HeartbeatLogEvent,
+                *ROW_EVENTS, *_GUARDED, XidEvent, QueryEvent, MariadbGtidEvent, GtidEvent,
+                RotateEvent, HeartbeatLogEvent,
             ],
+            filter_non_implemented_events=False,
             only_schemas=[database],
             only_tables=list(tables),
             slave_heartbeat=heartbeat,
@@ -386,6 +401,9 @@ class BinlogReader:
                 in_transaction = True
                 table = self.tables.get(event.table)
                 if table is not None and event.schema == self.database:
+                    binlog_guard.images(event, stream.log_file)
+                    if isinstance(event, PartialUpdateRowsEvent):  # rows made whole, or refused
+                        binlog_guard.partial_json(event, stream.log_file)
                     if logged.get(event.table) is not event.columns:  # a new table map
                         # after a DDL of this run: never decoded with a schema not its own
                         lost = (
@@ -438,6 +456,8 @@ class BinlogReader:
                 stream.table_map = {}
             elif isinstance(event, HeartbeatLogEvent) and not in_transaction:
                 yield Idle(BinlogPosition(stream.log_file, stream.log_pos, gtid))
+            elif isinstance(event, NotImplementedEvent):
+                binlog_guard.payload(event, stream.log_file)
             if self.stop.is_set() and not in_transaction:
                 return
 

@@ -127,7 +127,7 @@ class SyncFigures:
                 self.errors["schema_change"] += 1
 
     def head_at(self, file: str, pos: int) -> None:
-        """The source's log ends at ``file:pos`` now (``SHOW MASTER STATUS``)."""
+        """The source's log ends at ``file:pos`` now (``SHOW BINARY LOG STATUS``)."""
         with self._lock:
             if self.log:
                 self.log.seen((file, pos), self.clock())

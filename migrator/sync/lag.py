@@ -4,7 +4,7 @@
 **Lag**: 0 when everything the source's log holds is applied; otherwise now − the commit
 time of the oldest transaction not yet applied, both on the local clock. That commit time is
 the earliest local moment sync had evidence of the transaction: its arrival in the reader, or
-a heartbeat / ``SHOW MASTER STATUS`` showing the log past the applied position. A heartbeat
+a heartbeat / ``SHOW BINARY LOG STATUS`` showing the log past the applied position. A heartbeat
 comes only when the source has sent everything, so once the transactions read before it are
 applied, the log's end is applied too: the lag is 0 on an idle source or idle tables, and it
 grows from the first sign of an unapplied transaction even when nothing is read. When the
@@ -61,7 +61,7 @@ class LagClock:
             self._advance(pos, now)
 
     def seen(self, pos: Pos, now: float) -> None:
-        """The source's log reaches ``pos`` (a heartbeat, ``SHOW MASTER STATUS``)."""
+        """The source's log reaches ``pos`` (a heartbeat, ``SHOW BINARY LOG STATUS``)."""
         if pos > self.head:
             self.head = pos
             if pos > self.applied and (not self.marks or now - self.marks[-1][1] >= MARKS_APART):
