@@ -15,6 +15,7 @@ The cache dir is ``$MYSQL_SH_WORK``, else ``${XDG_CACHE_HOME:-~/.cache}/migrator
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -108,6 +109,8 @@ class PrivateMySQL:
         problem = mysql_problem()
         if problem:
             raise RuntimeError(problem)
+        # a session that ends without its teardown (a second Ctrl-C) stops it all the same
+        atexit.register(self.stop)
         extra = [f"--log-bin={self.log_bin}"] if self.binlog else ["--skip-log-bin"]
         done = self._script("start", "--", *extra, *self.options, timeout=timeout)
         if done.returncode != 0:
@@ -156,6 +159,8 @@ class PrivateMySQL:
         )  # fmt: skip
 
     def stop(self) -> None:
-        """Stop the server and remove its directory."""
+        """Stop the server and remove its directory (once: later calls do nothing)."""
+        if not self.dir.exists():
+            return
         self._script("stop")
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,8 +1,8 @@
 """Randomized fault schedules (issue 17 item 8), Jepsen-style, on servers the test starts.
 
 A schedule is one seed and one command (``migrate`` — with one or two workers, sometimes
-``--replace`` over an older load —, ``verify --fix`` or ``sync``), run as
-the CLI on a private ``mariadbd`` (row binary log) and a private ``redis-server`` (AOF), while
+``--replace`` over an older load —, ``verify --fix`` or ``sync``), run as the CLI on a
+private ``mariadbd`` or MySQL 9.7 (row binary log) and a private ``redis-server`` (AOF), while
 a writer thread inserts, updates and deletes rows. From the seed come the table's size and a
 random sequence of faults at random moments, each one of ``FAULTS``: ``kill -9`` of the
 command, Redis restarted empty or from its AOF, Redis paused (SIGSTOP ... SIGCONT), Redis'
@@ -43,6 +43,7 @@ import pymysql
 
 from tests.binlog_server import PrivateMariaDB
 from tests.faults import RedisProcess
+from tests.mysql_server import PrivateMySQL
 
 MAPPING = """\
 version: 1
@@ -69,7 +70,7 @@ STARTUP_SECONDS = 3.0  # before a run is sent SIGTERM (see Command.stop)
 
 @dataclass
 class Servers:
-    mysql: PrivateMariaDB
+    mysql: PrivateMariaDB | PrivateMySQL
     redis: RedisProcess
 
     @property
@@ -371,12 +372,17 @@ def recover(kind: str, command: Command, out: Outcome) -> None:
 def prepare(servers: Servers, rows: int) -> None:
     servers.sql(f"DROP DATABASE IF EXISTS {DATABASE}", f"CREATE DATABASE {DATABASE}",
                 database=None)  # fmt: skip
-    servers.sql(
-        SCHEMA,
-        "INSERT INTO item (name, grp, code) SELECT CONCAT('name ', seq), "
-        f"IF(seq % 7 = 0, NULL, seq % 20), IF(seq % 11 = 0, NULL, CONCAT('k', seq)) "
-        f"FROM seq_1_to_{rows}",
-    )
+    servers.sql(SCHEMA)
+    conn = servers.mysql.connect(DATABASE)  # rows made here: MySQL has no seq_1_to_N tables
+    try:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO item (name, grp, code) VALUES (%s, %s, %s)",
+                [(f"name {n}", None if n % 7 == 0 else n % 20,
+                  None if n % 11 == 0 else f"k{n}") for n in range(1, rows + 1)],
+            )  # fmt: skip
+    finally:
+        conn.close()
     client = servers.redis.client()
     try:
         client.flushall()

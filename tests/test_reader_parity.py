@@ -146,6 +146,7 @@ def both(url: str, monkeypatch: pytest.MonkeyPatch, **source: Any) -> Any:
 ROWS = [(b"1", "één".encode()), (b"2", None)]
 
 
+@pytest.mark.engine("mariadb", why="mysql_native_password is gone in MySQL 9 (test_accounts)")
 def test_native_password_and_preferred_tls(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     """No TLS option: TLS when the server offers it (unchecked), as PyMySQL 1.2 does; a user
     that requires TLS gets in that way too."""
@@ -206,6 +207,7 @@ def test_tls_required_from_a_server_without_it(
     )
 
 
+@pytest.mark.engine("mariadb", why="ed25519 is MariaDB's authentication plugin")
 def test_ed25519(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     """MariaDB's ed25519 plugin: both drivers sign with PyNaCl (the extra ``ed25519``, in
     ``dev`` too, so this test runs wherever the plugin does)."""
@@ -314,6 +316,7 @@ def mysql8(oracle_mysql: OracleMySQL) -> str:
     return oracle_mysql.url
 
 
+@pytest.mark.engine("mysql", why="caching_sha2_password is MySQL's; MariaDB 10.11 has none")
 @pytest.mark.parametrize("tls", ["tls", "plain"])
 def test_caching_sha2_password(mysql8: str, tls: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """MySQL 8's default plugin, through each reader: with a cold cache (the full exchange:

@@ -68,7 +68,8 @@ Row = tuple[bytes | None, ...]
 class BinlogPosition:
     """A place in the binary log: file and byte position (what a reader resumes from), and
     the GTID state there when the server reports one (MariaDB: the last GTID of each domain,
-    as ``@@gtid_binlog_pos`` shows it; MySQL: the GTID of the last transaction)."""
+    as ``@@gtid_binlog_pos`` shows it; MySQL: the executed GTID set, as ``@@gtid_executed``
+    shows it)."""
 
     file: str
     pos: int
@@ -260,6 +261,7 @@ class BinlogReader:
         altered: set[str] = set()  # the mapped tables a DDL of this run named
         stream.open()
         maps.ctl.dbms = "mariadb" if stream.mariadb else "mysql"
+        maps.log_file = lambda: stream.file
         for event in stream:
             kind = event.type
             if kind in ROWS:

@@ -30,6 +30,7 @@ import pymysql
 from sqlalchemy.engine import URL
 
 from migrator.errors import SourceError
+from migrator.source import binlog_guard
 from migrator.source.reconnect import SourceLost, StreamConnection
 
 # event types (MySQL's binlog_event.h; MariaDB's log_event.h from 160 on)
@@ -50,6 +51,7 @@ GTID_TAGGED = 42
 MARIADB_GTID = 162
 # MariaDB's compressed events (log_bin_compress=ON): a query, and rows v1 / v2
 MARIADB_COMPRESSED = frozenset({165, 166, 167, 168, 169, 170, 171})
+REFUSED = MARIADB_COMPRESSED | {GTID_TAGGED}  # stopped on (binlog_guard)
 
 ROWS = frozenset({WRITE_V1, UPDATE_V1, DELETE_V1, WRITE_V2, UPDATE_V2, DELETE_V2, PARTIAL_UPDATE})
 WRITES = frozenset({WRITE_V1, WRITE_V2})
@@ -215,13 +217,8 @@ class LogStream:
             if type_ == TRANSACTION_PAYLOAD:
                 yield from _payload(body)
                 continue
-            if type_ in MARIADB_COMPRESSED:
-                raise SourceError(
-                    f"the binary log at {self.file}:{self.pos} holds a compressed event "
-                    f"(type {type_}, MariaDB's log_bin_compress), which sync cannot read",
-                    "SET GLOBAL log_bin_compress = OFF on the source; events logged "
-                    "compressed must then be loaded again: 'migrator sync MAPPING --reload'",
-                )
+            if type_ in REFUSED:  # MariaDB's compressed events, a tagged GTID
+                binlog_guard.refuse(type_, f"{self.file}:{self.pos - (len(data) - 1)}")
             yield RawEvent(type_, timestamp, server, body, data[1:20])
 
 

@@ -29,7 +29,7 @@ from pymysql.connections import MysqlPacket
 from pymysqlreplication import row_event as _row_event
 from pymysqlreplication.packet import BinLogPacketWrapper
 
-from migrator.errors import SourceError
+from migrator.source import binlog_guard
 from migrator.source.binlog_rows import RowFn, RowsDecoder
 from migrator.source.binlog_stream import (
     HEADER_SIZE,
@@ -93,6 +93,7 @@ class TableMaps:
         self.by_bytes: dict[bytes, Mapped | None] = {}
         self.ctl = _Ctl(connect)
         self.library_map: dict[int, Any] = {}  # table id -> the library's Table
+        self.log_file: Callable[[], str] = lambda: "?"  # the stream's file, for messages
         self.full: set[tuple[int, bytes]] = set()  # (columns, bitmap) seen naming them all
 
     def rotated(self) -> None:
@@ -127,6 +128,13 @@ class TableMaps:
             return None
         parsed = self._library(event, TABLE_MAP, {})
         columns = parsed.columns
+        if any(getattr(c, "name", None) is None for c in columns):
+            raise binlog_guard.UnsafeLog(
+                f"the binary log's table map of {schema}.{name} at {self.where(event)} names "
+                "no columns (binlog_row_metadata=MINIMAL): its rows cannot be matched to "
+                "columns exactly",
+                f"SET GLOBAL binlog_row_metadata = 'FULL' (and in my.cnf); {binlog_guard.RELOAD}",
+            )
         return Mapped(name, columns, parsed.table_obj, table, table.decoder_of(columns),
                       table.encoders_of(columns))  # fmt: skip
 
@@ -164,37 +172,33 @@ class TableMaps:
             off += size
         for present in presents:
             if (n, present) not in self.full:
-                self._whole(present, n, found.name)
-        if type_ == PARTIAL_UPDATE:
-            raise SourceError(
-                f"an update of {self.database}.{found.name} logs its JSON columns as partial "
-                "changes (binlog_row_value_options=PARTIAL_JSON), which sync cannot replay "
-                "exactly; it stopped before it",
-                "SET GLOBAL binlog_row_value_options = '' (and in my.cnf), and make sure no "
-                "session sets PARTIAL_JSON; then 'migrator sync MAPPING --reload' loads a new "
-                "snapshot",
-            )
+                self._whole(present, n, found.name, event)
+        if type_ == PARTIAL_UPDATE:  # rows made whole (JSON logged whole or unchanged), or refused
+            library = self._library(event, type_, self.library_map)
+            binlog_guard.partial_json(library, self.log_file())
+            return found, ("library", library)
         if found.fast is None:
             return found, ("library", self._library(event, type_, self.library_map))
         return found, ("fast", found.fast[0].images(body[off:], presents))
 
-    def _whole(self, present: bytes, n: int, table: str) -> None:
+    def _whole(self, present: bytes, n: int, table: str, event: RawEvent) -> None:
         """Raise unless a present-columns bitmap names all ``n`` columns: sync needs the
         whole row before and after (binlog_row_image=FULL; a session may set MINIMAL)."""
-        whole, rest = divmod(n, 8)
-        if present[:whole] == b"\xff" * whole and (
-            not rest or present[whole] & ((1 << rest) - 1) == (1 << rest) - 1
-        ):
+        if binlog_guard.full(present, n):
             self.full.add((n, present))
             return
-        raise SourceError(
-            f"a row change of {self.database}.{table} is logged without all of its columns "
-            "(binlog_row_image=MINIMAL or NOBLOB, set by the server or a session): sync needs "
-            "the whole row before and after, and stopped before it",
+        raise binlog_guard.UnsafeLog(
+            f"a row change of {self.database}.{table} at {self.where(event)} is logged without "
+            "all of its columns (binlog_row_image=MINIMAL or NOBLOB, set by the server or a "
+            "session): sync needs the whole row before and after",
             "SET GLOBAL binlog_row_image = 'FULL' (and in my.cnf), and make sure no session "
-            "changes it (SET SESSION binlog_row_image); then 'migrator sync MAPPING --reload' "
-            "loads a new snapshot",
+            f"changes it (SET SESSION binlog_row_image); {binlog_guard.RELOAD}",
         )
+
+    def where(self, event: RawEvent) -> str:
+        """Where ``event`` starts in the log (``file:offset``), for messages."""
+        _, _, _, size, next_pos, _ = _HEADER.unpack(event.header)
+        return f"{self.log_file()}:{next_pos - size}"
 
     def close(self) -> None:
         self.ctl.close()

@@ -15,8 +15,27 @@ from migrator.mapping.kinds import Kind, kind_of
 from migrator.mapping.schema import Column, ForeignKey, IndexInfo, Schema, TableSchema
 
 
+class _AnyType(sa.types.NullType):
+    """A type SQLAlchemy does not know, whatever its arguments (``VECTOR(3)``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+
+class _Lenient(dict):
+    """The dialect's type names, and :class:`_AnyType` for every other: SQLAlchemy's reflection
+    instantiates an unknown type's stand-in with the column's arguments, which fails
+    (``TypeError: NullType() takes no arguments`` for MySQL 9's ``VECTOR(3)``)."""
+
+    def __missing__(self, key: str) -> type[_AnyType]:
+        return _AnyType
+
+
 def read_schema(engine: Engine, only: list[str] | None = None) -> Schema:
     """Every base table (views listed apart) with columns, keys, indexes and foreign keys."""
+    dialect: Any = engine.dialect
+    if not isinstance(dialect.ischema_names, _Lenient):
+        dialect.ischema_names = _Lenient(dialect.ischema_names)
     with warnings.catch_warnings():
         # column kinds come from information_schema; the inspector's own types are not used
         warnings.filterwarnings("ignore", "Did not recognize type", sa.exc.SAWarning)

@@ -287,12 +287,18 @@ class Source:
             return []
         t = sa.table(table, *(sa.column(n) for n in {*selector.names, *columns}))
         exprs = [_expr(c, t) for c in selector.columns]
+        ts = self.schema().tables[table]
+        kinds = [ts.column(c).kind for c in columns]
         # one bound parameter per value (no "expanding" IN, which the raw cursor cannot render)
         if len(columns) == 1:
-            items = [sa.literal(v[0] if isinstance(v, tuple) else v) for v in values]
+            items = [
+                sa.literal(_bindable(v[0] if isinstance(v, tuple) else v, kinds[0])) for v in values
+            ]
             cond = t.c[columns[0]].in_(items)
         else:
-            rows = [sa.tuple_(*(sa.literal(x) for x in v)) for v in values]
+            rows = [
+                sa.tuple_(*(sa.literal(_bindable(x, k)) for x, k in zip(v, kinds))) for v in values
+            ]
             cond = sa.tuple_(*(t.c[c] for c in columns)).in_(rows)
         found = self.fetch_all(sa.select(*exprs).where(cond))
         return [_convert(r, selector) for r in found] if selector.needs_conversion else found
@@ -422,6 +428,19 @@ def keyset_value(raw: bytes | None, kind: Kind) -> Any:
     if kind is Kind.BINARY:
         return bytes(raw)
     return raw.decode("utf-8", "surrogateescape")
+
+
+def _bindable(value: Any, kind: Kind) -> Any:
+    """A value read raw (bytes) as a parameter that compares like the column's own values.
+    PyMySQL sends bytes as a hex literal (``X'31'``), which MySQL compares with a number as
+    the number 49 (MariaDB as the string '1'): a key of a column that is not binary goes as
+    :func:`keyset_value` makes it (an integer, or text)."""
+    if isinstance(value, bytes | bytearray) and kind is not Kind.BINARY:
+        try:
+            return keyset_value(bytes(value), kind)
+        except ValueError:  # not a number: compared as text, as the server would
+            return bytes(value).decode("utf-8", "surrogateescape")
+    return value
 
 
 def _params(compiled: Any, bound: dict[str, Any]) -> Any:

@@ -148,8 +148,8 @@ def coordinate(
         def first_load(retrying: Retrying) -> tuple[Snapshot, list[TableReport]]:
             report.online_load = o.online_load
             if o.online_load:
-                return load_position(src)
-            return load_snapshot(src, client, resolved, m, progress, o.stop, retrying)
+                return load_position(src, reader_id)
+            return load_snapshot(src, client, resolved, m, progress, o.stop, retrying, reader_id)
 
         run = SyncRun(
             m, src, client, state, resolved, report, o.stop, o.policy, lock,

@@ -132,7 +132,7 @@ class SyncFigures:
     def head_at(
         self, file: str, pos: int, gtid: str = "", sizes: dict[str, int] | None = None
     ) -> None:
-        """The source's log ends at ``file:pos`` now (``SHOW MASTER STATUS``), with the GTID
+        """The source's log ends at ``file:pos`` now (``SHOW BINARY LOG STATUS``), with the GTID
         state ``gtid``; ``sizes``: its files' sizes, when asked (``head.HeadWatch``)."""
         with self._lock:
             if self.log:

@@ -20,15 +20,20 @@ from migrator.reports import TableReport
 from migrator.retry import Retrying
 from migrator.source.mysql import Selector, Source
 from migrator.source.reconnect import surfaced
-from migrator.source.snapshot import Snapshot, start_snapshot
+from migrator.source.snapshot import Snapshot, gtid_snapshot, start_snapshot
 from migrator.store.cluster_sink import sink_for, writer_for
 
 
-def load_position(src: Source) -> tuple[Snapshot, list[TableReport]]:
+def load_position(src: Source, reader_id: int) -> tuple[Snapshot, list[TableReport]]:
     """The online load: only the log's position (a consistent snapshot begun and ended at
-    once); the tables are then read online (sync/online_snapshot.py)."""
+    once; on MySQL with GTIDs ``gtid_snapshot``'s, without a lock); the tables are then read
+    online (sync/online_snapshot.py). ``reader_id``: the server id to read the log as."""
     conn = src.raw_connection()
-    snapshot = surfaced(lambda: start_snapshot(conn), "taking the log's position", src.close)
+
+    def position() -> Snapshot:
+        return gtid_snapshot(conn, src.url, reader_id) or start_snapshot(conn)
+
+    snapshot = surfaced(position, "taking the log's position", src.close)
     with suppress(Exception):  # a lost connection has nothing to roll back
         conn.rollback()
     return snapshot, []
@@ -42,12 +47,19 @@ def load_snapshot(
     progress: Progress,
     stop: threading.Event,
     retrying: Retrying | None = None,
+    reader_id: int | None = None,
 ) -> tuple[Snapshot, list[TableReport]]:
-    """Every mapped table read in one consistent snapshot and written as migrate writes it.
+    """Every mapped table read in one consistent snapshot and written as migrate writes it
+    (on MySQL with GTIDs and a ``reader_id``, ``gtid_snapshot``'s, without a lock).
     A lost source connection is ``SourceLost`` (the load starts again from a new snapshot);
     Redis writes are retried as ``retrying`` says."""
     conn = src.raw_connection()
-    snapshot = surfaced(lambda: start_snapshot(conn), "starting the snapshot", src.close)
+
+    def begin() -> Snapshot:
+        found = None if reader_id is None else gtid_snapshot(conn, src.url, reader_id)
+        return found or start_snapshot(conn)
+
+    snapshot = surfaced(begin, "starting the snapshot", src.close)
     reports = []
     try:
         for r in resolved:

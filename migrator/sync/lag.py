@@ -4,7 +4,7 @@
 **Lag**: 0 when everything the source's log holds is applied; otherwise now − the commit
 time of the oldest transaction not yet applied, both on the local clock. That commit time is
 the earliest local moment sync had evidence of the transaction: its arrival in the reader, or
-a heartbeat / the source's own word on its log's end (``SHOW MASTER STATUS``, asked every
+a heartbeat / the source's own word on its log's end (``SHOW BINARY LOG STATUS``, asked every
 0.25 s by ``head.HeadWatch``) showing the log past the applied position. A heartbeat
 comes only when the source has sent everything, so once the transactions read before it are
 applied, the log's end is applied too: the lag is 0 on an idle source or idle tables, and it
