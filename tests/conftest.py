@@ -77,6 +77,18 @@ from tests.services import (
     xdist_worker_number,
 )
 from tests.services import testdata_dir as find_testdata_dir
+from tests.targets import (
+    EXPECTED,
+    FLAVORS,
+    MATRIX,
+    TARGET_ENV,
+    FlavorServer,
+    TargetProblem,
+    identity,
+    in_matrix,
+    target,
+    use_flavor_binaries,
+)
 
 _INTEGRATION = {
     "mysql_server_url", "mysql_db", "redis_server_url", "redis_url", "redis_client",
@@ -99,6 +111,18 @@ def pytest_configure(config: pytest.Config) -> None:
     ignored, exit 0 instead of 130. Caught here, it is the default again in children."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    _use_target_binaries()
+
+
+def _use_target_binaries() -> None:
+    """``MIGRATOR_TEST_TARGET=redis8|valkey8``: that flavor's redis-server and redis-cli first
+    on PATH for the whole run (tests/targets.py), before any test starts a server."""
+    try:
+        flavor = target()
+        if flavor in FLAVORS:
+            use_flavor_binaries(flavor)
+    except TargetProblem as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -108,7 +132,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
         if names & _ACCEPTANCE:
             item.add_marker(pytest.mark.acceptance)
+    _mark_the_target_matrix(items)
     _leave_out_long(config, items)
+
+
+def _mark_the_target_matrix(items: list[pytest.Item]) -> None:
+    """Mark ``targets`` the tests tests/targets.py's MATRIX names; a name there that matches
+    no collected test of its (collected) file is a usage error."""
+    seen: dict[str, set[str]] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        name = getattr(item, "originalname", item.name)
+        seen.setdefault(path, set()).add(name)
+        if in_matrix(path, name):
+            item.add_marker(pytest.mark.targets)
+    missing = [f"{path}::{name}" for path, names in MATRIX.items() if path in seen
+               for name in names if name != "*" and name not in seen[path]]  # fmt: skip
+    if missing:
+        raise pytest.UsageError(f"tests/targets.py names tests that do not exist: {missing}")
 
 
 def _leave_out_long(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -138,7 +179,11 @@ def pytest_report_header() -> list[str]:
         return f"{env}={make_safe(value)}" if value else "testcontainers if Docker answers"
 
     required = " (required)" if services_required() else ""
-    return [f"services{required}: mysql: {source(MYSQL_ENV)}; redis: {source(REDIS_ENV)}"]
+    redis_source = source(REDIS_ENV)
+    flavor = target()
+    if flavor in FLAVORS:
+        redis_source = f"{flavor} of scripts/redis-server.sh ({TARGET_ENV}; its binaries on PATH)"
+    return [f"services{required}: mysql: {source(MYSQL_ENV)}; redis: {redis_source}"]
 
 
 # -- MySQL / MariaDB ---------------------------------------------------------------------------
@@ -213,8 +258,13 @@ def binlog_server(request: pytest.FixtureRequest) -> Iterator[PrivateMariaDB | M
 
 
 @pytest.fixture(scope="session")
-def redis_server_url() -> Iterator[str]:
-    """The Redis server URL as configured (or of the container)."""
+def redis_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The Redis server URL: a server of ``MIGRATOR_TEST_TARGET``'s flavor started for this
+    session; else as configured (or of the container)."""
+    flavor = target()
+    if flavor in FLAVORS:
+        yield from _flavor_server(flavor, tmp_path_factory.mktemp(f"redis-{flavor}"))
+        return
     configured = os.environ.get(REDIS_ENV)
     if configured:
         problem = probe_redis(configured)
@@ -231,6 +281,28 @@ def redis_server_url() -> Iterator[str]:
         except Exception as e:
             _unavailable(f"could not start a redis:7 container: {type(e).__name__}: {e}")
         yield url
+
+
+def _flavor_server(flavor: str, directory: Path) -> Iterator[str]:
+    """A server of ``flavor`` on a free port (tests/targets.py), checked to be that flavor."""
+    from tests.cluster import free_ports
+
+    server = FlavorServer(flavor, free_ports(1)[0], directory)
+    try:
+        try:
+            url = server.start()
+        except TargetProblem as e:
+            _unavailable(f"{TARGET_ENV}={flavor}: {e}")
+        client = redis.Redis.from_url(url, socket_timeout=10)
+        try:
+            found = identity(client.info("server"))
+        finally:
+            client.close()
+        if found != EXPECTED[flavor]:
+            pytest.fail(f"{TARGET_ENV}={flavor}, but the server says {found}", pytrace=False)
+        yield url
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")
