@@ -9,6 +9,12 @@ Servers are found in this order, once per session:
    (CI). ``MIGRATOR_REQUIRE_TESTDATA=1`` does the same for the Sakila/employees files and the
    client that loads them.
 
+``MIGRATOR_TEST_TARGET=redis8`` or ``valkey8`` makes the session's Redis a server of that flavor
+instead, started by scripts/redis-server.sh, and puts its ``redis-server``/``redis-cli`` first
+on PATH for the servers tests start themselves (tests/targets.py; ``-m targets`` selects the
+target matrix). ``MIGRATOR_TEST_REDIS_PORTS=FIRST-LAST`` keeps the tests' own Redis servers to
+that port range.
+
 Fixtures:
 
 * ``mysql_server_url`` (session) -> str: SQLAlchemy URL of the server, no database.

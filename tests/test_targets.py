@@ -10,6 +10,7 @@ import subprocess
 import pytest
 import redis
 
+from migrator.plan.estimate import target_limits
 from migrator.target.cluster import cluster_enabled
 from migrator.target.guard import run_id
 from tests.targets import EXPECTED, SCRIPT, TARGET_ENV, identity, target
@@ -57,3 +58,23 @@ def test_the_script_refuses_an_unknown_flavor() -> None:
     )
     assert done.returncode == 1
     assert "--flavor wants redis8 or valkey8, not 'redis9'" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("server", "listpack_sets", "key_overhead"),
+    [
+        ({"redis_version": "7.0.15"}, 0, 0),
+        ({"redis_version": "7.2.5"}, 128, 0),
+        ({"redis_version": "8.0.2"}, 128, 0),
+        # Valkey 8 says 7.2.4 as redis_version: its own version decides the key layout
+        ({"redis_version": "7.2.4", "server_name": "valkey", "valkey_version": "8.0.1"}, 128, -16),
+        ({"redis_version": "7.2.4", "server_name": "valkey", "valkey_version": "7.2.5"}, 128, 0),
+        ({}, 0, 0),  # INFO server refused: Redis 7.0's layout
+        ({"redis_version": "unknown"}, 0, 0),
+    ],
+)  # fmt: skip
+def test_the_memory_model_follows_the_server(
+    server: dict[str, str], listpack_sets: int, key_overhead: int
+) -> None:
+    limits = target_limits(server)
+    assert (limits.set_max_listpack_entries, limits.key_overhead) == (listpack_sets, key_overhead)
