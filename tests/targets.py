@@ -114,7 +114,7 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "tests/test_converge.py": ("test_fix_converges_after_writes_during_migrate",),
     # the server's own replies: a restart (run_id guard), an AOF reload (LOADING), a busy
     # script (BUSY), connection kills by a user without INFO, maxmemory, NOAUTH, a missing ACL
-    # permission, TLS with a client certificate and the documented ACL user
+    # permission (NOPERM), TLS with a client certificate and the documented ACL user, WRONGPASS
     "tests/test_faults.py": (
         "test_target_restarted_empty_mid_run_is_reloaded",
         "test_target_restarted_from_its_aof_continues_from_its_checkpoint",
@@ -127,7 +127,10 @@ MATRIX: dict[str, tuple[str, ...]] = {
         "test_an_acl_user_without_a_permission",
     ),
     "tests/test_userinfo.py": ("test_noauth_says_a_password_is_required",),
-    "tests/test_tls.py": ("test_tls_with_ca_client_certificate_and_acl_user",),
+    "tests/test_tls.py": (
+        "test_tls_with_ca_client_certificate_and_acl_user",
+        "test_wrong_acl_password_is_refused",
+    ),
     # dry-run: its memory model against the flavor's used_memory, its RESP file through the
     # flavor's redis-cli --pipe
     "tests/test_dryrun.py": (
