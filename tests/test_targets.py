@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 import redis
@@ -78,3 +79,24 @@ def test_the_memory_model_follows_the_server(
 ) -> None:
     limits = target_limits(server)
     assert (limits.set_max_listpack_entries, limits.key_overhead) == (listpack_sets, key_overhead)
+
+
+def test_a_version_the_suite_no_longer_has_stops_the_fetch_and_says_so(tmp_path: Path) -> None:
+    """Pinned: a version neither the cache nor the suite has is refused with the way out
+    (--version any), and the unpacked server is left as it was. Reads the package lists an
+    earlier fetch left in the cache (none: skipped, as nothing would be downloaded but them)."""
+    work = Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "migrator", "redis-server",
+        "valkey8",
+    )  # fmt: skip
+    if not list((work / "apt" / "lists").glob("*_Packages*")):
+        pytest.skip(f"no package lists in {work}: scripts/redis-server.sh --flavor valkey8 fetch")
+    before = (work / "prefix" / ".redis-server-sh").read_bytes()
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "--flavor", "valkey8", "--version", "0.0.1-1", "fetch"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "has no valkey-tools 0.0.1-1 any more" in done.stderr
+    assert "--version any" in done.stderr
+    assert (work / "prefix" / ".redis-server-sh").read_bytes() == before
