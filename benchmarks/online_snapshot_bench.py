@@ -35,13 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.sync_bench import INSERT, MAPPING, PrivateRedis, _row, bench_database
 from migrator.commands import migrate
-from migrator.commands.online_snapshot import SNAPSHOT_CHUNK_ROWS
 from migrator.commands.session import opened
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
-from migrator.target.keys import remove_owned
+from migrator.store.keys import remove_owned
+from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS
 from tests.binlog_server import PrivateMariaDB
 
 

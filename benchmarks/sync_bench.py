@@ -40,10 +40,10 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from migrator.commands.figures import SyncFigures
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.source.binlog import Transaction
+from migrator.sync.figures import SyncFigures
 from tests.binlog_server import PrivateMariaDB, free_port
 
 MAPPING = """

@@ -36,7 +36,6 @@ from rich.text import Text
 
 from migrator import progress as stages
 from migrator.commands.dryrun import DryRunReport
-from migrator.commands.reports import MigrateReport, SyncReport, SyncStatus
 from migrator.errors import docs
 from migrator.lines import (
     ARGUMENTS,
@@ -50,6 +49,7 @@ from migrator.lines import (
 )
 from migrator.mapping.scaffold import Draft
 from migrator.mapping.validate import ValidateReport, plural
+from migrator.reports import MigrateReport, SyncReport, SyncStatus
 from migrator.verify.report import AMBIGUOUS, DONE, VerifyReport
 
 

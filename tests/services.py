@@ -320,6 +320,18 @@ def cli_program() -> str:
     )
 
 
+def cli_argv(url: str) -> list[str]:
+    """The engine's own client for the server at ``url``: MySQL's ``mysql`` of
+    scripts/mysql-server.sh for an Oracle MySQL (when it can be had), else the mariadb/mysql
+    client on PATH."""
+    if not is_mariadb(url):
+        from tests.mysql_server import client_argv, mysql_problem
+
+        if mysql_problem() is None:
+            return client_argv()
+    return [cli_program()]
+
+
 def cli_args(url: str) -> list[str]:
     """Connection options for the mariadb/mysql client, taken from a SQLAlchemy URL.
 
@@ -351,7 +363,7 @@ def run_cli_file(url: str, script: Path, cwd: Path | None = None, timeout: float
     """Feed ``script`` to the mariadb/mysql client, as ``mariadb ... < script`` would."""
     # A DROP that another connection's open transaction blocks fails after a while, not never.
     init = f"SET SESSION lock_wait_timeout = {LOCK_WAIT_SECONDS}"
-    argv = [cli_program(), *cli_args(url), "--batch", "--silent", f"--init-command={init}"]
+    argv = [*cli_argv(url), *cli_args(url), "--batch", "--silent", f"--init-command={init}"]
     with script.open("rb") as stdin:
         proc = subprocess.run(
             argv,

@@ -14,11 +14,11 @@ import redis
 import sqlalchemy as sa
 
 from migrator.commands import migrate, verify
-from migrator.commands.parallel import _legacy_until
 from migrator.errors import TargetError
+from migrator.scaleout.workers import _legacy_until
 from migrator.source.chunks import EVEN_UP_TO, Chunk, plan_chunks
 from migrator.source.mysql import Source, keyset_value
-from migrator.target.checkpoint import Checkpoint
+from migrator.store.checkpoint import Checkpoint
 from tests.test_workers import snapshot
 
 # outcome decided by migrate's worker count: again in CI with MIGRATOR_WORKERS=4

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 from migrator.cli import app
 from migrator.commands import migrate, verify
 from migrator.errors import ConnectError, MigratorError, TargetError
-from migrator.target.checkpoint import Checkpoint
-from migrator.target.cluster import connect_any, parse_seeds, units
-from migrator.target.cluster_sink import ClusterSink
+from migrator.store.checkpoint import Checkpoint
+from migrator.store.cluster import connect_any, parse_seeds, units
+from migrator.store.cluster_sink import ClusterSink
 from migrator.verify import report as vr
 from tests.cluster import ClusterServers
 from tests.test_workers import MAPPING, ROWS, TABLE, snapshot

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import redis
 
-from migrator.commands import migrate, scaleout, verify
+from migrator.commands import migrate, verify
 from migrator.errors import (
     EXIT_CONNECT,
     EXIT_DIFFERENCE,
@@ -30,6 +30,7 @@ from migrator.errors import (
     TargetError,
 )
 from migrator.progress import NullProgress
+from migrator.scaleout import dask_tasks as scaleout
 from tests import test_chunks
 from tests.dask_cluster import DaskCluster, dask_cluster
 from tests.faults import reap, redis_process, redis_server_problem, wait_for

@@ -22,7 +22,7 @@ import pytest
 from migrator.commands import migrate, verify
 from migrator.errors import EXIT_CONNECT, EXIT_USAGE, MigratorError, TargetLost
 from migrator.progress import NullProgress
-from migrator.target.checkpoint import Checkpoint
+from migrator.store.checkpoint import Checkpoint
 from tests.faults import (
     KillMySQLAfter,
     RedisProcess,
@@ -533,9 +533,9 @@ def test_moved_storm_is_waited_out(redis_cluster: Any, monkeypatch: pytest.Monke
 
     from migrator.mapping.model import Retries
     from migrator.retry import Retrying
-    from migrator.target import cluster as routing
-    from migrator.target.cluster import connect_any
-    from migrator.target.cluster_sink import ClusterSink
+    from migrator.store import cluster as routing
+    from migrator.store.cluster import connect_any
+    from migrator.store.cluster_sink import ClusterSink
 
     monkeypatch.setattr(routing, "REDIRECT_ROUNDS", 2)  # a storm: give up on a batch soon
     redis_cluster.flush()

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import migrator.commands.startup as startup_module
-import migrator.target.keys as keys_module
+import migrator.store.keys as keys_module
 from migrator.commands import migrate
 from tests.faults import (
     RedisProcess,

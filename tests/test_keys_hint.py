@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from migrator.commands import migrate, verify
-from migrator.target.checkpoint import held_keys, keys_hint
+from migrator.store.checkpoint import held_keys, keys_hint
 from tests.keys_hint import CHANGES, SCHEMA, Scans, write_mapping
 from tests.services import MySQLDatabase
 

@@ -5,6 +5,7 @@ under ``TYPE_CHECKING`` included, since they are cycles all the same."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -18,14 +19,19 @@ ALLOWED = {
     "mapping": set(),
     "plan": {"mapping"},
     "source": {"mapping", "plan"},
-    "target": {"mapping", "plan"},
-    "verify": {"mapping", "plan", "source", "target"},
-    "commands": {"mapping", "plan", "source", "target", "verify"},
+    "store": {"mapping", "plan"},
+    "reports": {"mapping", "plan", "source"},
+    "verify": {"mapping", "plan", "source", "store"},
+    "scaleout": {"mapping", "plan", "source", "store", "reports", "verify"},
+    "sync": {"mapping", "plan", "source", "store", "reports"},
+    "commands": {"mapping", "plan", "source", "store", "reports", "verify", "scaleout", "sync"},
     "lines": set(),
-    "render": {"commands", "lines", "mapping", "verify"},
-    "cli": {"cli", "commands", "mapping", "render", "package"},
+    "render": {"commands", "lines", "mapping", "reports", "verify"},
+    "cli": {"cli", "commands", "mapping", "render", "reports", "sync", "package"},
     "package": {"mapping"},
 }
+# the parts that may draw on a terminal; every other part reports through progress.Progress
+RICH = {"render", "cli", "lines"}
 
 
 def module_name(path: Path) -> str:
@@ -69,6 +75,7 @@ def part_of(module: str) -> str:
     return parts[1]
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
     mods = modules()
     known = set(mods)
@@ -138,3 +145,41 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     """The check above must be able to fail."""
     assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     assert strongly_connected({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_core_never_imports_rich() -> None:
+    bad = sorted(m for m, p in modules().items() if part_of(m) not in RICH and _imports_rich(p))
+    assert not bad, f"only {sorted(RICH)} may import rich: {bad}"
+
+
+def _imports_rich(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "rich" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "rich":
+            return True
+    return False
+
+
+def test_imports_in_functions_and_under_type_checking_count(tmp_path: Path) -> None:
+    """The walk that finds imports must see those inside functions and under TYPE_CHECKING
+    (a cycle hidden there is a cycle all the same), and a rich import wherever it stands."""
+    path = tmp_path / "m.py"
+    path.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from migrator.sync.follow import Follower\n"
+        "def f():\n    import migrator.store.sink\n    from rich import print\n"
+    )
+    known = {"migrator.sync.follow", "migrator.store.sink", "migrator.sync"}
+    assert imports_of(path, known) == {"migrator.sync.follow", "migrator.store.sink"}
+    assert _imports_rich(path)
+
+
+def test_the_sync_stage_and_the_store_are_where_the_docs_say() -> None:
+    """docs/architecture.md's table names every part this test allows, and no other."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    for part in ALLOWED:
+        if part in ("ground", "package", "cli", "render", "lines"):
+            continue
+        assert f"| `{part}/` |" in text or f"| `{part}.py` |" in text, part
+    assert "target/" not in text

@@ -15,7 +15,7 @@ from migrator.commands import migrate
 from migrator.errors import MigratorError
 from migrator.mapping.loader import parse_mapping
 from migrator.source.mysql import Source
-from migrator.target.checkpoint import Checkpoint
+from migrator.store.checkpoint import Checkpoint
 
 ODD = """
 CREATE TABLE `order` (`order id` INT PRIMARY KEY, `the total` DECIMAL(8,2), `select` VARCHAR(10));

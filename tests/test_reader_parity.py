@@ -6,8 +6,8 @@ session's TLS cipher (empty: no TLS), or the same one-line error and hint (exit 
 the password. The server is a mariadbd of this module's own on a free port with TLS files made
 by ``openssl`` (tests/test_tls.py's certificates: a CA, another CA, a server certificate for
 localhost/127.0.0.1, a client certificate) and the users the cases need; it is stopped after
-the module. caching_sha2_password needs a MySQL 8 server: ``MIGRATOR_TEST_MYSQL8_URL`` (root,
-empty password), else a ``mysql:8.0`` container where Docker answers, else the test is skipped.
+the module. caching_sha2_password runs on the session's Oracle MySQL (``oracle_mysql``,
+tests/engines.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from migrator.source import asyncmy_sync
 from migrator.source.drivers import RAW_DRIVER_ENV
 from migrator.source.mysql import Source
 from tests.binlog_server import PrivateMariaDB, missing
-from tests.services import docker_problem, mysql_container
+from tests.engines import OracleMySQL
 from tests.test_tls import _certificates
 
 READERS = ("asyncmy", "pymysql")
@@ -307,23 +307,11 @@ def test_cli_with_a_var_url_through_each_reader(server: Server, tmp_path: Path) 
     assert outs[0] == outs[1] and "refused the login of user 'native'" in outs[0]
 
 
-MYSQL8_ENV = "MIGRATOR_TEST_MYSQL8_URL"
-
-
-@pytest.fixture(scope="module")
-def mysql8() -> Iterator[str]:
-    """A MySQL 8 server (root, empty password): ``MIGRATOR_TEST_MYSQL8_URL``, else a
-    ``mysql:8.0`` container where a Docker engine answers, else the tests are skipped (no
-    MySQL 8 installs on the project's machines: docs/performance.md#drivers)."""
-    configured = os.environ.get(MYSQL8_ENV, "")
-    if configured:
-        yield configured
-        return
-    problem = docker_problem()
-    if problem:
-        pytest.skip(f"caching_sha2_password needs MySQL 8: set {MYSQL8_ENV}, or {problem}")
-    with mysql_container("mysql:8.0") as url:
-        yield url
+@pytest.fixture
+def mysql8(oracle_mysql: OracleMySQL) -> str:
+    """The session's Oracle MySQL (tests/engines.py: a private MySQL 9.7, or
+    ``MIGRATOR_TEST_ORACLE_MYSQL_URL``, or ``mysql:8.0`` where Docker answers), root."""
+    return oracle_mysql.url
 
 
 @pytest.mark.parametrize("tls", ["tls", "plain"])

@@ -16,7 +16,7 @@ from migrator.cli import app
 from migrator.commands import init, migrate
 from migrator.commands.verify import verify
 from migrator.mapping import scaffold
-from migrator.target.checkpoint import keys_hint
+from migrator.store.checkpoint import keys_hint
 from migrator.verify import report as vr
 from migrator.verify.stray import StrayScan
 from tests.services import MySQLDatabase

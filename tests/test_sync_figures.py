@@ -11,12 +11,12 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from migrator.commands.exporter import MetricsServer, parse_address
-from migrator.commands.figures import HealthRules, SyncFigures, _kind
 from migrator.errors import ConnectError, MigratorError
 from migrator.progress import NULL_PROGRESS
 from migrator.source.binlog import BinlogPosition, Change, Idle, Transaction
-from migrator.target.sink import transient
+from migrator.store.sink import transient
+from migrator.sync.exporter import MetricsServer, parse_address
+from migrator.sync.figures import HealthRules, SyncFigures, _kind
 
 
 class Clock:

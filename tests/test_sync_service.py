@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from migrator.commands.exporter import MetricsServer
-from migrator.commands.figures import SyncFigures
 from migrator.source.binlog import BinlogPosition
+from migrator.sync.exporter import MetricsServer
+from migrator.sync.figures import SyncFigures
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = (REPO / "docs" / "sync.md").read_text(encoding="utf-8")

@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from migrator.plan.estimate import target_limits
-from migrator.target.cluster import cluster_enabled
-from migrator.target.guard import run_id
+from migrator.store.cluster import cluster_enabled
+from migrator.store.guard import run_id
 from tests.targets import EXPECTED, SCRIPT, TARGET_ENV, identity, target
 
 pytestmark = pytest.mark.targets

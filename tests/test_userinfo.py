@@ -25,8 +25,8 @@ from migrator.cli import app
 from migrator.commands.failures import BeforeWriting, explain
 from migrator.errors import MigratorError, NothingWritten
 from migrator.source.connection import parse_url
-from migrator.target.cluster import parse_seeds
-from migrator.target.sink import connect
+from migrator.store.cluster import parse_seeds
+from migrator.store.sink import connect
 from migrator.urls import mask, readable
 from tests.cluster import free_ports
 from tests.faults import RedisProcess, SilentServer, redis_process, signal_when, silent_server

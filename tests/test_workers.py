@@ -10,11 +10,11 @@ import pytest
 import redis
 
 from migrator.commands import migrate, session
-from migrator.commands.parallel import default_workers
 from migrator.errors import TargetError
 from migrator.plan.planner import TablePlan
 from migrator.plan.resp import resp
-from migrator.target.checkpoint import Checkpoint
+from migrator.scaleout.workers import default_workers
+from migrator.store.checkpoint import Checkpoint
 
 # outcome decided by migrate's worker count: again in CI with MIGRATOR_WORKERS=4
 pytestmark = pytest.mark.workers

@@ -41,7 +41,7 @@ def explain(e: Exception, resumable: bool = False) -> MigratorError:
     continues with ``--resume``, migrate)."""
     import redis
 
-    from migrator.target.failures import ACL_HINT
+    from migrator.store.failures import ACL_HINT
 
     if isinstance(e, ImportError):
         name = (e.name or _first_line(e)).split(".")[0]

@@ -1,12 +1,13 @@
-"""``migrator migrate``: load every mapped table into Redis (worker processes in parallel.py).
+"""``migrator migrate``: load every mapped table into Redis (worker processes:
+scaleout/workers.py).
 
 A run is bound to what it loads and guarded against a target that loses it (issue 10):
 
-* it starts by writing its marker and binding into the checkpoint (target/checkpoint.py):
+* it starts by writing its marker and binding into the checkpoint (store/checkpoint.py):
   the fingerprint of the resolved mapping (mapping/fingerprint.py) and the source's identity;
   ``--resume`` refuses (exit 2) a checkpoint bound to something else, naming what changed;
 * transient failures are retried by policy (retry.py; ``options.retries``, ``--retries``);
-* when the target loses data mid-run (target/guard.py), every task is stopped, the run
+* when the target loses data mid-run (store/guard.py), every task is stopped, the run
   continues from what the target still vouches for, and the report lists the recovery;
   after ``attempts`` such losses it stops with exit 3.
 """
@@ -19,10 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from migrator.commands import scaleout
 from migrator.commands.failures import BeforeWriting
-from migrator.commands.parallel import default_workers, load_tables
-from migrator.commands.reports import MigrateReport
 from migrator.commands.session import (
     check_batch_size,
     load,
@@ -38,15 +36,18 @@ from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
+from migrator.reports import MigrateReport
 from migrator.retry import Retrying
+from migrator.scaleout import dask_tasks as scaleout
+from migrator.scaleout.workers import default_workers, load_tables
 from migrator.source.chunks import CHUNK_ROWS
 from migrator.source.mysql import Source
-from migrator.target.checkpoint import Checkpoint, TableState
-from migrator.target.cluster import connect_any
-from migrator.target.cluster_sink import sink_for
-from migrator.target.guard import Guard, run_id
-from migrator.target.keys import remove_owned
-from migrator.target.sink import Client, retry, transient
+from migrator.store.checkpoint import Checkpoint, TableState
+from migrator.store.cluster import connect_any
+from migrator.store.cluster_sink import sink_for
+from migrator.store.guard import Guard, run_id
+from migrator.store.keys import remove_owned
+from migrator.store.sink import Client, retry, transient
 from migrator.urls import mask
 
 
@@ -73,7 +74,7 @@ def migrate(
     With one worker every table is read inside one consistent snapshot of the source
     (``report.snapshot``: its moment and binlog position). ``workers`` (else
     $MIGRATOR_WORKERS) cuts each table into chunks of about ``chunk_rows`` rows by its primary
-    key (source/chunks.py; default 50,000) and loads them side by side (parallel.py), each
+    key (source/chunks.py; default 50,000) and loads them side by side (scaleout/workers.py), each
     chunk in a snapshot of its own;
     default: 1 on machines of up to 2 CPUs or for loads under 200,000 rows, else
     min(4, CPUs). ``replace`` first removes every key the mapping owns (SCAN + UNLINK, never
@@ -86,7 +87,7 @@ def migrate(
     space that no earlier run of it wrote refuse the run unless ``into_existing`` or
     ``replace``; with ``maxmemory`` set, a load that will not fit is refused unless not
     ``memory_check``. ``dask``: the address of a Dask scheduler whose workers run the chunks
-    (scaleout.py) instead of local processes."""
+    (scaleout/dask_tasks.py) instead of local processes."""
 
     m = load(mapping)
     check_batch_size(batch_size)

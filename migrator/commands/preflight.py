@@ -32,8 +32,8 @@ from migrator.plan.estimate import Limits, keyspace, target_limits
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.source.mysql import Source
-from migrator.target.checkpoint import checkpoint_key
-from migrator.target.keys import scan_space
+from migrator.store.checkpoint import checkpoint_key
+from migrator.store.keys import scan_space
 
 EXAMPLES = 5  # keys named when the target is not empty
 SAMPLE_ROWS = 2000  # rows per table fed to the memory model

@@ -2,24 +2,24 @@
 caller retries when Redis goes away or loses the run's marker midway — the target checked for
 keys in the way and memory (preflight.py), the checkpoint begun or resumed (``--resume``
 refuses one bound to another mapping or source), what it vouches for checked, the guard
-attached (target/guard.py)."""
+attached (store/guard.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from migrator.commands.parallel import RANGE
 from migrator.commands.preflight import check_memory, check_target
 from migrator.errors import MigratorError, TargetLost
 from migrator.mapping.fingerprint import changes, fingerprint
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.plan.planner import TablePlan
+from migrator.scaleout.workers import RANGE
 from migrator.source.mysql import Source
-from migrator.target.checkpoint import Checkpoint, TableState
-from migrator.target.guard import Guard, new_token, run_id
-from migrator.target.sink import Client, transient
+from migrator.store.checkpoint import Checkpoint, TableState
+from migrator.store.guard import Guard, new_token, run_id
+from migrator.store.sink import Client, transient
 
 #: the name start-up's notes (retries before the first table starts) are shown under
 STARTING = "start-up"

@@ -20,6 +20,7 @@ from migrator.mapping.validate import (
 from migrator.plan.cascade import followable
 from migrator.plan.collisions import check_collisions
 from migrator.plan.planner import TablePlan
+from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source, shared_keys_query
 from migrator.urls import mask
 
@@ -50,11 +51,11 @@ def validate(
         report.problems += check_schema(mapping, schema)
         report.problems += check_collisions(mapping, schema)
         report.problems += shared_keys(mapping, schema, src, report.problems)
-        report.problems += cascades(mapping, schema)
+        report.problems += cascades(mapping, schema, cascades_logged(src.raw_connection()))
     return report
 
 
-def cascades(mapping: Mapping, schema: Schema) -> list[Problem]:
+def cascades(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Problem]:
     """A warning per reason sync refuses a mapped table (plan/cascade.py): the child of a
     foreign key whose CASCADE or SET NULL sync cannot apply exactly from the parent's change,
     or transaction-precise system versioning."""
@@ -65,7 +66,7 @@ def cascades(mapping: Mapping, schema: Schema) -> list[Problem]:
         except MigratorError:
             continue  # problems of its own
     out = []
-    for u in followable(plans)[1]:
+    for u in followable(plans, logged=logged)[1]:
         where = f"tables.{u.table}"
         message = f"sync refuses this table: {u.what} ({u.why})"
         out.append(Problem("warning", message, where, mapping.file, mapping.line_of(where), u.fix))

@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from migrator.commands import scaleout
-from migrator.commands.scaleout_verify import Cluster, check_tables
 from migrator.commands.session import (
     check_batch_size,
     load,
@@ -22,10 +20,12 @@ from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.retry import Retrying
+from migrator.scaleout import dask_tasks as scaleout
+from migrator.scaleout.dask_verify import Cluster, check_tables
 from migrator.source.chunks import CHUNK_ROWS
 from migrator.source.mysql import Source
-from migrator.target.checkpoint import record_keys_hint
-from migrator.target.cluster import connect_any
+from migrator.store.checkpoint import record_keys_hint
+from migrator.store.cluster import connect_any
 from migrator.urls import mask
 from migrator.verify.cluster_reader import reader_for
 from migrator.verify.keys import Reader
@@ -56,9 +56,9 @@ def verify(
     anything was changed, verify again in a new snapshot; the report is that second pass's,
     with what was changed in ``repaired`` and the first pass in ``found``. A fix of every
     table that ends with Redis matching records the keys it holds as the checkpoint's
-    ``@keys`` hint (target/checkpoint.py). ``retries``: ``--retries N``, the attempts of the
+    ``@keys`` hint (store/checkpoint.py). ``retries``: ``--retries N``, the attempts of the
     mapping's ``options.retries`` (retry.py), which reads of MySQL and Redis follow.
-    ``dask``: check on the Dask cluster at that address (scaleout_verify.py): the full
+    ``dask``: check on the Dask cluster at that address (scaleout/dask_verify.py): the full
     comparison chunk by chunk (``chunk_rows``), each chunk in a snapshot of its own;
     ``counts_only`` and ``sample`` a table per task. ``again``: the command that runs this
     check again, the hint when the Dask scheduler is lost."""

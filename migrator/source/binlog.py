@@ -8,7 +8,7 @@ reader of the replication protocol. ``BinlogReader`` yields, in log order:
   caller asked for, the snapshot's shape), with the position after its commit (XID, or COMMIT
   for non-transactional engines) — the only places it is safe to resume from;
 * ``SchemaChange``: DDL (ALTER, RENAME, DROP, TRUNCATE, CREATE OR REPLACE) naming a mapped
-  table, with the table's columns as last logged; the caller decides (``commands.schema_watch``)
+  table, with the table's columns as last logged; the caller decides (``sync.schema_watch``)
   and the reader goes on after it; a row change logged as a statement ends the iteration;
 * ``Idle``: a heartbeat while the log has nothing new (every ``heartbeat`` seconds), so that a
   stop request is seen within that time and the caller can tell it has caught up.

@@ -109,18 +109,24 @@ def _columns(conn: sa.Connection, database: str) -> dict[str, list[Column]]:
     rows = conn.execute(
         sa.text(
             "SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, "
-            "CHARACTER_SET_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = :db "
-            "ORDER BY TABLE_NAME, ORDINAL_POSITION"
+            "CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = :db ORDER BY TABLE_NAME, ORDINAL_POSITION"
         ),
         {"db": database},
     ).all()
     out: dict[str, list[Column]] = {}
-    for table, name, data_type, column_type, nullable, charset in rows:
+    for table, name, data_type, column_type, nullable, charset, collation in rows:
         kind = kind_of(_text(data_type), _text(charset) if charset else None)
         if kind is Kind.TEXT and "json_valid" in _text(column_type).lower():
             kind = Kind.JSON
         out.setdefault(_text(table), []).append(
-            Column(_text(name), kind, nullable == "YES", _text(column_type))
+            Column(
+                _text(name),
+                kind,
+                nullable == "YES",
+                _text(column_type),
+                _text(collation) if collation else None,
+            )
         )
     return out
 

@@ -17,8 +17,8 @@ from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from migrator.retry import Retrying
-from migrator.target.cluster import Router
-from migrator.target.sink import Client, retry
+from migrator.store.cluster import Router
+from migrator.store.sink import Client, retry
 from migrator.verify.keys import Pending, Reader
 
 Command = tuple[bytes, ...]

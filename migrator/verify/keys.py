@@ -1,5 +1,5 @@
 """Verify's view of Redis: reads sent as one packed pipeline, replies read straight from
-redis-py's hiredis reader, and SCAN (migrator.target.keys). The keys a mapping owns, and
+redis-py's hiredis reader, and SCAN (migrator.store.keys). The keys a mapping owns, and
 which table each belongs to, are migrator.plan.keyspace's."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from migrator.plan.resp import resp
 from migrator.retry import Retrying
-from migrator.target.keys import scan_keys
-from migrator.target.sink import retry
+from migrator.store.keys import scan_keys
+from migrator.store.sink import retry
 
 try:  # redis-py's hiredis reader, read directly (``_hiredis_replies``) where it is there
     from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser

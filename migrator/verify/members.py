@@ -19,7 +19,7 @@ from migrator.plan.escape import composite
 from migrator.plan.values import Kind
 from migrator.retry import Retrying
 from migrator.source.mysql import keyset_value
-from migrator.target.sink import retry
+from migrator.store.sink import retry
 from migrator.verify.rows import run_structure
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from migrator.retry import Retrying
-from migrator.target.cluster_sink import sink_for
-from migrator.target.sink import Client
+from migrator.store.cluster_sink import sink_for
+from migrator.store.sink import Client
 from migrator.verify.report import TableRepair
 
 Command = tuple[bytes, ...]

@@ -1,6 +1,6 @@
 """verify's stray-key SCAN, run on a thread of its own while the row pass reads the source.
 
-The SCAN of the verified tables' key spaces (target/keys.py) costs Redis about a second per
+The SCAN of the verified tables' key spaces (store/keys.py) costs Redis about a second per
 million keys, and waiting for it costs the client nothing: started with the pass, its pages
 are tallied as they come (``KeySpace.tally``: per-row keys counted per table, every other key
 kept with its table and pattern), and the pass's results are compared with the tally at the
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from migrator.plan.keyspace import KeyPattern, KeySpace
 from migrator.retry import Policy, Retrying
-from migrator.target.keys import scan_space
-from migrator.target.sink import Client
+from migrator.store.keys import scan_space
+from migrator.store.sink import Client
 
 Found = list[tuple[bytes, str, "KeyPattern | None"]]
 #: keys asked for per SCAN call: fewer, larger pages mean fewer hand-overs between this thread

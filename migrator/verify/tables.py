@@ -31,8 +31,8 @@ from migrator.plan.keyspace import KeyPattern, KeySpace
 from migrator.plan.planner import KeyFn, TablePlan, compile_template
 from migrator.progress import Progress
 from migrator.source.mysql import Source, keyset_value, shared_keys_query
-from migrator.target.checkpoint import held_keys, keys_hint
-from migrator.target.keys import scan_space
+from migrator.store.checkpoint import held_keys, keys_hint
+from migrator.store.keys import scan_space
 from migrator.verify import report as vr
 from migrator.verify.fast import FastBatch, FastChecks, usable
 from migrator.verify.keys import Reader

@@ -18,11 +18,11 @@ import pymysql
 import redis
 
 from migrator.commands import verify
-from migrator.commands.reports import SyncReport, SyncStatus
 from migrator.commands.sync import sync
 from migrator.mapping.loader import load_mapping
+from migrator.reports import SyncReport, SyncStatus
 from migrator.source.binlog import BinlogPosition, Transaction
-from migrator.target.sync_state import SyncState
+from migrator.store.sync_state import SyncState
 from tests.faults import wait_for
 from tests.sync.helpers import master_position
 from tests.sync.workload import MAPPING, SCHEMA, Writer

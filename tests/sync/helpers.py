@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
 
 from migrator.source.binlog import BinlogPosition
 from migrator.source.binlog_settings import log_status
+from tests.sync.workload import Writer
 
 
 def master_position(db: Any) -> BinlogPosition:
@@ -21,6 +27,52 @@ def master_position(db: Any) -> BinlogPosition:
 
 
 def wkt_of(src: Any) -> Any:
-    from migrator.commands.follow import wkt_function
+    from migrator.sync.follow import wkt_function
 
     return wkt_function(src)
+
+
+def cli(*args: str) -> list[str]:
+    """``migrator ARGS...`` as a command line of this interpreter."""
+    return [sys.executable, "-m", "migrator", *args]
+
+
+def write_random(db: Any, seed: int, steps: int) -> None:
+    """``steps`` random transactions of the sync workload (tests/sync/workload.py), from
+    ``seed``, on a connection of their own."""
+    conn = db.connect(client_flag=0)
+    try:
+        w = Writer(conn, seed)
+        for _ in range(steps):
+            w.step()
+    finally:
+        conn.close()
+
+
+def past_loading(stdout: IO[str]) -> dict[str, Any]:
+    """Read ``sync --json``'s status lines until the first load is done: the first status
+    whose phase is not ``loading`` (the run then follows the log). An end of output before
+    it fails, with what was read."""
+    seen = []
+    while line := stdout.readline():
+        seen.append(line)
+        status = json.loads(line).get("status")
+        if status is not None and status.get("phase") != "loading":
+            return dict(status)
+    raise AssertionError(f"sync's output ended before its first load was done: {seen[-3:]}")
+
+
+@contextmanager
+def following(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """``migrator ARGS... --json`` started, its first load done (``past_loading``): the
+    process, following the log. Killed on the way out if the test left it running."""
+    proc = subprocess.Popen(cli(*args, "--json"), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        past_loading(proc.stdout)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

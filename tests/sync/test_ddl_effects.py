@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 import redis
 
-from migrator.commands.reports import SchemaChanged
-from migrator.commands.schema_watch import resnapshot_by_hand
+from migrator.reports import SchemaChanged
+from migrator.sync.schema_watch import resnapshot_by_hand
 from tests.sync.ddl_scene import (
     GONE,
     Writers,

@@ -24,11 +24,11 @@ from migrator.errors import EXIT_DIFFERENCE, EXIT_USAGE, MigratorError
 from migrator.mapping.loader import parse_mapping
 from migrator.source.binlog import BinlogPosition
 from migrator.source.gtid import FailoverRefused, parse, render
-from migrator.target.sync_state import state_key
+from migrator.store.sync_state import state_key
 from tests.binlog_server import missing
 from tests.replication import ReplicaPair, _value
 from tests.services import MySQLDatabase, create_database, database_url, drop_database
-from tests.sync.test_sync import _write as write
+from tests.sync.helpers import write_random as write
 from tests.sync.workload import MAPPING, SCHEMA
 
 pytestmark = pytest.mark.skipif(bool(missing()), reason=str(missing()))

@@ -1,5 +1,5 @@
 """Online, resumable per-table snapshots inside ``sync`` (issue 19 item 2;
-commands/online_snapshot.py): a table re-read chunk by chunk while random writes from several
+sync/online_snapshot.py): a table re-read chunk by chunk while random writes from several
 seeds go on and every other table keeps following; ``kill -9`` in the middle resumes at the
 chunk it was at. Each test ends in ``verify`` exit 0 after ``--until-caught-up``."""
 
@@ -20,10 +20,10 @@ import pytest
 import redis
 
 from migrator.commands import verify
-from migrator.commands.figures import SyncFigures
 from migrator.commands.sync import sync
 from migrator.errors import MigratorError
 from migrator.mapping.loader import parse_mapping
+from migrator.sync.figures import SyncFigures
 from tests.faults import wait_for
 from tests.sync.workload import MAPPING, SCHEMA, Writer
 

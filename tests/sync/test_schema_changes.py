@@ -19,10 +19,10 @@ from typing import Any
 import redis
 
 from migrator.commands import verify
-from migrator.commands.reports import SchemaChanged
 from migrator.commands.sync import sync
 from migrator.mapping.loader import load_mapping
-from migrator.target.sync_state import state_key
+from migrator.reports import SchemaChanged
+from migrator.store.sync_state import state_key
 from tests.faults import wait_for
 
 _ids = iter(range(8600, 8700))
@@ -95,6 +95,19 @@ def _following(
     return follower, errors, stop
 
 
+def _stopped(
+    follower: threading.Thread, errors: list[BaseException], stop: threading.Event
+) -> SchemaChanged:
+    """The one ``SchemaChanged`` (exit 1) that ended a ``_following`` sync, within a minute."""
+    follower.join(60)
+    stop.set()
+    follower.join(30)
+    assert not follower.is_alive() and len(errors) == 1, errors
+    caught = errors[0]
+    assert isinstance(caught, SchemaChanged) and caught.exit_code == 1, caught
+    return caught
+
+
 def test_an_index_and_an_unmapped_column_added_while_sync_follows(
     binlog_db: Any, redis_url: str, tmp_path: Path
 ) -> None:
@@ -156,13 +169,7 @@ def test_a_dropped_mapped_column_stops_naming_the_mapping_line(
     # before the second is made (docs/sync.md)
     _wait_for(client, "item:5", follower.is_alive)
     binlog_db.run("ALTER TABLE item DROP COLUMN qty; INSERT INTO item (name) VALUES ('after')")
-    follower.join(60)
-    stop.set()
-    follower.join(30)
-    assert not follower.is_alive() and len(errors) == 1, errors
-    caught = errors[0]
-    assert isinstance(caught, SchemaChanged)
-    assert caught.exit_code == 1
+    caught = _stopped(follower, errors, stop)
     assert "DROP COLUMN qty" in caught.message and "qty" in caught.message
     assert f"tables.item.columns ({path}:4)" in (caught.hint or "")
     assert client.hget("item:5", "name") == b"between"  # everything before it applied
@@ -241,12 +248,7 @@ def test_a_change_judged_with_newer_columns_still_stops_before_them(
         "ALTER TABLE item DROP COLUMN note; INSERT INTO item (name, qty) VALUES ('between', 5); "
         "ALTER TABLE item DROP COLUMN qty; INSERT INTO item (name) VALUES ('after')"
     )
-    follower.join(60)
-    stop.set()
-    follower.join(30)
-    assert not follower.is_alive() and len(errors) == 1, errors
-    caught = errors[0]  # whichever ALTER it stops at
-    assert isinstance(caught, SchemaChanged) and caught.exit_code == 1
+    caught = _stopped(follower, errors, stop)  # whichever ALTER it stops at
     assert "qty" in caught.message
     assert not client.exists("item:6")  # the row after the second ALTER: never written
     client.close()

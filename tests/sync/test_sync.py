@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -19,16 +18,17 @@ import pytest
 import redis
 
 from migrator.commands import verify
-from migrator.commands.reports import SchemaChanged, SyncStatus
-from migrator.commands.schema_watch import resnapshot_by_hand
 from migrator.commands.sync import sync
 from migrator.errors import SourceError
 from migrator.mapping.loader import parse_mapping
-from migrator.target.sync_lock import lock_key
-from migrator.target.sync_state import state_key
+from migrator.reports import SchemaChanged, SyncStatus
+from migrator.store.sync_lock import lock_key
+from migrator.store.sync_state import state_key
+from migrator.sync.schema_watch import resnapshot_by_hand
 from tests.faults import wait_for
 from tests.services import database_url
-from tests.sync.workload import MAPPING, SCHEMA, Writer
+from tests.sync.helpers import cli, following, write_random
+from tests.sync.workload import MAPPING, SCHEMA
 
 _ids = iter(range(7100, 8000))
 
@@ -42,16 +42,6 @@ def _verify(db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
     assert report.exit_code == 0, report.as_dict()
 
 
-def _write(db, seed: int, steps: int) -> None:  # type: ignore[no-untyped-def]
-    conn = db.connect(client_flag=0)
-    try:
-        w = Writer(conn, seed)
-        for _ in range(steps):
-            w.step()
-    finally:
-        conn.close()
-
-
 def test_first_run_loads_the_snapshot_then_follows(binlog_db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
     binlog_db.run(SCHEMA)
     report = sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
@@ -62,7 +52,7 @@ def test_first_run_loads_the_snapshot_then_follows(binlog_db, redis_url: str) ->
     assert sum(t.rows for t in report.loaded) == 3 + 3 + 3 + 2 + 0
     assert not report.resnapshots and report.stopped == "caught up"
     _verify(binlog_db, redis_url)
-    _write(binlog_db, 1, 150)
+    write_random(binlog_db, 1, 150)
     again = sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
                  server_id=next(_ids))  # fmt: skip
     assert again.snapshot is None and again.transactions > 0
@@ -89,7 +79,7 @@ def test_random_writes_while_sync_runs(binlog_db, redis_url: str, seeds) -> None
 
     follower = threading.Thread(target=run)
     follower.start()
-    writers = [threading.Thread(target=_write, args=(binlog_db, s, 120)) for s in seeds]
+    writers = [threading.Thread(target=write_random, args=(binlog_db, s, 120)) for s in seeds]
     for w in writers:
         w.start()
     for w in writers:
@@ -106,10 +96,6 @@ def test_random_writes_while_sync_runs(binlog_db, redis_url: str, seeds) -> None
     _verify(binlog_db, redis_url)
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "migrator", *args]
-
-
 def _cli_setup(db, redis_url: str, tmp_path: Path) -> tuple[list[str], dict[str, str]]:  # type: ignore[no-untyped-def]
     """The schema loaded; ``sync MAPPING --source --target`` and an env with a server id."""
     db.run(SCHEMA)
@@ -121,11 +107,11 @@ def _cli_setup(db, redis_url: str, tmp_path: Path) -> tuple[list[str], dict[str,
 
 def test_kill_9_mid_stream_then_restart(binlog_db, redis_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     base, env = _cli_setup(binlog_db, redis_url, tmp_path)
-    subprocess.run(_cli(*base, "--until-caught-up"), env=env, check=True, capture_output=True)
+    subprocess.run(cli(*base, "--until-caught-up"), env=env, check=True, capture_output=True)
     client = redis.Redis.from_url(redis_url)
     name = Path(base[1]).stem  # the mapping's: m.yaml
     loaded = client.hget(state_key(name), "pos")
-    proc = subprocess.Popen(_cli(*base, "--json"), env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(cli(*base, "--json"), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)  # fmt: skip
 
     def until(what: str, holds: Callable[[], object]) -> None:
@@ -134,7 +120,7 @@ def test_kill_9_mid_stream_then_restart(binlog_db, redis_url: str, tmp_path: Pat
 
     try:
         until("sync started", lambda: client.exists(lock_key(name)))
-        writer = threading.Thread(target=_write, args=(binlog_db, 31, 400))
+        writer = threading.Thread(target=write_random, args=(binlog_db, 31, 400))
         writer.start()
         # mid-stream: once it applied a group of the writes, whatever it is doing then
         until("sync applying the writes", lambda: client.hget(state_key(name), "pos") != loaded)
@@ -145,7 +131,7 @@ def test_kill_9_mid_stream_then_restart(binlog_db, redis_url: str, tmp_path: Pat
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    done = subprocess.run(_cli(*base, "--until-caught-up", "--json"), env=env,
+    done = subprocess.run(cli(*base, "--until-caught-up", "--json"), env=env,
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr
     _verify(binlog_db, redis_url)
@@ -153,16 +139,7 @@ def test_kill_9_mid_stream_then_restart(binlog_db, redis_url: str, tmp_path: Pat
 
 def test_sigterm_stops_promptly(binlog_db, redis_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     base, env = _cli_setup(binlog_db, redis_url, tmp_path)
-    proc = subprocess.Popen(
-        _cli(*base, "--json"),
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        while '"loading"' in line:  # wait until the snapshot is loaded and it follows the log
-            line = proc.stdout.readline()
-        assert '"status"' in line
+    with following(base, env) as proc:  # the snapshot is loaded and it follows the log
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
@@ -171,10 +148,6 @@ def test_sigterm_stops_promptly(binlog_db, redis_url: str, tmp_path: Path) -> No
         # (30 s) or Redis' socket timeout (60 s)
         assert time.monotonic() - t0 < 15.0
         assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_ddl_on_a_mapped_table_stops_with_exit_1(binlog_db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
@@ -247,7 +220,7 @@ def test_sync_into_a_redis_cluster(binlog_db, redis_cluster) -> None:  # type: i
         target = redis_cluster.url
         sync(_mapping(), source=binlog_db.url, target=target, until_caught_up=True,
              server_id=next(_ids))  # fmt: skip
-        _write(binlog_db, 41, 150)
+        write_random(binlog_db, 41, 150)
         first = sync(_mapping(), source=binlog_db.url, target=target, until_caught_up=True,
                      server_id=next(_ids))  # fmt: skip
         assert first.transactions > 0
@@ -298,7 +271,7 @@ def test_a_reader_with_the_grants_sync_needs(binlog_db, binlog_server, redis_url
     first = sync(_mapping(), source=url, target=redis_url, until_caught_up=True,
                  server_id=next(_ids))  # fmt: skip
     assert first.snapshot is not None and first.snapshot.has_position, first.snapshot
-    _write(binlog_db, 51, 100)
+    write_random(binlog_db, 51, 100)
     again = sync(_mapping(), source=url, target=redis_url, until_caught_up=True,
                  server_id=next(_ids))  # fmt: skip
     assert again.transactions > 0
@@ -325,7 +298,7 @@ def test_statement_logged_change_of_a_mapped_table_stops(binlog_db, redis_url: s
 def test_json_is_one_object_per_line(binlog_db, redis_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     base, env = _cli_setup(binlog_db, redis_url, tmp_path)
     done = subprocess.run(
-        _cli(*base, "--until-caught-up", "--json"),
+        cli(*base, "--until-caught-up", "--json"),
         env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

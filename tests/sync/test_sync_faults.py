@@ -14,7 +14,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,18 +25,19 @@ import pytest
 import redis
 
 from migrator.commands import verify
-from migrator.commands.reports import SyncReport, SyncStatus
-from migrator.commands.sync import default_server_id, sync
+from migrator.commands.sync import sync
 from migrator.errors import ConnectError, MigratorError, TargetLost
 from migrator.mapping.loader import parse_mapping
 from migrator.progress import NullProgress
-from migrator.target.sync_lock import LEASE_SECONDS
-from migrator.target.sync_state import state_key
+from migrator.reports import SyncReport, SyncStatus
+from migrator.store.sync_lock import LEASE_SECONDS
+from migrator.store.sync_state import state_key
+from migrator.sync.identity import default_server_id
 from tests.binlog_server import PrivateMariaDB, missing
 from tests.faults import RedisProcess, redis_process, redis_server_problem, wait_for
 from tests.services import create_database
-from tests.sync.helpers import master_position
-from tests.sync.workload import MAPPING, SCHEMA, Writer
+from tests.sync.helpers import cli, following, master_position, write_random
+from tests.sync.workload import MAPPING, SCHEMA
 
 pytestmark = pytest.mark.skipif(
     redis_server_problem() is not None or missing() is not None,
@@ -56,16 +56,6 @@ def _mapping(options: str = FAST) -> Any:
 def _verify(db: Any, url: str) -> None:
     report = verify(_mapping(), source=db.url, target=url)
     assert report.exit_code == 0, json.dumps(report.as_dict(), default=str)[:3000]
-
-
-def _write(db: Any, seed: int, steps: int) -> None:
-    conn = db.connect(client_flag=0)
-    try:
-        w = Writer(conn, seed)
-        for _ in range(steps):
-            w.step()
-    finally:
-        conn.close()
 
 
 def _caught_up(db: Any, url: str, **kw: Any) -> SyncReport:
@@ -197,12 +187,12 @@ def test_redis_restarted_empty_while_following_is_reloaded(binlog_db, own_redis)
     url = own_redis.url
     _caught_up(binlog_db, url)
     run = Following(binlog_db, url)
-    _write(binlog_db, 61, 40)
+    write_random(binlog_db, 61, 40)
     run.wait_applied(1)
     own_redis.restart(down=0.3)  # empty: no persistence
     # the follower sees it by itself (idle check, next group, new connection) and reloads
     wait_for("the snapshot loaded again", lambda: run.error or _loaded(own_redis.client()), 60)
-    _write(binlog_db, 62, 40)
+    write_random(binlog_db, 62, 40)
     report = run.finish()
     assert report.snapshot is not None, "loaded again"
     assert any("loading the snapshot again" in r for r in report.recoveries), report.recoveries
@@ -215,10 +205,10 @@ def test_flushdb_while_following_is_reloaded(binlog_db, own_redis) -> None:  # t
     url = own_redis.url
     _caught_up(binlog_db, url)
     run = Following(binlog_db, url)
-    _write(binlog_db, 63, 30)
+    write_random(binlog_db, 63, 30)
     run.wait_applied(1)
     own_redis.client().flushdb()
-    _write(binlog_db, 64, 30)
+    write_random(binlog_db, 64, 30)
     wait_for("the snapshot loaded again", lambda: run.error or _loaded(own_redis.client()), 60)
     report = run.finish()
     assert any("marker is gone" in r for r in report.recoveries), report.recoveries
@@ -232,10 +222,10 @@ def test_redis_restarted_from_its_aof_continues_from_the_position_it_holds(
     url = aof_redis.url
     _caught_up(binlog_db, url)
     run = Following(binlog_db, url)
-    _write(binlog_db, 65, 30)
+    write_random(binlog_db, 65, 30)
     run.wait_applied(1)
     aof_redis.restart(down=0.3)  # a new run_id, the data and the marker kept
-    _write(binlog_db, 66, 30)
+    write_random(binlog_db, 66, 30)
     wait_for("the recovery", lambda: _lost_data_noted(run) or run.error, 60)
     report = run.finish()
     assert report.snapshot is None, "nothing was lost, so nothing is loaded again"
@@ -253,11 +243,11 @@ def test_redis_back_from_an_older_snapshot_replays_from_the_position_it_holds(
     _caught_up(binlog_db, url)
     run = Following(binlog_db, url)
     client = own_redis.client()
-    _write(binlog_db, 68, 20)
+    write_random(binlog_db, 68, 20)
     _reach_head(binlog_db, client, run)
     client.save()  # dump.rdb, loaded by the next start
     older = client.hgetall(STATE)
-    _write(binlog_db, 69, 20)
+    write_random(binlog_db, 69, 20)
     _reach_head(binlog_db, client, run)
     assert client.hgetall(STATE)[b"pos"] != older[b"pos"]
     own_redis.restart(down=0.3, kill=True)  # back with the older data, marker and position
@@ -357,7 +347,7 @@ def test_caught_up_is_not_reported_over_a_flushed_target(binlog_db, own_redis) -
     binlog_db.run(SCHEMA)
     url = own_redis.url
     _caught_up(binlog_db, url)
-    _write(binlog_db, 67, 20)
+    write_random(binlog_db, 67, 20)
     flushed: list[int] = []
 
     def flush_once(group: list[Any]) -> None:
@@ -402,11 +392,11 @@ def test_killed_source_connections_are_opened_again(binlog_db, binlog_server, re
     run = Following(binlog_db, redis_url)
     for seed in (71, 72, 73):
         before = run.applied
-        _write(binlog_db, seed, 30)  # with latest-list changes: that connection is used
+        write_random(binlog_db, seed, 30)  # with latest-list changes: that connection is used
         run.wait_applied(before + 1)  # (after the last KILL: on new connections)
         wait_for("a KILL", lambda: _kill_sync_connections(binlog_server, binlog_db), 10)
     before = run.applied
-    _write(binlog_db, 74, 30)
+    write_random(binlog_db, 74, 30)
     run.wait_applied(before + 1)  # read on new connections: the reconnect is recorded
     report = run.finish()
     assert any("reconnected" in r for r in report.recoveries), report.recoveries
@@ -500,10 +490,10 @@ def test_a_network_blip_is_ridden_out(binlog_db, binlog_server, redis_url) -> No
         run = Following(through, redis_url)
         client = redis.Redis.from_url(redis_url)
         for seed in (75, 76):
-            _write(binlog_db, seed, 30)
+            write_random(binlog_db, seed, 30)
             _reach_head(binlog_db, client, run)  # (after the last cut: on new connections)
             assert proxy.cut() >= 1
-        _write(binlog_db, 77, 30)
+        write_random(binlog_db, 77, 30)
         _reach_head(binlog_db, client, run)
         report = run.finish()
         assert any("reconnected" in r for r in report.recoveries), report.recoveries
@@ -526,18 +516,14 @@ def test_a_mysql_restart_is_ridden_out(own_mariadb, redis_url) -> None:  # type:
     db = create_database(own_mariadb.url, "mig_t_restart")
     db.run(SCHEMA)
     run = Following(db, redis_url)
-    _write(db, 81, 30)
+    write_random(db, 81, 30)
     run.wait_applied(1)
     own_mariadb.restart(down=0.5)
-    _write(db, 82, 30)
+    write_random(db, 82, 30)
     wait_for("writes after the restart applied", lambda: run.applied >= 40 or run.error, 60)
     report = run.finish()
     assert any("reconnected" in r for r in report.recoveries), report.recoveries
     _caught_up(db, redis_url)
-
-
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "migrator", *args]
 
 
 def _cli_setup(
@@ -555,8 +541,8 @@ def test_a_source_down_past_the_retries_is_exit_3_with_the_position_and_command(
     db = create_database(own_mariadb.url, "mig_t_down")
     db.run(SCHEMA)
     base, env = _cli_setup(db, redis_url, tmp_path)
-    subprocess.run(_cli(*base, "--until-caught-up"), env=env, check=True, capture_output=True)
-    proc = subprocess.Popen(_cli(*base, "--json", "--retries", "2"), env=env,
+    subprocess.run(cli(*base, "--until-caught-up"), env=env, check=True, capture_output=True)
+    proc = subprocess.Popen(cli(*base, "--json", "--retries", "2"), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert proc.stdout is not None
@@ -575,8 +561,8 @@ def test_a_source_down_past_the_retries_is_exit_3_with_the_position_and_command(
     assert "mysql-bin." in failure["hint"] and "migrator sync" in failure["hint"]
     assert "unexpected" not in err
     own_mariadb.restart()
-    _write(db, 83, 30)
-    done = subprocess.run(_cli(*base, "--until-caught-up"), env=env, capture_output=True,
+    write_random(db, 83, 30)
+    done = subprocess.run(cli(*base, "--until-caught-up"), env=env, capture_output=True,
                           text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr
     _verify(db, redis_url)
@@ -602,15 +588,9 @@ def test_a_killed_connection_without_retries_is_exit_3_never_1_or_2(
 def test_a_second_sync_is_refused_and_the_first_goes_on(binlog_db, redis_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
     binlog_db.run(SCHEMA)
     base, env = _cli_setup(binlog_db, redis_url, tmp_path)
-    first = subprocess.Popen(_cli(*base, "--json"), env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        assert first.stdout is not None
-        line = first.stdout.readline()
-        while '"loading"' in line:
-            line = first.stdout.readline()
+    with following(base, env) as first:
         other = {**env, "MIGRATOR_SYNC_SERVER_ID": str(next(_ids))}
-        second = subprocess.run(_cli(*base, "--json", "--until-caught-up"), env=other,
+        second = subprocess.run(cli(*base, "--json", "--until-caught-up"), env=other,
                                 capture_output=True, text=True, timeout=60)  # fmt: skip
         assert second.returncode == 2, second.stderr
         said = " ".join(second.stderr.split())
@@ -624,10 +604,6 @@ def test_a_second_sync_is_refused_and_the_first_goes_on(binlog_db, redis_url, tm
         first.send_signal(signal.SIGTERM)
         first.wait(60)
         assert first.returncode == 0
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
     _caught_up(binlog_db, redis_url)
 
 
@@ -670,7 +646,7 @@ def test_ctrl_c_in_the_first_load_is_130_and_the_next_run_loads_again(
     _many_rows(binlog_db, 3000)
     base, env = _cli_setup(binlog_db, redis_url, tmp_path, FAST + "  batch_size: 100\n")
     client = redis.Redis.from_url(redis_url)
-    cmd = _cli(*base, "--json", "--consistent-load")
+    cmd = cli(*base, "--json", "--consistent-load")
     proc, out, err = _signalled_while_tag_is_locked(
         binlog_db, cmd, env, "the load writing", lambda: client.exists("emp:3003"), sig
     )
@@ -696,7 +672,7 @@ def test_ctrl_c_in_the_default_first_load_is_130_and_the_next_run_resumes_it(
     base, env = _cli_setup(binlog_db, redis_url, tmp_path)
     key = state_key("m")  # the mapping m.yaml's
     client = redis.Redis.from_url(redis_url)
-    cmd = _cli(*base, "--json", "--chunk-rows", "500")
+    cmd = cli(*base, "--json", "--chunk-rows", "500")
     proc, out, err = _signalled_while_tag_is_locked(
         binlog_db, cmd, env, "the load at tag", lambda: _stored_head(client, key) == "tag", sig
     )
@@ -713,7 +689,7 @@ def test_ctrl_c_in_the_default_first_load_is_130_and_the_next_run_resumes_it(
     said = f"({p['table']}: {p['chunk']} of {max(p['chunks'], p['chunk'])} chunk(s) loaded"
     assert said in hint and "resumes it there" in hint and "migrator sync" in hint, hint
     assert client.exists("emp:3003"), "the tables done before it are in Redis"
-    done = subprocess.run(_cli(*base, "--until-caught-up"), env=env, capture_output=True,
+    done = subprocess.run(cli(*base, "--until-caught-up"), env=env, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
@@ -753,19 +729,9 @@ def test_a_lease_of_another_host_is_waited_out_then_taken(binlog_db, redis_url) 
 def test_ctrl_c_while_following_stops_with_exit_0(binlog_db, redis_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
     binlog_db.run(SCHEMA)
     base, env = _cli_setup(binlog_db, redis_url, tmp_path)
-    proc = subprocess.Popen(_cli(*base, "--json"), env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        while '"loading"' in line:
-            line = proc.stdout.readline()
+    with following(base, env) as proc:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, err
     assert json.loads(out.splitlines()[-1])["stopped"] == "stopped"
 

@@ -11,10 +11,10 @@ import pytest
 import redis
 
 from migrator.commands import migrate, verify
-from migrator.commands.reports import SchemaChanged
-from migrator.commands.schema_watch import resnapshot_by_hand
 from migrator.commands.sync import sync
-from migrator.target.checkpoint import held_keys, keys_hint
+from migrator.reports import SchemaChanged
+from migrator.store.checkpoint import held_keys, keys_hint
+from migrator.sync.schema_watch import resnapshot_by_hand
 from tests.keys_hint import CHANGES, SCHEMA, Scans, write_mapping
 from tests.services import MySQLDatabase
 

@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from migrator.commands.figures import HealthRules, SyncFigures
-from migrator.commands.reports import SyncStatus
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
+from migrator.reports import SyncStatus
+from migrator.sync.figures import HealthRules, SyncFigures
 from tests.binlog_server import free_port
 from tests.faults import redis_process, redis_server_problem, wait_for
-from tests.sync.helpers import master_position
+from tests.sync.helpers import master_position, past_loading
 from tests.sync.workload import MAPPING, SCHEMA
 
 _ids = iter(range(8100, 8200))
@@ -311,9 +311,7 @@ def test_the_command_serves_metrics_and_prints_the_figures_in_its_json_lines(  #
         assert proc.stdout is not None
         first = json.loads(proc.stdout.readline())["status"]
         assert first["phase"] == "loading" and "redis_round_trips" in first
-        line = json.loads(proc.stdout.readline())["status"]
-        while line["phase"] == "loading":
-            line = json.loads(proc.stdout.readline())["status"]
+        line = past_loading(proc.stdout)
         assert line["snapshot"]["emp"] == {"rows": 3, "chunks": 1, "done": True}
         assert _get(port, "/healthz")[0] == 200
         binlog_db.run("INSERT INTO emp (email) VALUES ('cli@metrics')")

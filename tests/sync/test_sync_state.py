@@ -7,7 +7,7 @@ import redis
 
 from migrator.errors import TargetError, TargetLost
 from migrator.plan.resp import resp
-from migrator.target.sync_state import SyncState, _watch, exec_group, raise_counter, write_atomic
+from migrator.store.sync_state import SyncState, _watch, exec_group, raise_counter, write_atomic
 
 
 def test_group_applied_and_counter_never_lowered(redis_client: redis.Redis) -> None:

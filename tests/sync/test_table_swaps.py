@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from migrator.commands.reports import SchemaChanged
+from migrator.reports import SchemaChanged
 from tests.sync.ddl_scene import Writers, caught_up_and_verified, during_writes, line_of, scene
 from tests.sync.osc import COLUMNS, gh_ost, pt_osc
 

@@ -25,15 +25,15 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import Any
 
-from migrator.commands import scaleout
-from migrator.commands.parallel import drain
 from migrator.mapping.resolve import Resolved
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.progress import NullProgress, Progress
+from migrator.scaleout import dask_tasks as scaleout
+from migrator.scaleout.workers import drain
 from migrator.source.chunks import plan_chunks
 from migrator.source.mysql import Source, keyset_value
-from migrator.target.cluster import connect_any
+from migrator.store.cluster import connect_any
 from migrator.verify.cluster_reader import reader_for
 from migrator.verify.report import EXAMPLES, TableCheck, TableRepair
 from migrator.verify.tables import Checker, TableVerifier

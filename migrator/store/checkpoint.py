@@ -22,10 +22,10 @@ from typing import Any
 from redis.exceptions import RedisError, ResponseError
 
 from migrator.errors import MigratorError
-from migrator.target.guard import CHECKPOINT_SCRIPT, MARKER, RUN, new_token
-from migrator.target.sink import Client
-from migrator.target.sync_lock import lock_key
-from migrator.target.sync_state import state_key
+from migrator.store.guard import CHECKPOINT_SCRIPT, MARKER, RUN, new_token
+from migrator.store.sink import Client
+from migrator.store.sync_lock import lock_key
+from migrator.store.sync_state import state_key
 
 Command = tuple[bytes, ...]
 #: the number of keys the last complete load of every table wrote (see above)

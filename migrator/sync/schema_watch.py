@@ -6,7 +6,7 @@ logged with (``source.binlog``), so an applied change needs no new decoder.
 
 A change that alters what the mapping writes for rows already in Redis is handed to the
 follower's re-snapshot hook (``Resnapshot``: the table and why). ``sync`` gives none: the
-follower queues the table's online re-snapshot (commands/online_snapshot.py), stores the
+follower queues the table's online re-snapshot (sync/online_snapshot.py), stores the
 position after the statement and raises ``Replan``, and sync follows on with the mapping
 resolved again. ``resnapshot_by_hand`` stops sync (exit 1) before the statement instead,
 keeping the stored position."""
@@ -18,7 +18,6 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from migrator.commands.reports import SchemaChanged
 from migrator.mapping.model import Mapping
 from migrator.mapping.schema import TableSchema
 from migrator.plan.keyspace import KeyPattern, KeySpace
@@ -32,10 +31,11 @@ from migrator.plan.schema_change import (
     table_use,
     unlogged,
 )
+from migrator.reports import SchemaChanged
 from migrator.source.binlog import SchemaChange
 from migrator.source.mysql import Source
 from migrator.source.reconnect import surfaced
-from migrator.target.keys import remove_owned
+from migrator.store.keys import remove_owned
 
 #: the follower's re-snapshot hook: ``(table, reason)``; it returns once the table's
 #: re-snapshot is under way (the stream goes on), or raises to stop sync

@@ -38,7 +38,6 @@ from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from migrator.commands.reports import TableReport
 from migrator.errors import MigratorError, TableChanged
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
@@ -48,14 +47,15 @@ from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.plan.values import converter
 from migrator.progress import NULL_PROGRESS, Progress
+from migrator.reports import TableReport
 from migrator.retry import Retrying
 from migrator.source.binlog import BinlogPosition, Change
 from migrator.source.binlog_settings import log_status
 from migrator.source.mysql import RawRow, Selector, Source, keyset_value
 from migrator.source.reconnect import surfaced
 from migrator.source.snapshot import is_mariadb, start_snapshot
-from migrator.target.cluster_sink import Writer, sink_for, writer_for
-from migrator.target.keys import remove_owned
+from migrator.store.cluster_sink import Writer, sink_for, writer_for
+from migrator.store.keys import remove_owned
 
 #: default rows per chunk (``sync --chunk-rows``)
 SNAPSHOT_CHUNK_ROWS = 50_000

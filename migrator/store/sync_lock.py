@@ -22,7 +22,7 @@ from typing import Any
 import redis
 
 from migrator.errors import MigratorError
-from migrator.target.guard import new_token
+from migrator.store.guard import new_token
 
 LEASE_SECONDS = 10
 RENEW_SECONDS = 1.0

@@ -1,8 +1,8 @@
 """sync's recovery loop: the first load and the follow loop, run again after a fault.
 
 * **A target that lost data** (restarted empty, flushed, failed over to a replica without the
-  last writes): ``TargetLost``, seen by the run marker (target/sync_state.py) or the guard
-  on every new connection (target/guard.py). The target is waited for (``options.retries``),
+  last writes): ``TargetLost``, seen by the run marker (store/sync_state.py) or the guard
+  on every new connection (store/guard.py). The target is waited for (``options.retries``),
   then asked what it still vouches for: its marker with a position -> follow on from *that*
   position (a restart from its AOF, a replica that lags: the position and the data are an
   ordered prefix of what was written); anything else -> load the snapshot again. After
@@ -25,27 +25,27 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from migrator.commands.figures import SyncFigures
-from migrator.commands.follow import Follower, position_fields
-from migrator.commands.reports import SyncReport, SyncStatus, TableReport
-from migrator.commands.schema_watch import Replan, loaded_columns
 from migrator.errors import ConnectError, LoadInterrupted, MigratorError, SourceError, TargetLost
 from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.progress import Progress
+from migrator.reports import SyncReport, SyncStatus, TableReport
 from migrator.retry import Retrying, Stopped
 from migrator.source.binlog import BinlogPosition
 from migrator.source.mysql import Source
 from migrator.source.reconnect import SourceLost, Surface, surfaced
 from migrator.source.snapshot import Snapshot
-from migrator.target.checkpoint import held_keys
-from migrator.target.guard import MARKER, Guard, run_id
-from migrator.target.keys import remove_owned
-from migrator.target.sink import transient
-from migrator.target.sync_lock import SyncLock
-from migrator.target.sync_state import SyncState, apply_group
+from migrator.store.checkpoint import held_keys
+from migrator.store.guard import MARKER, Guard, run_id
+from migrator.store.keys import remove_owned
+from migrator.store.sink import transient
+from migrator.store.sync_lock import SyncLock
+from migrator.store.sync_state import SyncState, apply_group
+from migrator.sync.figures import SyncFigures
+from migrator.sync.follow import Follower, position_fields
+from migrator.sync.schema_watch import Replan, loaded_columns
 
 Load = Callable[[Retrying], tuple[Snapshot, list[TableReport]]]
 

@@ -1,12 +1,12 @@
 """sync's figures: what the follow loop has done, how far behind the source it is, and whether
-it is healthy — for ``/metrics`` and ``/healthz`` (``migrator.commands.exporter`` serves them)
+it is healthy — for ``/metrics`` and ``/healthz`` (``migrator.sync.exporter`` serves them)
 and the ``--json`` status lines (``as_dict``).
 
 Fed from two threads: the binary-log reader (``read``: every event as it arrives, heartbeats
 included) and the applier (``following``, ``applied``, ``head``, retries); read by the HTTP
 server's threads. One lock guards it all; every call is a few counter updates.
 
-The lag's definition and its bookkeeping: ``migrator.commands.lag``.
+The lag's definition and its bookkeeping: ``migrator.sync.lag``.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from migrator.commands.lag import LagClock, Pos
-from migrator.commands.reports import SyncStatus
 from migrator.progress import Progress
+from migrator.reports import SyncStatus
 from migrator.retry import Classify, Policy, Retrying
 from migrator.source.binlog import BinlogPosition, Idle, SchemaChange, Transaction
+from migrator.sync.lag import LagClock, Pos
 
 T = TypeVar("T")
 OPERATIONS = ("insert", "update", "delete")
@@ -372,7 +372,7 @@ def serving(address: str | None, figures: SyncFigures, mapping: str) -> Iterator
     the figures say ``stopped`` after it. prometheus_client is imported only then."""
     server = None
     if address:
-        from migrator.commands.exporter import MetricsServer
+        from migrator.sync.exporter import MetricsServer
 
         server = MetricsServer(address, figures, mapping)
     try:

@@ -16,8 +16,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from migrator.errors import MigratorError, TargetError
 from migrator.plan.resp import resp
 from migrator.retry import Retrying
-from migrator.target.failures import connect_failure, refused_login, refused_permission
-from migrator.target.guard import LOST_REPLY, lost
+from migrator.store.failures import connect_failure, refused_login, refused_permission
+from migrator.store.guard import LOST_REPLY, lost
 from migrator.urls import mask, readable
 
 Command = tuple[bytes, ...]

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from redis.cluster import RedisCluster
 
 from migrator.retry import Retrying
-from migrator.target.cluster import Router, first_error
-from migrator.target.sink import BackgroundWriter, Client, PackedWriter, RedisSink, retry
+from migrator.store.cluster import Router, first_error
+from migrator.store.sink import BackgroundWriter, Client, PackedWriter, RedisSink, retry
 
 if TYPE_CHECKING:
     from migrator.plan.planner import Row, Stats, TablePlan

@@ -18,31 +18,15 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from migrator.commands.figures import SyncFigures
-from migrator.commands.online_snapshot import (
-    FIRST_RUN,
-    SNAPSHOT_CHUNK_ROWS,
-    Pending,
-    Snapshots,
-    load_queue,
-)
-from migrator.commands.reports import SchemaChanged, SyncReport, SyncStatus, TableReport
-from migrator.commands.schema_watch import (
-    Replan,
-    Resnapshot,
-    SchemaWatch,
-    resnapshot_by_hand,
-    short_query,
-    stopped,
-)
 from migrator.errors import MigratorError, SourceError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Command
-from migrator.plan.cascade import Cascades, followable
+from migrator.plan.cascade import Cascades, followable, refuse_unfollowable
 from migrator.plan.delta import Delta, TableDelta
 from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
+from migrator.reports import SchemaChanged, SyncReport, SyncStatus, TableReport
 from migrator.retry import Retrying
 from migrator.source.binlog import (
     BinlogPosition,
@@ -53,11 +37,28 @@ from migrator.source.binlog import (
     Transaction,
 )
 from migrator.source.binlog_settings import log_status
+from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
 from migrator.source.reconnect import SourceLost, lost_reason, surfaced
-from migrator.target.cluster import is_cluster
-from migrator.target.sink import retry
-from migrator.target.sync_state import SyncState, apply_group, raise_counter
+from migrator.store.cluster import is_cluster
+from migrator.store.sink import retry
+from migrator.store.sync_state import SyncState, apply_group, raise_counter
+from migrator.sync.figures import SyncFigures
+from migrator.sync.online_snapshot import (
+    FIRST_RUN,
+    SNAPSHOT_CHUNK_ROWS,
+    Pending,
+    Snapshots,
+    load_queue,
+)
+from migrator.sync.schema_watch import (
+    Replan,
+    Resnapshot,
+    SchemaWatch,
+    resnapshot_by_hand,
+    short_query,
+    stopped,
+)
 
 MAX_GROUP_ROWS = 5000  # row changes applied in one MULTI/EXEC at most (whole transactions)
 
@@ -133,8 +134,6 @@ class Follower:
         self.cluster = is_cluster(client)
         self.plans = {r.name: TablePlan(r) for r in resolved}
         self.deltas = {name: TableDelta(plan) for name, plan in self.plans.items()}
-        rules = followable(self.plans, self.cluster)[0]  # sync refused the rest at start
-        self.cascades = Cascades(rules, self.deltas, self._read) if rules else None
         self.resolved = {r.name: r for r in resolved}
         tables = {
             name: TableColumns(
@@ -145,6 +144,17 @@ class Follower:
             for name, plan in self.plans.items()
         }
         self.ctl = Source(str(src.url.render_as_string(hide_password=False)))
+        # sync refused the rest at start; a restarted MySQL may now run InnoDB's foreign keys
+        ctl = self.ctl
+        logged = surfaced(lambda: cascades_logged(ctl.raw_connection()),
+                          "reading the source's settings", ctl.close)  # fmt: skip
+        try:
+            refuse_unfollowable(self.plans, self.cluster, logged)
+        except MigratorError:
+            ctl.close()
+            raise
+        rules = followable(self.plans, self.cluster, logged)[0]
+        self.cascades = Cascades(rules, self.deltas, self._read) if rules else None
         self.schema: SchemaWatch | None = None  # DDL decided by its effect on the mapping
         # a DDL that changes what the mapping writes for one table's rows: (table, reason)
         self.resnapshot = resnapshot
@@ -316,7 +326,7 @@ class Follower:
             status.online_snapshot = self.snapshots.progress()
         return status
 
-    # -- online snapshots (commands/online_snapshot.py) ------------------------------------
+    # -- online snapshots (sync/online_snapshot.py) ------------------------------------
     def resnapshot_online(self, table: str, reason: str) -> None:
         """Read ``table`` again, online, while every other table keeps following: its keys
         are removed when its turn comes, then it is loaded chunk by chunk. Stored at once

@@ -11,7 +11,7 @@ from redis.cluster import RedisCluster
 
 from migrator.plan.keyspace import KeyPattern, KeySpace, glob_regex
 from migrator.retry import Retrying
-from migrator.target.sink import Client, retry
+from migrator.store.sink import Client, retry
 
 #: keys asked for per SCAN call, and removed per UNLINK batch
 SCAN_COUNT = 2000

@@ -8,7 +8,7 @@ from typing import Any
 
 from migrator.source import gtid
 from migrator.source.mysql import Source
-from migrator.target.sink import retry
+from migrator.store.sink import retry
 
 
 def failover(

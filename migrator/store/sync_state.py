@@ -7,7 +7,7 @@ the same MULTI/EXEC as the changes it follows, so Redis never holds changes with
 position or a position without its changes: after a crash or ``kill -9``, sync resumes
 exactly after the last applied transaction.
 
-**The run marker** (``@marker``, as migrate's checkpoint has, target/guard.py): a load starts
+**The run marker** (``@marker``, as migrate's checkpoint has, store/guard.py): a load starts
 by writing a random token into the hash, before anything else. A position is only ever
 written while the hash still holds that token: on one server the group's MULTI/EXEC is
 preceded, on the same connection, by ``WATCH`` of the hash and ``HGET`` of the marker (a
@@ -27,10 +27,10 @@ import redis
 
 from migrator.plan.resp import resp
 from migrator.retry import Retrying
-from migrator.target.cluster import is_cluster
-from migrator.target.cluster_sink import sink_for
-from migrator.target.guard import LOST_REPLY, MARKER, lost, new_token
-from migrator.target.sink import Command, read_counted, refused, retry
+from migrator.store.cluster import is_cluster
+from migrator.store.cluster_sink import sink_for
+from migrator.store.guard import LOST_REPLY, MARKER, lost, new_token
+from migrator.store.sink import Command, read_counted, refused, retry
 
 #: KEYS[1] the state hash; ARGV[1] the marker, then field, value pairs: HSET only while the
 #: hash holds the marker

@@ -41,21 +41,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from migrator import lifeline
-from migrator.commands.reports import TableReport
 from migrator.mapping.model import Retries
 from migrator.mapping.resolve import Resolved
 from migrator.plan.finish import finish_commands
 from migrator.plan.planner import Stats, TablePlan
 from migrator.plan.values import converter
 from migrator.progress import Progress
+from migrator.reports import TableReport
 from migrator.retry import Retrying
 from migrator.source.chunks import CHUNK_ROWS, Chunk, plan_chunks
 from migrator.source.mysql import Selector, Source, keyset_value
-from migrator.target.checkpoint import Checkpoint, TableState, checkpoint_key
-from migrator.target.cluster import connect_any
-from migrator.target.cluster_sink import sink_for, writer_for
-from migrator.target.guard import Guard
-from migrator.target.sink import Client, retry
+from migrator.store.checkpoint import Checkpoint, TableState, checkpoint_key
+from migrator.store.cluster import connect_any
+from migrator.store.cluster_sink import sink_for, writer_for
+from migrator.store.guard import Guard
+from migrator.store.sink import Client, retry
 
 RANGE = "#range:"
 ENDING_WRITES = (b"SET", b"RPUSH")  # the table's counter and latest lists (finish_commands)
@@ -74,7 +74,7 @@ class Task:
     batch_size: int
     snapshot: bool  # read in a snapshot of its own (with N workers), else in the caller's
     retries: Retries
-    token: str | None  # the run's marker (target/guard.py)
+    token: str | None  # the run's marker (store/guard.py)
     run_id: str  # the target server's run_id when the tasks were made ("" unknown)
     chunk_rows: int = CHUNK_ROWS  # rows per chunk when a table is planned (source/chunks.py)
 
@@ -425,8 +425,8 @@ def load_tables(
     engine: Callable[[], Any] | None = None,
 ) -> list[TableReport]:
     """migrate's loop: every table's tasks on a pool of ``workers`` (or on the pool
-    ``engine`` makes: a Dask cluster's, scaleout.py), then each table's counter and latest
-    lists, once all its chunks are done."""
+    ``engine`` makes: a Dask cluster's, scaleout/dask_tasks.py), then each table's counter and
+    latest lists, once all its chunks are done."""
     reports = {r.name: TableReport(r.name) for r in resolved}
     by_name = {r.name: r for r in resolved}
     left: dict[str, int] = {}

@@ -1,7 +1,7 @@
 """``--dask ADDRESS``: migrate's chunks as tasks of a Dask distributed cluster.
 
 The caller plans the chunks, registers them in the checkpoint and finishes each table
-(counter, latest lists) exactly as with local workers (parallel.py); only the chunks run
+(counter, latest lists) exactly as with local workers (scaleout/workers.py); only the chunks run
 elsewhere. Each task opens its own MySQL and Redis connections on its Dask worker (one pair
 per worker thread, kept for its next tasks), attaches the run's guard and runs
 ``parallel.run_task``: the same packer, run marker and per-chunk checkpoint as a local
@@ -42,9 +42,9 @@ from concurrent.futures import CancelledError, Future, wait
 from contextlib import suppress
 from typing import Any
 
-from migrator.commands.parallel import Task, connections, drain, run_task
 from migrator.errors import ConnectError, MigratorError
 from migrator.plan.planner import Stats
+from migrator.scaleout.workers import Task, connections, drain, run_task
 
 INSTALL = "pip install 'migrator[dask]' on this host and on every Dask worker's host"
 #: how long to wait for the scheduler to answer, and for a first worker to join it
@@ -89,7 +89,7 @@ def _warm(client: Any) -> None:
     """Have every worker import the tasks' modules now, while the caller starts up (a
     worker's first chunk would otherwise wait about a second for them)."""
     with suppress(Exception):  # only an optimisation: a task imports what it needs anyway
-        client.run(importlib.import_module, "migrator.commands.scaleout_verify", wait=False)
+        client.run(importlib.import_module, "migrator.scaleout.dask_verify", wait=False)
 
 
 class Connecting:

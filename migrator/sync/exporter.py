@@ -1,6 +1,6 @@
 """``sync --metrics HOST:PORT``: a small HTTP server on a thread of its own, with
 
-* ``/metrics``: the figures (``migrator.commands.figures``) in Prometheus' text format, written
+* ``/metrics``: the figures (``migrator.sync.figures``) in Prometheus' text format, written
   by ``prometheus_client`` (the project's client library) from a collector that reads them at
   scrape time — nothing is counted twice;
 * ``/healthz``: 200 or 503, and one line saying why (``SyncFigures.health``).
@@ -27,7 +27,7 @@ P = "migrator_sync_"
 
 
 class Figures(Protocol):
-    """What is served (``migrator.commands.figures.SyncFigures``)."""
+    """What is served (``migrator.sync.figures.SyncFigures``)."""
 
     def as_dict(self) -> dict[str, Any]: ...
 

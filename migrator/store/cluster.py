@@ -36,8 +36,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from migrator.errors import ConnectError, MigratorError
 from migrator.plan.resp import resp
 from migrator.retry import Retrying
-from migrator.target.failures import connect_failure, refused_login
-from migrator.target.sink import Client, TransientReply, connect, refused
+from migrator.store.failures import connect_failure, refused_login
+from migrator.store.sink import Client, TransientReply, connect, refused
 from migrator.urls import mask, readable
 
 Command = tuple[bytes, ...]

@@ -1,0 +1,194 @@
+"""``migrator sync``'s options, and how it runs until stopped."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import ExitStack
+from typing import Annotated
+
+import typer
+
+from migrator.cli.app import (
+    DebugOpt,
+    app,
+    json_line,
+    note_default_target,
+    resume_command,
+    run,
+)
+from migrator.cli.options import (
+    MappingArg,
+    SourceOpt,
+    TargetOpt,
+)
+from migrator.commands.sync import sync as sync_command
+from migrator.render import (
+    progress_bars,
+)
+from migrator.reports import SyncStatus
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@app.command()
+def sync(
+    mapping: MappingArg,
+    source: SourceOpt = None,
+    target: TargetOpt = None,
+    until_caught_up: Annotated[
+        bool,
+        typer.Option(
+            "--until-caught-up",
+            help="Exit 0 as soon as nothing is pending (lag 0), for cut-over scripts, "
+            "e.g. migrator sync m.yaml --until-caught-up.",
+        ),
+    ] = False,
+    server_id: Annotated[
+        int | None,
+        typer.Option(
+            "--server-id",
+            metavar="N",
+            min=1,
+            help="The replica server id this reader uses; each reader of a source needs its "
+            "own (default: one derived from the mapping's name), e.g. --server-id 4242.",
+            envvar="MIGRATOR_SYNC_SERVER_ID",
+            show_envvar=True,
+        ),
+    ] = None,
+    reload: Annotated[
+        bool,
+        typer.Option(
+            "--reload",
+            help="Forget the stored position: remove the mapping's keys and load a new "
+            "snapshot (after DDL, a mapping change or a purged binary log), e.g. "
+            "migrator sync m.yaml --reload.",
+        ),
+    ] = False,
+    retries: Annotated[
+        int | None,
+        typer.Option(
+            "--retries",
+            metavar="N",
+            min=0,
+            help="Retries in a row of a lost MySQL or Redis connection, or of a Redis that "
+            "lost its data, before giving up with exit 3 (default: the mapping's "
+            "options.retries.attempts, else 8), e.g. --retries 20.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print one JSON status object per second, then the report."),
+    ] = False,
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics",
+            metavar="HOST:PORT",
+            help="Serve Prometheus metrics at /metrics and a health check at /healthz (200, or "
+            "503 and why) on this address, e.g. --metrics 127.0.0.1:9108.",
+            envvar="MIGRATOR_SYNC_METRICS",
+            show_envvar=True,
+        ),
+    ] = None,
+    health_stall: Annotated[
+        float,
+        typer.Option(
+            "--health-stall",
+            metavar="SECONDS",
+            min=0.1,
+            help="/healthz answers 503 once sync is behind without advancing, or has heard "
+            "nothing from the source, for this long, e.g. --health-stall 60.",
+        ),
+    ] = 30.0,
+    health_retries: Annotated[
+        int,
+        typer.Option(
+            "--health-retries",
+            metavar="N",
+            min=1,
+            help="/healthz answers 503 while N or more failures in a row are being retried, "
+            "e.g. --health-retries 5.",
+        ),
+    ] = 3,
+    resnapshot: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--resnapshot",
+            metavar="TABLE",
+            help="Remove this table's keys and read it again online, chunk by chunk, while "
+            "every other table keeps following (repeatable), e.g. --resnapshot emp.",
+        ),
+    ] = None,
+    chunk_rows: Annotated[
+        int,
+        typer.Option(
+            "--chunk-rows",
+            metavar="N",
+            min=1,
+            help="Rows per chunk of an online snapshot (one short SELECT each; a chunk "
+            "read while the log moves is held in memory until written), e.g. "
+            "--chunk-rows 10000.",
+        ),
+    ] = 50_000,
+    online_load: Annotated[
+        bool,
+        typer.Option(
+            "--online-load/--consistent-load",
+            help="How a first run (or --reload) reads the tables. Online (the default): the "
+            "log's position first, then each table in primary-key chunks while following the "
+            "log; no long transaction, and Ctrl-C or a crash resumes at its chunk. Consistent: "
+            "every table in one snapshot, as migrate reads it (one moment of the source "
+            "throughout); for tables small enough to read in one go, and the exact choice on "
+            "MySQL, whose snapshots carry no binary-log position, e.g. migrator sync m.yaml "
+            "--consistent-load.",
+        ),
+    ] = True,
+    debug: DebugOpt = False,
+) -> None:
+    """Keep Redis in step with MySQL: load the tables on the first run (online, in chunks,
+    while following), then follow the binary log (row format) until Ctrl-C or SIGTERM.
+    Example: migrator sync shop.yaml --until-caught-up"""
+    from migrator.render import render_sync, sync_status_printer
+    from migrator.sync.figures import HealthRules, SyncFigures
+
+    again = resume_command(
+        mapping,
+        {"--source": source, "--target": target, "--server-id": server_id, "--retries": retries,
+         "--until-caught-up": until_caught_up, "--json": as_json,
+         "--consistent-load": not online_load},
+        "sync", "",
+    )  # fmt: skip
+
+    def go() -> int:
+        note_default_target(mapping, target)
+        stop = threading.Event()
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
+        try:
+            with sync_status_printer(as_json) as show, ExitStack() as loading:
+                bars = loading.enter_context(progress_bars(not as_json))
+
+                def on_status(status: SyncStatus) -> None:
+                    if status.phase != "loading":
+                        loading.close()  # the load's bars end before the live status line
+                    show(status)
+
+                report = sync_command(
+                    mapping, source=source, target=target, until_caught_up=until_caught_up,
+                    server_id=server_id, stop=stop, on_status=on_status, progress=bars,
+                    reload=reload, retries=retries, again=again, metrics=metrics,
+                    figures=SyncFigures(HealthRules(health_stall, health_retries)),
+                    resnapshot_tables=tuple(resnapshot or ()), chunk_rows=chunk_rows,
+                    online_load=online_load,
+                )  # fmt: skip
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if as_json:  # one object per line: the statuses, then the report
+            json_line(report.as_dict())
+        else:
+            render_sync(report)
+        return report.exit_code
+
+    interrupted = f"an unfinished first load stores no position: '{again}' loads again"
+    run(go, resume=interrupted, as_json=as_json)

@@ -1,0 +1,40 @@
+"""``migrator validate``'s options."""
+
+from __future__ import annotations
+
+from migrator.cli.app import (
+    DebugOpt,
+    app,
+    run,
+)
+from migrator.cli.options import (
+    JsonOpt,
+    MappingArg,
+    SourceOpt,
+)
+from migrator.commands import validate as check
+from migrator.render import (
+    emit,
+    render_validate,
+)
+
+
+@app.command()
+def validate(
+    mapping: MappingArg,
+    source: SourceOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Check a mapping (and, given a source, against the live schema).
+    Example: migrator validate shop.yaml"""
+
+    def go() -> int:
+        report = check(mapping, source=source)
+        emit(report, as_json, render_validate)
+        return report.exit_code
+
+    run(go, as_json=as_json)
+
+
+# --- dry-run ---------------------------------------------------------------------------------

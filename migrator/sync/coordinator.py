@@ -1,0 +1,201 @@
+"""sync's coordinator: one run of ``migrator sync`` behind the command, the way a Debezium
+connector keeps a snapshot source, a streaming source and a schema history behind one
+coordinator. It checks the source's settings and the mapping's tables, takes the lease
+(store/sync_lock.py), reads the stored position (store/sync_state.py) — across a failover
+too (failover.py) — and tells which tables the mapping changed (identity.py), then hands the
+first load (first_load.py, online_snapshot.py) and the follow loop (follow.py) to the recovery
+loop (recovery.py), with its figures (figures.py) teed into every status and progress line.
+
+First run (no state in Redis under ``migrator:<mapping>:sync``), by default: the log's
+position is stored at once, then every mapped table is read online, in primary-key chunks,
+while the log is followed (sync/online_snapshot.py; resumable). With
+``online_load=False``: every mapped table is read inside one
+``START TRANSACTION WITH CONSISTENT SNAPSHOT`` and written exactly as ``migrate`` writes it
+(same plan, same packed bytes, counters and latest lists rebuilt from the same snapshot);
+the snapshot's binary-log position is then stored. Every run then follows the log
+from the stored position: a reader thread decodes committed transactions
+(``migrator.source.binlog``), this thread turns their row changes into Redis deltas
+(``migrator.plan.delta``) and applies each group of whole transactions together with the
+position after them in one MULTI/EXEC (``migrator.store.sync_state``; on a Redis Cluster
+the position is stored after its commands, and a replay converges). Counters are raised
+(never lowered) in the same MULTI; a latest list touched by a group is rebuilt from MySQL,
+as migrate builds it, also inside it.
+
+Consistency: Redis always equals the source as of the stored position, except for latest
+lists, which are rebuilt from MySQL's current rows and so may be ahead while sync is behind;
+once sync has caught up (no pending transactions) they are exact too. During the online
+load, that holds for the tables loaded and the keys of the current table up to its last chunk;
+the other tables' keys are incomplete until their turn.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from migrator.errors import MigratorError
+from migrator.mapping.model import Mapping, Retries
+from migrator.mapping.resolve import Resolved, resolve
+from migrator.plan.cascade import refuse_unfollowable
+from migrator.plan.planner import TablePlan
+from migrator.progress import NULL_PROGRESS, Progress
+from migrator.reports import SyncReport, SyncStatus, TableReport
+from migrator.retry import Retrying
+from migrator.source import gtid
+from migrator.source.binlog import Transaction
+from migrator.source.binlog_settings import refuse_gaps
+from migrator.source.foreign_keys import cascades_logged
+from migrator.source.mysql import Source
+from migrator.source.reconnect import surfaced
+from migrator.source.snapshot import Snapshot
+from migrator.store.checkpoint import KeysFollower
+from migrator.store.cluster import connect_any, is_cluster
+from migrator.store.sync_lock import SyncLock
+from migrator.store.sync_state import SyncState
+from migrator.sync.failover import failover
+from migrator.sync.figures import SyncFigures
+from migrator.sync.first_load import load_position, load_snapshot
+from migrator.sync.follow import Follower
+from migrator.sync.identity import (
+    default_server_id,
+    mapping_changes,
+    mapping_fingerprint,
+    table_fingerprints,
+)
+from migrator.sync.online_snapshot import FIELD, SNAPSHOT_CHUNK_ROWS, dump_queue, first_run_queue
+from migrator.sync.recovery import SyncRun
+from migrator.sync.schema_watch import Resnapshot
+from migrator.urls import mask
+
+
+@dataclass
+class Options:
+    """How one run behaves: the command's options, already checked (commands/sync.py)."""
+
+    figures: SyncFigures
+    policy: Retries
+    stop: threading.Event = field(default_factory=threading.Event)
+    until_caught_up: bool = False
+    server_id: int | None = None
+    on_status: Callable[[SyncStatus], None] | None = None
+    status_interval: float = 1.0
+    progress: Progress = NULL_PROGRESS
+    on_applied: Callable[[list[Transaction]], None] | None = None
+    heartbeat: float = 0.2
+    reload: bool = False
+    again: str | None = None
+    resnapshot: Resnapshot | None = None
+    asked: list[str] = field(default_factory=list)  # --resnapshot tables
+    chunk_rows: int = SNAPSHOT_CHUNK_ROWS
+    online_load: bool = True
+
+
+def coordinate(
+    m: Mapping, src: Source, resolved: list[Resolved], url: str, o: Options
+) -> SyncReport:
+    """One sync run against the opened source and the target at ``url``, until ``o.stop`` is
+    set (or, with ``o.until_caught_up``, until nothing is pending). Raises MigratorError;
+    ``SchemaChanged`` (exit 1) on DDL of a mapped table."""
+    figures = o.figures
+    on_status = figures.stamped(o.on_status)  # the figures in every status line
+    bars = o.progress
+    progress = figures.tee(bars, on_status, o.status_interval)  # the load's progress
+    # the online load's: no status of its own (the follow loop's says it is loading)
+    online = figures.tee(bars, None, o.status_interval, phase=False)
+    others = figures.tee(NULL_PROGRESS, None, o.status_interval, phase=False)
+    client: Any = connect_any(url)
+    database = src.url.database
+    if not database:
+        raise MigratorError(
+            "the source URL names no database",
+            "end it with the database: mysql+pymysql://user@host:3306/shop",
+        )
+    user = f"'{src.url.username or ''}'@'<host>'"
+    surfaced(lambda: refuse_gaps(src.raw_connection(), user, src.shown_url),
+             "checking the source's settings", src.close)  # fmt: skip
+    logged = surfaced(lambda: cascades_logged(src.raw_connection()),
+                      "reading the source's settings", src.close)  # fmt: skip
+    refuse_unfollowable({r.name: TablePlan(r) for r in resolved}, is_cluster(client), logged)
+    ident = f"{src.url.host or 'localhost'}:{src.url.port or 3306}/{database}"
+    lock = SyncLock(connect_any(url), m.name, m.file or m.name)
+    lock.acquire()  # before anything is written or the log is read
+    try:
+        state = SyncState(client, m.name)
+        stored = state.load()
+        server = surfaced(lambda: gtid.server_id(src.raw_connection()),
+                          "reading the source's server id", src.close)  # fmt: skip
+        reader_id = o.server_id or default_server_id(m.name, url)
+        shape = mapping_fingerprint(m)
+        if o.reload:
+            stored = {}
+        elif stored and gtid.moved(stored, ident, server):  # a failover (or another source)
+            stored = surfaced(
+                lambda: failover(src, client, state.key, stored, ident, server, reader_id),
+                "finding the stored GTID state on the source", src.close,
+            )  # fmt: skip
+        changed, dropped = mapping_changes(stored, m, shape)
+        identity = {"mapping": shape, "tables": json.dumps(table_fingerprints(m))}
+        report = SyncReport(
+            mapping=m.file or m.name,
+            source=src.shown_url,
+            target=mask(url),
+            snapshot=None,
+        )
+
+        def first_load(retrying: Retrying) -> tuple[Snapshot, list[TableReport]]:
+            report.online_load = o.online_load
+            if o.online_load:
+                return load_position(src)
+            return load_snapshot(src, client, resolved, m, progress, o.stop, retrying)
+
+        run = SyncRun(
+            m, src, client, state, resolved, report, o.stop, o.policy, lock,
+            o.again or f"migrator sync {m.file or 'MAPPING'}",
+            on_status=on_status, progress=progress, figures=o.figures,
+            load=first_load,
+            follower=lambda start, **kw: Follower(
+                src, client, state, resolved, database, start, o.stop, o.heartbeat,
+                reader_id, on_status, o.status_interval, o.on_applied, mapping=m,
+                figures=o.figures, resnapshot=o.resnapshot, chunk_rows=o.chunk_rows,
+                identity=identity, asked=once(o.asked, changed, dropped), progress=online,
+                others=others, **kw,
+            ),
+            replan=lambda: replan(src, m, resolved),
+            fields={"source": ident, "server": server, **identity, **(
+                {FIELD: dump_queue(first_run_queue(resolved, o.chunk_rows))}
+                if o.online_load else {})},
+        )  # fmt: skip
+        hint = KeysFollower(client, m.name)  # verify's @keys, kept (checkpoint.py)
+        try:
+            run.run(stored, o.until_caught_up)
+        except BaseException:
+            hint.forget()
+            raise
+        hint.record(run.others)
+    finally:
+        lock.release()
+        client.close()
+    return report
+
+
+def replan(src: Source, m: Mapping, resolved: list[Resolved]) -> None:
+    """After a DDL that re-snapshots a table: the mapping resolved again, in place, against
+    the schema the server has now (the followers to come read it; recovery.py)."""
+    names = [r.name for r in resolved]
+    resolved[:] = resolve(m, src.schema(names), names)  # read afresh, not the cached one
+
+
+def once(
+    asked: list[str], changed: list[tuple[str, str]], dropped: list[str]
+) -> tuple[tuple[str, str], ...]:
+    """The tables to re-snapshot (with why), handed to the first follower only (later ones
+    resume them from the stored progress)."""
+    out = [(t, why) for t, why in changed] + [(t, "--resnapshot") for t in asked]
+    out += [(t, "") for t in dropped]  # "" : no longer mapped, its keys kept
+    asked.clear()
+    changed.clear()
+    dropped.clear()
+    return tuple(out)
