@@ -440,7 +440,11 @@ def test_unreachable_mysql_exits_3(sample_db: tuple[MySQLDatabase, Path], tmp_pa
 @pytest.mark.acceptance  # its fixture is requested by name, so conftest cannot mark it
 @pytest.mark.parametrize("database", ["sakila", "employees"])
 def test_memory_estimate_within_30_percent(
-    database: str, request: pytest.FixtureRequest, private_redis: redis.Redis, tmp_path: Path
+    database: str,
+    engine: str,  # on each engine: the sample database's fixture is requested by name
+    request: pytest.FixtureRequest,
+    private_redis: redis.Redis,
+    tmp_path: Path,
 ) -> None:
     source: str = request.getfixturevalue(f"{database}_url")
     mapping = scaffolded(source, tmp_path, database)
