@@ -62,6 +62,7 @@ import pytest
 import redis
 
 from tests.binlog_server import PrivateMariaDB, add_reader, missing
+from tests.cluster import free_ports
 from tests.engines import (
     ENGINES,
     MARIADB_IMAGE,
@@ -101,14 +102,11 @@ from tests.services import (
 )
 from tests.services import testdata_dir as find_testdata_dir
 from tests.targets import (
-    EXPECTED,
     FLAVORS,
-    MATRIX,
     TARGET_ENV,
     FlavorServer,
     TargetProblem,
-    identity,
-    in_matrix,
+    mark_the_matrix,
     target,
     use_flavor_binaries,
 )
@@ -157,7 +155,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if names & _ACCEPTANCE:
             item.add_marker(pytest.mark.acceptance)
         _only_engine(item)
-    _mark_the_target_matrix(items)
+    mark_the_matrix(items)
     _leave_out_long(config, items)
     _leave_out_engines(config, items)
 
@@ -189,22 +187,6 @@ def _leave_out_engines(config: pytest.Config, items: list[pytest.Item]) -> None:
     if left:
         config.hook.pytest_deselected(items=left)
         items[:] = keep
-
-
-def _mark_the_target_matrix(items: list[pytest.Item]) -> None:
-    """Mark ``targets`` the tests tests/targets.py's MATRIX names; a name there that matches
-    no collected test of its (collected) file is a usage error."""
-    seen: dict[str, set[str]] = {}
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        name = getattr(item, "originalname", item.name)
-        seen.setdefault(path, set()).add(name)
-        if in_matrix(path, name):
-            item.add_marker(pytest.mark.targets)
-    missing = [f"{path}::{name}" for path, names in MATRIX.items() if path in seen
-               for name in names if name != "*" and name not in seen[path]]  # fmt: skip
-    if missing:
-        raise pytest.UsageError(f"tests/targets.py names tests that do not exist: {missing}")
 
 
 def _leave_out_long(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -342,7 +324,18 @@ def redis_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     session; else as configured (or of the container)."""
     flavor = target()
     if flavor in FLAVORS:
-        yield from _flavor_server(flavor, tmp_path_factory.mktemp(f"redis-{flavor}"))
+        server = FlavorServer(flavor, free_ports(1)[0], tmp_path_factory.mktemp(f"redis-{flavor}"))
+        try:
+            try:
+                url = server.start()
+            except TargetProblem as e:
+                _unavailable(f"{TARGET_ENV}={flavor}: {e}")
+            problem = server.not_the_flavor()
+            if problem:
+                pytest.fail(problem, pytrace=False)
+            yield url
+        finally:
+            server.stop()
         return
     configured = os.environ.get(REDIS_ENV)
     if configured:
@@ -360,28 +353,6 @@ def redis_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except Exception as e:
             _unavailable(f"could not start a redis:7 container: {type(e).__name__}: {e}")
         yield url
-
-
-def _flavor_server(flavor: str, directory: Path) -> Iterator[str]:
-    """A server of ``flavor`` on a free port (tests/targets.py), checked to be that flavor."""
-    from tests.cluster import free_ports
-
-    server = FlavorServer(flavor, free_ports(1)[0], directory)
-    try:
-        try:
-            url = server.start()
-        except TargetProblem as e:
-            _unavailable(f"{TARGET_ENV}={flavor}: {e}")
-        client = redis.Redis.from_url(url, socket_timeout=10)
-        try:
-            found = identity(client.info("server"))
-        finally:
-            client.close()
-        if found != EXPECTED[flavor]:
-            pytest.fail(f"{TARGET_ENV}={flavor}, but the server says {found}", pytrace=False)
-        yield url
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+import redis
+
 TARGET_ENV = "MIGRATOR_TEST_TARGET"
 FLAVORS = ("redis8", "valkey8")
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "redis-server.sh"
@@ -75,6 +78,17 @@ class FlavorServer:
 
     def stop(self) -> None:
         _script(self.flavor, "--port", str(self.port), "--dir", str(self.directory), "stop")
+
+    def not_the_flavor(self) -> str | None:
+        """Why the server on the port is not the flavor asked for, or None."""
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+        try:
+            found = identity(client.info("server"))
+        finally:
+            client.close()
+        if found != EXPECTED[self.flavor]:
+            return f"{TARGET_ENV}={self.flavor}, but the server on {self.port} says {found}"
+        return None
 
 
 def identity(info: dict[str, Any]) -> tuple[str, int]:
@@ -158,3 +172,24 @@ def in_matrix(path: str, name: str) -> bool:
     """Whether the test ``name`` (without its parameters) of ``path`` is in MATRIX."""
     names = MATRIX.get(path, ())
     return "*" in names or name in names
+
+
+def mark_the_matrix(items: list[pytest.Item]) -> None:
+    """Mark ``targets`` the tests MATRIX names; a name there that its (collected) test file
+    does not define is a usage error."""
+    modules: dict[str, Any] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if getattr(item, "module", None) is not None:
+            modules.setdefault(path, item.module)  # type: ignore[attr-defined]
+        if in_matrix(path, getattr(item, "originalname", item.name)):
+            item.add_marker(pytest.mark.targets)
+    missing = [
+        f"{path}::{name}"
+        for path, names in MATRIX.items()
+        if path in modules
+        for name in names
+        if name != "*" and not callable(getattr(modules[path], name, None))
+    ]
+    if missing:
+        raise pytest.UsageError(f"tests/targets.py names tests that do not exist: {missing}")
