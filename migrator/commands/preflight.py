@@ -28,7 +28,7 @@ from migrator.commands.dryrun import PlanSink
 from migrator.errors import MigratorError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
-from migrator.plan.estimate import Limits, keyspace
+from migrator.plan.estimate import Limits, keyspace, target_limits
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.source.mysql import Source
@@ -93,7 +93,11 @@ def check_memory(client: Any, src: Source, resolved: Sequence[Resolved]) -> None
     if not limit:
         return
     used = int(info.get("used_memory", 0) or 0)
-    need = estimate(src, resolved)
+    try:
+        server = client.info("server")
+    except redis.ResponseError:  # only INFO memory allowed: Redis 7.0's layout
+        server = {}
+    need = estimate(src, resolved, target_limits(server))
     free = max(0, limit - used)
     if need > free:
         raise MigratorError(
@@ -105,9 +109,10 @@ def check_memory(client: Any, src: Source, resolved: Sequence[Resolved]) -> None
         )
 
 
-def estimate(src: Source, resolved: Sequence[Resolved]) -> int:
+def estimate(src: Source, resolved: Sequence[Resolved], limits: Limits | None = None) -> int:
     """Bytes the load would take: each table's first SAMPLE_ROWS rows planned and sized as
-    dry-run does, scaled to the table's row count (exact when the table is that small)."""
+    dry-run does (with the target's ``limits``: ``target_limits``), scaled to the table's row
+    count (exact when the table is that small)."""
     total = 0.0
     keys = 0.0
     for r in resolved:
@@ -118,7 +123,7 @@ def estimate(src: Source, resolved: Sequence[Resolved]) -> int:
         batches.close()
         if not rows:
             continue
-        sink = PlanSink(plan, None, Limits())
+        sink = PlanSink(plan, None, limits or Limits())
         sink.write(plan.plan(rows)[0])
         scale = 1.0
         if len(rows) >= SAMPLE_ROWS:
