@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from migrator.errors import MappingError, MappingErrors
+from migrator.errors import MappingError, MappingErrors, docs
 from migrator.mapping.model import (
     KINDS,
     Index,
@@ -28,6 +28,8 @@ from migrator.mapping.model import (
     Template,
     Unique,
 )
+from migrator.mapping.where import Filter, FilterSyntaxError
+from migrator.mapping.where import parse as parse_filter
 from migrator.urls import quote_userinfo, userinfo_spans
 
 T = TypeVar("T")
@@ -40,7 +42,7 @@ ESCAPES = ("reject", "backslash")  # migrator/plan/escape.py
 MAX_BATCH_SIZE = 1_000_000
 TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
-    "references", "sorted", "latest", "sets",
+    "references", "sorted", "latest", "sets", "where",
 )  # fmt: skip
 MISPLACED = (
     "indent it under its table, 2 spaces deeper than the table's name "
@@ -390,6 +392,7 @@ class _Builder:
         parse("key", optional("key", self.template))
         parse("columns", lambda: self._columns(d, path))
         parse("counter", lambda: self.counter(d, path, name))
+        parse("where", optional("where", self.where))
         for key, read in (
             ("unique", self.unique), ("indexes", self.index), ("references", self.reference),
             ("sorted", self.sorted), ("latest", self.latest), ("sets", self.set_spec),
@@ -436,6 +439,18 @@ class _Builder:
         if d["columns"] == []:
             return ()
         return self.names(d["columns"], f"{path}.columns")
+
+    def where(self, value: Any, path: str) -> Filter:
+        text = self.string(value, path)
+        try:
+            return parse_filter(text)
+        except FilterSyntaxError as e:
+            raise self.error(
+                path,
+                f"bad filter {text!r}: {e}",
+                "e.g. where: \"status = 'active' AND created >= DATE '2024-01-01'\" "
+                f"({docs('mapping.md#where')})",
+            ) from None
 
     def unique(self, value: Any, path: str) -> Unique:
         if isinstance(value, dict):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from collections import abc
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from migrator.mapping.where import Filter
 
 Kind = Literal["hash", "columns", "none"]
 KINDS: tuple[Kind, ...] = ("hash", "columns", "none")
@@ -161,6 +164,8 @@ class Table:
     sorted: tuple[Sorted, ...] = ()
     latest: tuple[Latest, ...] = ()
     sets: tuple[SetSpec, ...] = ()
+    #: only the rows this filter keeps are in Redis (mapping/where.py); None: every row
+    where: Filter | None = None
 
 
 @dataclass(frozen=True)

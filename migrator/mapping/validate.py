@@ -12,6 +12,7 @@ from migrator.mapping.loader import suggest
 from migrator.mapping.model import Mapping, Table
 from migrator.mapping.resolve import column_uses, default_key, resolve
 from migrator.mapping.schema import Schema, TableSchema
+from migrator.mapping.where import check as check_filter
 
 Level = Literal["error", "warning"]
 
@@ -128,6 +129,11 @@ def _check_table(mapping: Mapping, table: Table, schema: Schema) -> list[Problem
     out = unknown + _check_references(table, schema, problem)
     out += _check_columns(table, ts, problem)
     out += _check_key(mapping, table, ts, problem)
+    if table.where is not None:
+        out += [
+            problem("error", f"{path}.where", message, hint)
+            for message, hint in check_filter(table.where, ts)
+        ]
     if unknown:
         return out
     try:
