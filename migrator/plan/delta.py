@@ -49,6 +49,7 @@ from migrator.plan.structures import (
     UniqueHashes,
     UniqueStrings,
 )
+from migrator.plan.where import row_test
 
 EntryKey = tuple[str, bytes, bytes]
 
@@ -182,6 +183,10 @@ class TableDelta:
         self.guarded = bool(plan.guards)
         self.entries_of = entries_function(plan, self.collectors)
         self.row_key = plan.row_key
+        # a row filter (``where:``): a row it leaves out is absent from Redis, so an image
+        # outside it is planned as no row at all (plan/where.py)
+        where = plan.table.where
+        self.keeps = None if where is None else row_test(where, plan.pos, plan.resolved.schema)
 
     def entries(self, row: Row | None) -> Entries:
         """A row's entries, grouped per key (none for None)."""
@@ -192,6 +197,13 @@ class TableDelta:
         an insert, (row, None) a delete, else an update."""
         delta = Delta() if into is None else into
         delta.rows += 1
+        left_out = None  # the after-image the filter leaves out: it still raises the counter
+        if self.keeps is not None:
+            keeps = self.keeps
+            if before is not None and not keeps(before):
+                before = None
+            if after is not None and not keeps(after):
+                left_out, after = after, None
         # under escape: reject a row with a separator inside a composite's value is never
         # written (plan/escape.py), as migrate does: it was not there before, it is not after
         if self.guarded:
@@ -253,8 +265,9 @@ class TableDelta:
             else:
                 continue
             written[kk] = None  # a key written before keeps its place
-        if self.counter_key is not None and after is not None and new_key is not None:
-            pk = after[0]
+        if self.counter_key is not None:
+            counted = after if new_key is not None else left_out
+            pk = counted[0] if counted is not None else None
             if pk is not None and pk.lstrip(b"-").isdigit():
                 delta.raise_counter(self.counter_key, int(pk))
         if self.latest_positions:
