@@ -101,6 +101,8 @@ def test_migrate_verify_and_dry_run_keep_only_the_filtered_rows(
     path.write_text(MAPPING.format(where=WHERE))
     planned = dry_run(path, source=mysql_db.url, sample=0)
     assert (planned.tables[0].rows, planned.tables[0].filtered_out) == (2, 4)
+    shown = planned.as_dict()["tables"][0]
+    assert (shown["where"], shown["filtered_out"]) == (WHERE, 4)
     report = migrate(path, source=mysql_db.url, target=redis_url, workers=workers, chunk_rows=1)
     assert report.exit_code == 0
     assert sorted(redis_client.keys("acct:[0-9]*")) == [b"acct:1", b"acct:6"]
@@ -121,3 +123,34 @@ def test_migrate_verify_and_dry_run_keep_only_the_filtered_rows(
     assert fixed.exit_code in (0, 1)
     assert verify(path, source=mysql_db.url, target=redis_url).exit_code == 0
     assert sorted(redis_client.keys("acct:[0-9]*")) == [b"acct:2", b"acct:6"]
+
+
+def test_a_changed_filter_is_a_changed_part_of_the_fingerprint() -> None:
+    from migrator.mapping.fingerprint import changes, fingerprint
+    from migrator.mapping.kinds import Kind
+    from migrator.mapping.resolve import resolve
+    from migrator.mapping.schema import Column, Schema, TableSchema
+
+    cols = (Column("id", Kind.INTEGER, False, "int"), Column("a", Kind.INTEGER, True, "int"))
+    schema = Schema("db", {"t": TableSchema("t", cols, ("id",), (), ())}, ())
+
+    def printed(where: str) -> dict:  # type: ignore[type-arg]
+        m = parse_mapping(
+            "version: 1\ntables:\n  t:" + (f"\n    where: {where!r}" if where else " {}")
+        )
+        return fingerprint(m, resolve(m, schema))
+
+    assert changes(printed(""), printed(""), ["t"]) == []
+    assert changes(printed("a = 1"), printed("a = 1"), ["t"]) == []
+    assert changes(printed("a = 1"), printed("a = 2"), ["t"]) == ["tables.t: where"]
+    assert changes(printed(""), printed("a = 2"), ["t"]) == ["tables.t: where"]
+
+
+def test_init_never_drafts_a_filter(mysql_db: MySQLDatabase) -> None:
+    from migrator.commands import init
+    from migrator.mapping import scaffold
+
+    mysql_db.run(SCHEMA)
+    draft = scaffold.render(init(mysql_db.url))
+    assert "where" not in draft
+    assert parse_mapping(draft).tables[0].where is None
