@@ -154,3 +154,24 @@ def test_init_never_drafts_a_filter(mysql_db: MySQLDatabase) -> None:
     draft = scaffold.render(init(mysql_db.url))
     assert "where" not in draft
     assert parse_mapping(draft).tables[0].where is None
+
+
+@pytest.mark.parametrize(("on_delete", "refused"), [("CASCADE", False), ("SET NULL", True)])
+def test_a_filtered_child_refuses_a_cascade_that_could_bring_a_row_in(
+    on_delete: str, refused: bool
+) -> None:
+    from migrator.plan.cascade import followable
+    from tests.test_cascade_plan import _plans, _schema
+
+    text = """
+version: 1
+tables:
+  parent: {}
+  child:
+    where: "parent_id IS NULL OR e > 3"
+    references: [{columns: [parent_id], table: parent}]
+"""
+    rules, refusals = followable(_plans(_schema(on_delete), text))
+    assert [u.table for u in refusals] == (["child"] if refused else [])
+    assert all("row filter" in u.why for u in refusals)
+    assert len(rules) == (0 if refused else 1)
