@@ -99,7 +99,11 @@ def test_migrate_verify_and_dry_run_keep_only_the_filtered_rows(
     mysql_db.run(SCHEMA)
     path = tmp_path / "m.yaml"
     path.write_text(MAPPING.format(where=WHERE))
-    planned = dry_run(path, source=mysql_db.url, sample=0)
+    resp = tmp_path / "load.resp"
+    planned = dry_run(path, source=mysql_db.url, sample=0, resp_file=resp)
+    written = resp.read_bytes()
+    for i in range(1, 7):  # the RESP load holds the rows the filter keeps, and only them
+        assert (b"$6\r\nacct:%d\r\n" % i in written) == (i in (1, 6)), i
     assert (planned.tables[0].rows, planned.tables[0].filtered_out) == (2, 4)
     shown = planned.as_dict()["tables"][0]
     assert (shown["where"], shown["filtered_out"]) == (WHERE, 4)

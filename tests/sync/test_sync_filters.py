@@ -6,11 +6,14 @@ what Redis holds, key by key) agrees."""
 from __future__ import annotations
 
 import random
+import threading
 from decimal import Decimal
 
 from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
+from migrator.reports import SyncStatus
+from tests.faults import wait_for
 from tests.services import MySQLDatabase
 
 SCHEMA = """
@@ -109,3 +112,53 @@ def test_rows_move_in_and_out_of_the_filter(binlog_db, redis_url: str, redis_cli
         report = verify(mapping, source=binlog_db.url, target=redis_url)
         assert report.exit_code == 0, report.as_dict()
         _compare(binlog_db, redis_client)
+
+
+def test_writes_during_the_online_load_move_rows_in_and_out(
+    binlog_db, redis_url: str, redis_client
+) -> None:  # type: ignore[no-untyped-def]
+    """The online first load reads chunks of 20 rows while writers move rows across the
+    filter: the chunks (filtered in SQL) and the log (filtered in Python) meet exactly."""
+    binlog_db.run(SCHEMA)
+    rng = random.Random(11)
+    conn = binlog_db.connect(client_flag=0)
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO acct VALUES (%s,%s,%s,%s,%s,%s,%s)",
+                        [_row(rng, i) for i in range(1, 401)])  # fmt: skip
+    conn.commit()
+    conn.close()
+    mapping = parse_mapping(MAPPING, name="filters-online")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    following = threading.Event()
+
+    def status(s: SyncStatus) -> None:
+        if s.phase != "loading":
+            following.set()
+
+    def run() -> None:
+        try:
+            sync(mapping, source=binlog_db.url, target=redis_url, stop=stop, chunk_rows=20,
+                 server_id=next(_ids), on_status=status)  # fmt: skip
+        except BaseException as e:
+            errors.append(e)
+
+    follower = threading.Thread(target=run)
+    follower.start()
+    writers = [
+        threading.Thread(target=_write, args=(binlog_db, random.Random(s), 100, 400 + 100 * s))
+        for s in (1, 2)
+    ]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    wait_for("sync following the log", lambda: following.is_set() or errors, 120)
+    stop.set()
+    follower.join(60)
+    assert not follower.is_alive() and not errors, errors
+    sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
+         server_id=next(_ids))  # fmt: skip
+    report = verify(mapping, source=binlog_db.url, target=redis_url)
+    assert report.exit_code == 0, report.as_dict()
+    _compare(binlog_db, redis_client)
