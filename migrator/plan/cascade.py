@@ -120,6 +120,8 @@ def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], clust
             "the child has a row filter (where:): a SET NULL or ON UPDATE CASCADE can bring "
             "into it a row Redis does not hold, so sync cannot find it"
         )
+    if child.formatters:
+        return "the row hash holds formatted values (formats:), which cannot be read back"
     nulled = {child.pos[c] for c in fk.columns}
     if "SET NULL" in " ".join(fk.unlogged_rules) and any(set(g) & nulled for g, _ in child.guards):
         return "a separator may occur in a composite's values next to the nulled columns"

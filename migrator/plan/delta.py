@@ -300,23 +300,60 @@ def _row_columns(plan: TablePlan, structure: RowColumns) -> Collect:
     """``as: columns``: one STRING per column (``s``, the column name appended to the row
     key); the primary-key columns when every value is NULL."""
     fields, pk_fields, row_key = structure.fields, structure.pk_fields, plan.row_key
+    formats = structure.formats
+
+    def value(row: Row, i: int) -> bytes | None:
+        v = row[i]
+        return formats[i](v) if v is not None and formats and i in formats else v
 
     def row_columns(row: Row, out: Entries) -> None:
         key = row_key(row)
         if key is None:
             return
-        chosen = [(name, row[i]) for name, i in fields if row[i] is not None]
+        chosen = [(name, v) for name, i in fields if (v := value(row, i)) is not None]
         if not chosen:
-            chosen = [(name, row[i] or b"") for name, i in pk_fields]
+            chosen = [(name, value(row, i) or b"") for name, i in pk_fields]
         for name, v in chosen:
-            out["s", key + name] = {b"": v}  # type: ignore[dict-item]
+            out["s", key + name] = {b"": v}
 
     return row_columns
+
+
+def _row_hash(plan: TablePlan, structure: RowHash) -> Collect:
+    """A row hash with formatted fields (formats:): the fields as ``RowHash.add`` writes
+    them (``H``)."""
+    fields, pk_fields, formats, row_key = (
+        structure.fields,
+        structure.pk_fields,
+        structure.formats,
+        plan.row_key,
+    )
+
+    def value(row: Row, i: int) -> bytes | None:
+        v = row[i]
+        return formats[i](v) if v is not None and i in formats else v
+
+    def row_hash(row: Row, out: Entries) -> None:
+        key = row_key(row)
+        if key is None:
+            return
+        h = {name: v for name, i in fields if (v := value(row, i)) is not None}
+        if not h:
+            h = {name: value(row, i) or b"" for name, i in pk_fields}
+        got = out.get(("H", key))
+        if got is None:
+            out["H", key] = h
+        else:
+            got.update(h)
+
+    return row_hash
 
 
 def _collector(plan: TablePlan, structure: object) -> Collect | None:
     """The entries a structure the generated code does not inline contributes for a row
     (see the module docstring); None for those it inlines (plan/delta_code.py)."""
+    if isinstance(structure, RowHash) and structure.formats:
+        return _row_hash(plan, structure)
     if isinstance(structure, (RowHash, UniqueHashes, IndexSets, SortedSets)):
         return None
     pk_text = plan.pk_text
