@@ -189,3 +189,22 @@ def test_formats_and_fields_are_parts_of_the_fingerprint_and_refuse_cascades() -
     assert [u.table for u in refused] == ["child"] and "formatted" in refused[0].why
     rules, refused = followable(_plans(schema, base + "    fields: {tag: t}\n"))
     assert len(rules) == 1 and not refused  # a renamed field is read back by its name
+
+
+def test_renamed_fields_alone_keep_the_fast_paths_exact(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """Without a format or lower(), the generated packer and verify's fast path run, with the
+    fields' own names."""
+    _load(mysql_db)
+    path = tmp_path / "renamed.yaml"
+    path.write_text("version: 1\ntables:\n  login:\n    fields: {login_times: times, d: day}\n"
+                    "    unique: [name]\n")  # fmt: skip
+    assert migrate(path, source=mysql_db.url, target=redis_url, workers=1).exit_code == 0
+    assert redis_client.hget("login:1", "times") == b"5"
+    assert redis_client.hget("login:1", "day") == b"1970-01-02"
+    assert not redis_client.hexists("login:1", "login_times")
+    assert verify(path, source=mysql_db.url, target=redis_url).exit_code == 0
+    redis_client.hset("login:1", "login_times", "5")
+    found = verify(path, source=mysql_db.url, target=redis_url)
+    assert found.exit_code == 1 and "login_times" in str(found.as_dict())
