@@ -197,13 +197,13 @@ class TableDelta:
         an insert, (row, None) a delete, else an update."""
         delta = Delta() if into is None else into
         delta.rows += 1
-        left_out = None  # the after-image the filter leaves out: it still raises the counter
         if self.keeps is not None:
             keeps = self.keeps
             if before is not None and not keeps(before):
                 before = None
             if after is not None and not keeps(after):
-                left_out, after = after, None
+                self._left_out(after, delta)
+                after = None
         # under escape: reject a row with a separator inside a composite's value is never
         # written (plan/escape.py), as migrate does: it was not there before, it is not after
         if self.guarded:
@@ -265,9 +265,8 @@ class TableDelta:
             else:
                 continue
             written[kk] = None  # a key written before keeps its place
-        if self.counter_key is not None:
-            counted = after if new_key is not None else left_out
-            pk = counted[0] if counted is not None else None
+        if self.counter_key is not None and after is not None and new_key is not None:
+            pk = after[0]
             if pk is not None and pk.lstrip(b"-").isdigit():
                 delta.raise_counter(self.counter_key, int(pk))
         if self.latest_positions:
@@ -275,6 +274,13 @@ class TableDelta:
                 if _latest_may_change(before, after, i, self.npk):
                     delta.dirty_latest.add((self.name, n))
         return delta
+
+    def _left_out(self, row: Row, delta: Delta) -> None:
+        """A row the filter leaves out is in no structure, but its key still raises the
+        counter: the counter's rule is over every row of the table (docs/mapping.md)."""
+        pk = row[0]
+        if self.counter_key is not None and pk is not None and pk.lstrip(b"-").isdigit():
+            delta.raise_counter(self.counter_key, int(pk))
 
     def changes(self, pairs: Iterable[tuple[Row | None, Row | None]]) -> Delta:
         total = Delta()
@@ -304,9 +310,19 @@ def _row_columns(plan: TablePlan, structure: RowColumns) -> Collect:
 
     def value(row: Row, i: int) -> bytes | None:
         v = row[i]
-        return formats[i](v) if v is not None and formats and i in formats else v
+        return formats[i](v) if v is not None and i in formats else v
 
     def row_columns(row: Row, out: Entries) -> None:
+        key = row_key(row)
+        if key is None:
+            return
+        chosen = [(name, row[i]) for name, i in fields if row[i] is not None]
+        if not chosen:
+            chosen = [(name, row[i] or b"") for name, i in pk_fields]
+        for name, v in chosen:
+            out["s", key + name] = {b"": v}  # type: ignore[dict-item]
+
+    def formatted(row: Row, out: Entries) -> None:  # formats: (as RowColumns.add writes)
         key = row_key(row)
         if key is None:
             return
@@ -316,6 +332,8 @@ def _row_columns(plan: TablePlan, structure: RowColumns) -> Collect:
         for name, v in chosen:
             out["s", key + name] = {b"": v}
 
+    if formats:
+        return formatted
     return row_columns
 
 

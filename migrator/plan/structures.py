@@ -70,21 +70,29 @@ class RowHash(Structure):
             batch.stats.rejected[NULL_KEY] += 1
             return
         args: list[bytes] = [b"HSET", key]
-        formats = self.formats
+        if self.formats:
+            value = self.value
+            args += [x for name, i in self.fields if (v := value(row, i)) is not None
+                     for x in (name, v)]  # fmt: skip
+            if len(args) == 2:  # every field NULL: keep the row, keyed by its primary key
+                args += [x for name, i in self.pk_fields for x in (name, value(row, i) or b"")]
+            batch.commands.append(tuple(args))
+            batch.stats.keys += 1
+            return
         for name, i in self.fields:
             v = row[i]
-            if v is not None and formats and i in formats:
-                v = formats[i](v)
             if v is not None:
                 args += (name, v)
         if len(args) == 2:  # every field NULL: keep the row, keyed by its primary key
             for name, i in self.pk_fields:
-                v = row[i]
-                if v is not None and formats and i in formats:
-                    v = formats[i](v)
-                args += (name, v or b"")
+                args += (name, row[i] or b"")
         batch.commands.append(tuple(args))
         batch.stats.keys += 1
+
+    def value(self, row: Row, i: int) -> bytes | None:
+        """The value at ``i`` as the row hash writes it (its format, formats:)."""
+        v = row[i]
+        return self.formats[i](v) if v is not None and i in self.formats else v
 
     def patterns(self) -> list[str]:
         return [self.plan.resolved.key.text]
@@ -143,20 +151,30 @@ class RowColumns(Structure):
             batch.stats.rejected[NULL_KEY] += 1
             return
         written = 0
-        formats = self.formats
+        if self.formats:
+            formats = self.formats
+            values = [(s, formats[i](row[i]) if row[i] is not None and i in formats else row[i])  # type: ignore[arg-type]
+                      for s, i in self.fields]  # fmt: skip
+            for suffix, v in values:
+                if v is not None:
+                    batch.commands.append((b"SET", key + suffix, v))
+                    written += 1
+            if not written:
+                for suffix, i in self.pk_fields:
+                    v = row[i]
+                    v = formats[i](v) if v is not None and i in formats else v
+                    batch.commands.append((b"SET", key + suffix, v or b""))
+                    written += 1
+            batch.stats.keys += written
+            return
         for suffix, i in self.fields:
             v = row[i]
-            if v is not None and formats and i in formats:
-                v = formats[i](v)
             if v is not None:
                 batch.commands.append((b"SET", key + suffix, v))
                 written += 1
         if not written:
             for suffix, i in self.pk_fields:
-                v = row[i]
-                if v is not None and formats and i in formats:
-                    v = formats[i](v)
-                batch.commands.append((b"SET", key + suffix, v or b""))
+                batch.commands.append((b"SET", key + suffix, row[i]))  # type: ignore[arg-type]
                 written += 1
         batch.stats.keys += written
 
