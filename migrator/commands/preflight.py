@@ -32,6 +32,7 @@ from migrator.plan.estimate import Limits, keyspace, target_limits
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.source.mysql import Source
+from migrator.source.where import clause
 from migrator.store.checkpoint import checkpoint_key
 from migrator.store.keys import scan_space
 
@@ -118,7 +119,9 @@ def estimate(src: Source, resolved: Sequence[Resolved], limits: Limits | None = 
     for r in resolved:
         plan = TablePlan(r)
         selector = src.selector(r.name, plan.select)
-        batches = src.batches(r.name, selector, r.primary_key, SAMPLE_ROWS, page_size=SAMPLE_ROWS)
+        batches = src.batches(
+            r.name, selector, r.primary_key, SAMPLE_ROWS, page_size=SAMPLE_ROWS, where=clause(r)
+        )
         rows = next(batches, [])
         batches.close()
         if not rows:
