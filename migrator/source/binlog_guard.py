@@ -51,7 +51,7 @@ class UnsafeLog(SourceError):
     session that wrote it, named with the fix."""
 
 
-_RELOAD = (
+RELOAD = (
     "then 'migrator sync MAPPING --reload' loads a new snapshot (the event stays in the log; "
     "everything before it is applied)"
 )
@@ -67,28 +67,33 @@ def payload(event: Any, log_file: str) -> None:
     MariaDB's 165-171); other events the library does not implement (MySQL's anonymous GTID
     event, ...) pass."""
     kind = getattr(event, "event_type", None)
-    if kind not in _STOPPING:
-        return
-    where = at(event, log_file)
+    if isinstance(kind, int) and kind in _STOPPING:
+        refuse(kind, at(event, log_file))
+
+
+def refuse(kind: int, where: str) -> None:
+    """Raise for an event of type ``kind`` at ``where`` (``file:offset``) that sync stops
+    on: MariaDB's compressed events, a tagged GTID, a compressed transaction (the library's
+    reader; sync's own stream, ``binlog_stream``, unpacks those)."""
     if kind in MARIADB_COMPRESSED:
         raise UnsafeLog(
             f"the binary log holds a compressed event at {where} (log_bin_compress=ON): its "
             "row changes cannot be read, so sync stopped before it",
-            f"SET GLOBAL log_bin_compress = OFF (and in my.cnf); {_RELOAD}",
+            f"SET GLOBAL log_bin_compress = OFF (and in my.cnf); {RELOAD}",
         )
     if kind == GTID_TAGGED_LOG_EVENT:
         raise UnsafeLog(
             f"the binary log holds a transaction with a tagged GTID at {where} (uuid:tag:n, "
             "SET gtid_next = 'AUTOMATIC:tag'): sync cannot read the tag, so the GTID set it "
             "stores for a failover would be wrong, and it stopped before it",
-            f"write without GTID tags; {_RELOAD}",
+            f"write without GTID tags; {RELOAD}",
         )
     raise UnsafeLog(
         f"the binary log holds a compressed transaction at {where} "
         "(binlog_transaction_compression=ON): its row changes cannot be read, so sync "
         "stopped before it",
         "SET GLOBAL binlog_transaction_compression = OFF (and in my.cnf), and make sure no "
-        f"session turns it on (SET SESSION binlog_transaction_compression); {_RELOAD}",
+        f"session turns it on (SET SESSION binlog_transaction_compression); {RELOAD}",
     )
 
 
@@ -108,7 +113,7 @@ def images(event: Any, log_file: str) -> None:
         raise UnsafeLog(
             f"the binary log's table map of {table} at {where} names no columns "
             "(binlog_row_metadata=MINIMAL): its rows cannot be matched to columns exactly",
-            f"SET GLOBAL binlog_row_metadata = 'FULL' (and in my.cnf); {_RELOAD}",
+            f"SET GLOBAL binlog_row_metadata = 'FULL' (and in my.cnf); {RELOAD}",
         )
     count = len(event.columns)
     bitmaps = [event.columns_present_bitmap]
@@ -122,7 +127,7 @@ def images(event: Any, log_file: str) -> None:
         "(binlog_row_image=MINIMAL or NOBLOB, set by the server or a session): sync needs "
         "the whole row before and after",
         "SET GLOBAL binlog_row_image = 'FULL' (and in my.cnf), and make sure no session "
-        f"changes it (SET SESSION binlog_row_image); {_RELOAD}",
+        f"changes it (SET SESSION binlog_row_image); {RELOAD}",
     )
 
 
@@ -141,7 +146,7 @@ def partial_json(event: Any, log_file: str) -> None:
                     "change (binlog_row_value_options=PARTIAL_JSON), which sync cannot "
                     "replay exactly",
                     "SET GLOBAL binlog_row_value_options = '' (and in my.cnf), and make sure "
-                    f"no session sets PARTIAL_JSON; {_RELOAD}",
+                    f"no session sets PARTIAL_JSON; {RELOAD}",
                 )
             if value is None and sources.get(name) == _SAME:
                 after[name] = before.get(name)

@@ -9,10 +9,10 @@ MONITOR in MariaDB 10.11) and ``SELECT``; no RELOAD: the first load's snapshot t
 position without ``FLUSH TABLES WITH READ LOCK`` (MariaDB: the snapshot's own position; MySQL:
 after ``@@gtid_executed``, ``snapshot.gtid_snapshot``) — except on a MySQL whose executed set
 holds tagged GTIDs, which the binlog library cannot ask for: there the lock is taken, and
-RELOAD is asked for. Besides, per engine (``_engine_gaps``): on MySQL no transaction
-compression (``binlog_transaction_compression=OFF``), no partial JSON updates
-(``binlog_row_value_options=''``) and ``gtid_mode=ON``; on MariaDB no compressed events
-(``log_bin_compress=OFF``). A session can still change most of these for itself: the reader
+RELOAD is asked for. Besides, per engine (``_engine_gaps``): on MySQL no partial JSON updates
+(``binlog_row_value_options=''``) and ``gtid_mode=ON`` (compressed transactions,
+``binlog_transaction_compression=ON``, are read: ``binlog_stream``); on MariaDB no compressed
+events (``log_bin_compress=OFF``). A session can still change most of these for itself: the reader
 stops at such an event (``binlog_guard``).
 """
 
@@ -134,9 +134,6 @@ def _engine_gaps(conn: Any) -> list[Gap]:
         wanted = [("log_bin_compress", "OFF", "SET GLOBAL log_bin_compress = OFF")]
     else:
         wanted = [
-            # a compressed transaction's rows are not decoded (binlog_guard); 8.0.20+
-            ("binlog_transaction_compression", "OFF",
-             "SET GLOBAL binlog_transaction_compression = OFF"),
             # partial JSON changes cannot be replayed exactly (binlog_guard); 8.0.3+
             ("binlog_row_value_options", "", "SET GLOBAL binlog_row_value_options = ''"),
             # the online snapshot's chunks wait for the applied GTIDs to be visible

@@ -45,6 +45,7 @@ from migrator.store.cluster import is_cluster
 from migrator.store.sink import retry
 from migrator.store.sync_state import SyncState, apply_group, raise_counter
 from migrator.sync.figures import SyncFigures
+from migrator.sync.head import HeadWatch
 from migrator.sync.online_snapshot import (
     FIRST_RUN,
     SNAPSHOT_CHUNK_ROWS,
@@ -220,10 +221,14 @@ class Follower:
         thread = threading.Thread(target=self._pump, name="binlog-reader", daemon=True)
         self.figures.following(self.position, loading=self.first_loading())
         thread.start()
+        # the source's own word on its log's end: the lag when the reader is behind
+        head = HeadWatch(self.ctl.url.render_as_string(hide_password=False), self.figures)
+        head.start()
         try:
             self._loop(until_caught_up, report)
         finally:
             self.reader_stop.set()
+            head.close()
             thread.join(2.0)
             with suppress(Exception):  # a lost connection has nothing left to close
                 self.reader.close()
@@ -258,6 +263,11 @@ class Follower:
                     ended = True
                     break
                 elif isinstance(item, BaseException):
+                    if group:  # what was read before the failure is applied, with its position
+                        self._apply(group)
+                        report.transactions += len(group)
+                        report.rows_changed += rows
+                        report.position = self.position
                     raise _reader_error(item)
                 if rows >= MAX_GROUP_ROWS:
                     break
