@@ -15,6 +15,12 @@ Servers are found once per session:
    (CI). ``MIGRATOR_REQUIRE_TESTDATA=1`` does the same for the Sakila/employees files and the
    client that loads them.
 
+``MIGRATOR_TEST_TARGET=redis8`` or ``valkey8`` makes the session's Redis a server of that flavor
+instead, started by scripts/redis-server.sh, and puts its ``redis-server``/``redis-cli`` first
+on PATH for the servers tests start themselves (tests/targets.py; ``-m targets`` selects the
+target matrix). ``MIGRATOR_TEST_REDIS_PORTS=FIRST-LAST`` keeps the tests' own Redis servers to
+that port range.
+
 Fixtures:
 
 * ``engine`` (session) -> ``"mariadb"`` or ``"mysql"``.
@@ -56,6 +62,7 @@ import pytest
 import redis
 
 from tests.binlog_server import PrivateMariaDB, add_reader, missing
+from tests.cluster import free_ports
 from tests.engines import (
     ENGINES,
     MARIADB_IMAGE,
@@ -94,6 +101,15 @@ from tests.services import (
     xdist_worker_number,
 )
 from tests.services import testdata_dir as find_testdata_dir
+from tests.targets import (
+    FLAVORS,
+    TARGET_ENV,
+    FlavorServer,
+    TargetProblem,
+    mark_the_matrix,
+    target,
+    use_flavor_binaries,
+)
 
 _INTEGRATION = {
     "engine", "oracle_mysql", "mysql_server_url", "mysql_db", "redis_server_url", "redis_url",
@@ -117,6 +133,18 @@ def pytest_configure(config: pytest.Config) -> None:
     ignored, exit 0 instead of 130. Caught here, it is the default again in children."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    _use_target_binaries()
+
+
+def _use_target_binaries() -> None:
+    """``MIGRATOR_TEST_TARGET=redis8|valkey8``: that flavor's redis-server and redis-cli first
+    on PATH for the whole run (tests/targets.py), before any test starts a server."""
+    try:
+        flavor = target()
+        if flavor in FLAVORS:
+            use_flavor_binaries(flavor)
+    except TargetProblem as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -127,6 +155,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if names & _ACCEPTANCE:
             item.add_marker(pytest.mark.acceptance)
         _only_engine(item)
+    mark_the_matrix(items)
     _leave_out_long(config, items)
     _leave_out_engines(config, items)
 
@@ -189,9 +218,13 @@ def pytest_report_header() -> list[str]:
     required = " (required)" if services_required() else ""
     oracle = os.environ.get(ORACLE_ENV)
     mysql = f"{ORACLE_ENV}={make_safe(oracle)}" if oracle else "scripts/mysql-server.sh"
+    redis_source = source(REDIS_ENV)
+    flavor = target()
+    if flavor in FLAVORS:
+        redis_source = f"{flavor} of scripts/redis-server.sh ({TARGET_ENV}; its binaries on PATH)"
     return [
         f"services{required}: engines {','.join(engines_selected())};"
-        f" mariadb: {source(MYSQL_ENV)}; mysql: {mysql}; redis: {source(REDIS_ENV)}"
+        f" mariadb: {source(MYSQL_ENV)}; mysql: {mysql}; redis: {redis_source}"
     ]
 
 
@@ -286,8 +319,24 @@ def binlog_server(engine: str, request: pytest.FixtureRequest) -> Iterator[Binlo
 
 
 @pytest.fixture(scope="session")
-def redis_server_url() -> Iterator[str]:
-    """The Redis server URL as configured (or of the container)."""
+def redis_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The Redis server URL: a server of ``MIGRATOR_TEST_TARGET``'s flavor started for this
+    session; else as configured (or of the container)."""
+    flavor = target()
+    if flavor in FLAVORS:
+        server = FlavorServer(flavor, free_ports(1)[0], tmp_path_factory.mktemp(f"redis-{flavor}"))
+        try:
+            try:
+                url = server.start()
+            except TargetProblem as e:
+                _unavailable(f"{TARGET_ENV}={flavor}: {e}")
+            problem = server.not_the_flavor()
+            if problem:
+                pytest.fail(problem, pytrace=False)
+            yield url
+        finally:
+            server.stop()
+        return
     configured = os.environ.get(REDIS_ENV)
     if configured:
         problem = probe_redis(configured)

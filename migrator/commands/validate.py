@@ -22,6 +22,7 @@ from migrator.plan.collisions import check_collisions
 from migrator.plan.planner import TablePlan
 from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source, shared_keys_query
+from migrator.source.where import condition
 from migrator.urls import mask
 
 
@@ -87,7 +88,8 @@ def shared_keys(
             continue
         if any(p.level == "error" and p.path.startswith(path) for p in problems):
             continue  # unknown columns: nothing to count with
-        keys, rows = src.shared_keys(table.name, [ts.column(c) for c in pk])
+        kept = None if table.where is None else condition(table.where, ts)
+        keys, rows = src.shared_keys(table.name, [ts.column(c) for c in pk], kept)
         if keys:
             where = f"{path}.primary_key"
             out.append(

@@ -115,6 +115,13 @@ def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], clust
     missing = [c for c in child.select if c not in r.primary_key and child.pos[c] not in fields]
     if missing:
         return f"the row hash does not hold every column the mapping uses ({missing[0]})"
+    if r.table.where is not None and set(fk.unlogged_rules) - {"ON DELETE CASCADE"}:
+        return (
+            "the child has a row filter (where:): a SET NULL or ON UPDATE CASCADE can bring "
+            "into it a row Redis does not hold, so sync cannot find it"
+        )
+    if child.formatters:
+        return "the row hash holds formatted values (formats:), which cannot be read back"
     nulled = {child.pos[c] for c in fk.columns}
     if "SET NULL" in " ".join(fk.unlogged_rules) and any(set(g) & nulled for g, _ in child.guards):
         return "a separator may occur in a composite's values next to the nulled columns"

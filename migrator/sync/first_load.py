@@ -21,6 +21,7 @@ from migrator.retry import Retrying
 from migrator.source.mysql import Selector, Source
 from migrator.source.reconnect import surfaced
 from migrator.source.snapshot import Snapshot, gtid_snapshot, start_snapshot
+from migrator.source.where import clause
 from migrator.store.cluster_sink import sink_for, writer_for
 
 
@@ -71,7 +72,9 @@ def load_snapshot(
             total = Stats()
             progress.start(r.name, r.schema.row_estimate or None)
             try:
-                for rows in src.batches(r.name, selector, r.primary_key, m.options.batch_size):
+                for rows in src.batches(
+                    r.name, selector, r.primary_key, m.options.batch_size, where=clause(r)
+                ):
                     if stop.is_set():
                         raise KeyboardInterrupt
                     payload, count, stats = writer.pack(plan, rows)
@@ -81,7 +84,7 @@ def load_snapshot(
                     progress.advance(r.name, len(rows))
             finally:
                 writer.close()
-            sink_for(client, retrying).write(finish_commands(src, plan, r))
+            sink_for(client, retrying).write(finish_commands(src, plan, r, clause(r)))
             progress.finish(r.name)
             reports.append(
                 TableReport(

@@ -40,6 +40,7 @@ from migrator.source.binlog_settings import log_status
 from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
 from migrator.source.reconnect import SourceLost, lost_reason, surfaced
+from migrator.source.where import clause
 from migrator.store.cluster import is_cluster
 from migrator.store.sink import retry
 from migrator.store.sync_state import SyncState, apply_group, raise_counter
@@ -422,7 +423,8 @@ class Follower:
             latest = r.table.latest[n]
             schema = r.schema
             pk_cols = [schema.column(c) for c in r.primary_key]
-            rows = self.src.latest(table, pk_cols, schema.column(latest.order_by), latest.limit)
+            order_by = schema.column(latest.order_by)
+            rows = self.src.latest(table, pk_cols, order_by, latest.limit, clause(r))
             pks = [plan.sep.join(v for v in row if v is not None) for row in rows]
             rebuilt = plan.latest_commands(latest.key, pks)
             out.append([c for c in rebuilt if c[0] not in (b"MULTI", b"EXEC")])

@@ -57,6 +57,7 @@ from migrator.source.binlog_settings import log_status
 from migrator.source.mysql import RawRow, Selector, Source, keyset_value
 from migrator.source.reconnect import surfaced
 from migrator.source.snapshot import is_mariadb, start_snapshot, wait_visible
+from migrator.source.where import clause
 from migrator.store.cluster_sink import Writer, sink_for, writer_for
 from migrator.store.keys import remove_owned
 
@@ -330,7 +331,7 @@ class Snapshots:
         count, tail = 0, None
         pages = self.src.batches(
             p.table, selector, r.primary_key, self.mapping.options.batch_size, after=after,
-            page_size=self.chunk_rows,
+            page_size=self.chunk_rows, where=clause(r),
         )  # fmt: skip
         try:
             for rows in pages:
@@ -383,7 +384,7 @@ class Snapshots:
         """After the last chunk: counters and latest lists, as migrate finishes a table."""
         self._drain()
         plan, r = self.plans[p.table], self.resolved[p.table]
-        commands = surfaced(lambda: finish_commands(self.src, plan, r),
+        commands = surfaced(lambda: finish_commands(self.src, plan, r, clause(r)),
                             f"finishing {p.table}", self.src.close)  # fmt: skip
         with suppress(Exception):
             self.src.raw_connection().rollback()
