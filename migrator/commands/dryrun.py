@@ -328,6 +328,7 @@ def sample_commands(src: Source, plan: TablePlan, resolved: Resolved, n: int) ->
         resolved.name, selector, resolved.primary_key, n, page_size=n, where=clause(resolved)
     )
     rows = next(pages, [])
+    pages.close()  # the unbuffered read ends before finish_commands asks the source again
     commands, _ = plan.plan(rows)
     return commands + finish_commands(src, plan, resolved, clause(resolved))
 
