@@ -265,6 +265,10 @@ def render_migrate(report: MigrateReport) -> None:
                 )
             ]
             * bool(t.duplicate_rows)
+            + [
+                Text(f"unique {', '.join(v.columns)}: {plural(v.values, 'value')} shared", "red")
+                for v in t.shared
+            ]
             + [Text(t.status)] * (t.status != "done")
             + [Text(f"resumed after {t.resumed_from:,} rows")]
             * bool(t.resumed_from and t.status == "done")
@@ -311,6 +315,16 @@ def render_migrate(report: MigrateReport) -> None:
             "the declared primary_key is not unique in MySQL: declare columns that are; "
             f"'migrator verify {report.mapping}' prints the SQL that lists the duplicates",
         )
+    for t in report.tables:
+        for v in t.shared:
+            say(
+                "error",
+                f"{t.table}: {plural(v.values, 'value')} of unique {', '.join(v.columns)} held "
+                f"by several rows ({plural(v.rows, 'row')} beyond one per value): Redis holds "
+                "one entry per value, naming one of the rows; exit code 1",
+                "MySQL does not enforce this unique (no UNIQUE index): list the rows with: "
+                f"{v.sql}",
+            )
 
 
 def render_init(draft: Draft, text: str, output: str | None) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from migrator.errors import MappingError, MappingErrors
 from migrator.mapping.loader import suggest
-from migrator.mapping.model import Index, Mapping, Table, Template
+from migrator.mapping.model import Index, Mapping, Table, Template, Unique
 from migrator.mapping.schema import Schema, TableSchema
 
 
@@ -48,6 +48,12 @@ class Resolved:
         """The primary key is the mapping's declaration, which MySQL does not keep unique:
         rows may share a key (migrate and verify count them)."""
         return self.table.kind != "none" and not self.schema.is_unique(self.primary_key)
+
+    @property
+    def unenforced_uniques(self) -> tuple[Unique, ...]:
+        """The ``unique:`` entries whose columns MySQL does not keep unique: a value several
+        rows hold has one entry naming one of them (migrate, verify and sync count them)."""
+        return tuple(u for u in self.table.unique if not self.schema.is_unique(u.columns))
 
     def index_sets(self) -> tuple[Index, ...]:
         """Non-unique indexes plus references, each column list once (never twice)."""

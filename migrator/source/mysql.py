@@ -278,6 +278,31 @@ class Source:
         sel = Selector(tuple(c.name for c in pk), tuple(pk), tuple(converter(c.kind) for c in pk))
         return [_convert(r, sel) for r in self.fetch_all(stmt)]
 
+    def sharing_rows(
+        self, table: str, selector: Selector, columns: Sequence[Column], limit: int
+    ) -> list[RawRow]:
+        """The rows (selected as ``batches`` does), at most ``limit``, whose ``columns`` hold
+        values several rows share (a ``unique:`` MySQL does not enforce; NULLs left out, text
+        compared byte for byte, as ``shared_keys`` counts them). Used by verify."""
+        names = {*selector.names, *(c.name for c in columns)}
+        t = sa.table(table, *(sa.column(n) for n in names))
+        inner = sa.table(table, *(sa.column(c.name) for c in columns)).alias("shared")
+
+        def group(c: Column, of: Any) -> Any:
+            return sa.cast(_expr(c, of), mysql.BINARY()) if c.kind is Kind.TEXT else _expr(c, of)
+
+        shared = (
+            sa.select(*(group(c, inner) for c in columns))
+            .where(*(inner.c[c.name].is_not(None) for c in columns))
+            .group_by(*(group(c, inner) for c in columns))
+            .having(sa.func.count() > 1)
+        )
+        mine = [group(c, t) for c in columns]
+        cond = (mine[0] if len(mine) == 1 else sa.tuple_(*mine)).in_(shared)
+        stmt = sa.select(*(_expr(c, t) for c in selector.columns)).where(cond).limit(limit)
+        found = self.fetch_all(stmt)
+        return [_convert(r, selector) for r in found] if selector.needs_conversion else found
+
     def rows_where(
         self, table: str, selector: Selector, columns: Sequence[str], values: Sequence[Any]
     ) -> list[RawRow]:
