@@ -335,7 +335,8 @@ def render_init(draft: Draft, text: str, output: str | None) -> None:
         plain(
             f"rows with '{draft.separator}' inside a value of a composite key would be "
             f"rejected under the default escape: reject: {shown}; the draft sets "
-            "options.escape: backslash to write them escaped",
+            "escape: backslash on those tables alone, to write them escaped (the other "
+            "tables' keys stay as they are)",
             to_stderr=True,
         )
     if not output:

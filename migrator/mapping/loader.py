@@ -40,7 +40,7 @@ ESCAPES = ("reject", "backslash")  # migrator/plan/escape.py
 MAX_BATCH_SIZE = 1_000_000
 TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
-    "references", "sorted", "latest", "sets",
+    "references", "sorted", "latest", "sets", "escape",
 )  # fmt: skip
 MISPLACED = (
     "indent it under its table, 2 spaces deeper than the table's name "
@@ -331,18 +331,7 @@ class _Builder:
                 f"{path}.ignore",
                 f"expected a list of key globs such as ['acct:session:*'], got {ignore!r}",
             )
-        escape = d.get("escape", "reject")
-        if escape not in ESCAPES:
-            raise self.error(
-                f"{path}.escape",
-                f"unknown escape policy {escape!r}; expected one of: {', '.join(ESCAPES)}",
-                suggest(escape, ESCAPES),
-            )
-        if escape == "backslash" and "\\" in sep:
-            raise self.error(
-                f"{path}.separator",
-                "with 'escape: backslash' the separator cannot contain a backslash",
-            )
+        escape = self.policy(d.get("escape", "reject"), f"{path}.escape", sep)
         retries = self.retries(d.get("retries"), f"{path}.retries")
         return Options(
             separator=sep,
@@ -352,6 +341,25 @@ class _Builder:
             retries=retries,
             escape=escape,
         )
+
+    def policy(self, escape: Any, path: str, sep: str) -> str:
+        """An ``escape`` policy (options', or a table's own)."""
+        if escape not in ESCAPES:
+            raise self.error(
+                path,
+                f"unknown escape policy {escape!r}; expected one of: {', '.join(ESCAPES)}",
+                suggest(escape, ESCAPES),
+            )
+        if escape == "backslash" and "\\" in sep:
+            raise self.error(
+                path.rsplit(".", 1)[0] + ".separator" if path.startswith("options") else path,
+                "with 'escape: backslash' the separator cannot contain a backslash",
+            )
+        return str(escape)
+
+    def escape(self, value: Any, path: str, options: Options) -> str | None:
+        """A table's own ``escape`` (None: the options' applies to it)."""
+        return None if value is None else self.policy(value, path, options.separator)
 
     def retries(self, value: Any, path: str) -> Retries:
         d = self.dict_of(value, path, RETRY_KEYS)
@@ -390,6 +398,7 @@ class _Builder:
         parse("key", optional("key", self.template))
         parse("columns", lambda: self._columns(d, path))
         parse("counter", lambda: self.counter(d, path, name))
+        parse("escape", lambda: self.escape(d.get("escape"), f"{path}.escape", options))
         for key, read in (
             ("unique", self.unique), ("indexes", self.index), ("references", self.reference),
             ("sorted", self.sorted), ("latest", self.latest), ("sets", self.set_spec),

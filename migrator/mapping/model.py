@@ -161,6 +161,9 @@ class Table:
     sorted: tuple[Sorted, ...] = ()
     latest: tuple[Latest, ...] = ()
     sets: tuple[SetSpec, ...] = ()
+    #: this table's own ``escape`` policy (None: ``options.escape``): the keys of the other
+    #: tables stay as they are
+    escape: str | None = None
 
 
 @dataclass(frozen=True)

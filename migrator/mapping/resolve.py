@@ -124,7 +124,7 @@ def resolve(mapping: Mapping, schema: Schema, only: list[str] | None = None) -> 
         resolved = dataclasses.replace(
             table, primary_key=tuple(pk), key=key, columns=columns, counter=counter
         )
-        out.append(Resolved(resolved, ts, sep, mapping.options.escape))
+        out.append(Resolved(resolved, ts, sep, table.escape or mapping.options.escape))
     if errors:
         raise MappingErrors(errors) if len(errors) > 1 else errors[0]
     return out
