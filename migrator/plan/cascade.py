@@ -22,7 +22,7 @@ Cluster target (a replay of a half-applied group could read children of a later 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,14 +83,23 @@ def _integers(plan: TablePlan, columns: Sequence[str]) -> bool:
     return all(plan.resolved.schema.column(c).kind is Kind.INTEGER for c in columns)
 
 
-def _why_not(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], cluster: bool) -> str:
-    """Why sync cannot apply this key's rules exactly ("" when it can)."""
+def _why_not(
+    fk: ForeignKey,
+    child: TablePlan,
+    plans: dict[str, TablePlan],
+    cluster: bool,
+    failed: Collection[str] = (),
+) -> str:
+    """Why sync cannot apply this key's rules exactly ("" when it can); ``failed``: mapped
+    tables that did not pass validation (validate has no plan of them)."""
     parent = plans.get(fk.parent)
     r = child.resolved
     if cluster:
         return "on a Redis Cluster a replayed group could read the children of a later state"
     if any(x.endswith("SET DEFAULT") for x in fk.unlogged_rules):
         return "SET DEFAULT is not supported"
+    if parent is None and fk.parent in failed:
+        return f"the parent table {fk.parent} did not pass validation (see its error): fix it first"
     if parent is None:
         return f"the parent table {fk.parent} is not in the mapping, so its changes are not read"
     if any(c not in parent.pos for c in fk.parent_columns):
@@ -114,16 +123,17 @@ def _why_not(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], clus
 
 
 def followable(
-    plans: dict[str, TablePlan], cluster: bool = False
+    plans: dict[str, TablePlan], cluster: bool = False, failed: Collection[str] = ()
 ) -> tuple[list[Cascade], list[Unlogged]]:
     """The cascades sync applies, and every reason it refuses a mapped table (this module's
-    docstring; transaction-precise versioning too)."""
+    docstring; transaction-precise versioning too); ``failed``: mapped tables without a plan
+    because they did not pass validation."""
     rules, refused = [], []
     for name, child in plans.items():
         for fk in child.resolved.schema.foreign_keys:
             if not fk.unlogged_rules:
                 continue
-            why = _why_not(fk, child, plans, cluster)
+            why = _why_not(fk, child, plans, cluster, failed)
             what = f"foreign key {fk.name + ' ' if fk.name else ''}({', '.join(fk.columns)})"
             what += f" -> {fk.parent} {', '.join(fk.unlogged_rules)}"
             if why:
