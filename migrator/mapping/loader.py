@@ -146,7 +146,11 @@ def yaml_hint(e: yaml.YAMLError, problem: str, line: int | None) -> str | None:
             "a table's settings sit 2 spaces deeper than its name (e.g. 'tables:', '  emp:', "
             "'    columns: [...]'); indent with spaces, not tabs"
         )
-    return None
+    where = f"line {line} and the line above it" if line else "the file"
+    return (
+        f"check {where}: a value that starts with {{ [ * & ! | > % @ or a backquote, or holds "
+        "': ' or ' #', needs quotes (key: \"emp:{id}\"); brackets and braces must be closed"
+    )
 
 
 def _record_lines(node: yaml.Node, path: str, lines: dict[str, int], file: str) -> None:
@@ -277,7 +281,12 @@ class _Builder:
         if "version" not in top:
             raise self.error("", "'version' is required (write 'version: 1' at the top)")
         if top["version"] != 1:
-            raise self.error("version", f"unsupported version {top['version']!r}; expected 1")
+            raise self.error(
+                "version",
+                f"unsupported version {top['version']!r}; expected 1",
+                "this migrator reads mappings of version 1, the only version there is: write "
+                "'version: 1' (the rest of the format is docs/mapping.md's)",
+            )
         source = top.get("source")
         target = top.get("target")
         options = self.options(top.get("options"), "options")
