@@ -39,6 +39,7 @@ from migrator.commands.dryrun import DryRunReport
 from migrator.errors import docs
 from migrator.lines import (
     ARGUMENTS,
+    MIN_SPAN,
     WORDS,
     ProgressLines,
     fit,
@@ -139,6 +140,11 @@ class RichProgress:
         self.bars = Progress(*columns, console=console, transient=False)
         self.tasks: dict[str, TaskID] = {}
         self.noted: dict[str, float] = {}
+        #: per table, when its first batch came and the rows then: rows/s is counted from
+        #: there, as the summary's (not from the bar's start: with workers every table's bar
+        #: starts at once, and a table whose rows come last showed a tiny rate)
+        self.first: dict[str, tuple[float, int]] = {}
+        self.clock = time.monotonic
         self.widest = (0, 0)  # the longest name and done/total text so far
 
     def _make_room(self, table: str, total: int | None) -> None:
@@ -161,7 +167,16 @@ class RichProgress:
     def __exit__(self, *exc: object) -> None:
         self.bars.stop()
 
+    def rate(self, table: str, completed: int) -> str:
+        """Rows/s since the table's first batch, once batches came for MIN_SPAN seconds."""
+        since, first = self.first.get(table, (self.clock(), completed))
+        span = self.clock() - since
+        return (
+            f"{(completed - first) / span:,.0f}" if completed > first and span >= MIN_SPAN else ""
+        )
+
     def start(self, table: str, total: int | None) -> None:
+        self.first.pop(table, None)
         if table in self.tasks:  # started again (a reload after the target lost data)
             self.bars.reset(self.tasks[table], total=total, rate="", done=_done(0, total))
             return
@@ -179,11 +194,11 @@ class RichProgress:
         task_id = self.tasks[table]
         self.bars.advance(task_id, rows)
         task = self.bars.tasks[task_id]
+        self.first.setdefault(table, (self.clock(), int(task.completed)))
         if task.total is not None and task.completed > task.total:
             self.bars.update(task_id, total=task.completed)
-        speed = task.speed
         done = _done(task.completed, task.total)
-        self.bars.update(task_id, rate=f"{speed:,.0f}" if speed else "", done=done)
+        self.bars.update(task_id, rate=self.rate(table, int(task.completed)), done=done)
         if table in self.noted and time.monotonic() - self.noted[table] > self.NOTE_SECONDS:
             del self.noted[table]
             self.bars.update(task_id, note="")
@@ -191,8 +206,7 @@ class RichProgress:
     def finish(self, table: str) -> None:
         task_id = self.tasks[table]
         task = self.bars.tasks[task_id]
-        elapsed = task.elapsed or 0
-        rate = f"{task.completed / elapsed:,.0f}" if elapsed else ""
+        rate = self.rate(table, int(task.completed))
         done = _done(task.completed, task.completed)
         self.bars.update(task_id, total=task.completed, rate=rate, done=done)
 
