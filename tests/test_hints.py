@@ -1,15 +1,19 @@
-"""A ``hint:`` line for the errors a new user met without one (issue 27 item 6): YAML
-syntax errors of every kind, a target URL naming a Redis database the server does not have,
-a mapping of another ``version``."""
+"""What a new user met without a word (issue 27 item 6): a ``hint:`` line for YAML syntax
+errors of every kind, a target URL naming a Redis database the server does not have, a
+mapping of another ``version``; a verify that finds differences saying what it is doing."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from migrator.commands import migrate, verify
 from migrator.errors import ConnectError, MappingError
 from migrator.mapping.loader import parse_mapping
+from migrator.progress import NullProgress
 from migrator.target.cluster import connect_any
-from tests.services import redis_db_url
+from tests.services import MySQLDatabase, redis_db_url
 
 
 @pytest.mark.parametrize(
@@ -37,3 +41,33 @@ def test_a_database_the_server_does_not_have(redis_server_url: str) -> None:
         connect_any(redis_db_url(redis_server_url, 999))
     assert e.value.hint and "redis://host:6379/0" in e.value.hint
     assert e.value.exit_code == 3
+
+
+class Notes(NullProgress):
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def note(self, table: str, message: str) -> None:
+        self.said.append(f"{table}: {message}")
+
+
+def test_a_verify_with_differences_says_what_it_is_doing(
+    mysql_db: MySQLDatabase, redis_url: str, tmp_path: Path
+) -> None:
+    """After a table's pass, the SCAN for stale keys and the lookups of row keys in MySQL
+    are named on its progress line (before: nothing for a minute, issue 27 item 6)."""
+    mysql_db.run(
+        "CREATE TABLE t (id INT PRIMARY KEY, grp INT, KEY (grp));"
+        "INSERT INTO t SELECT seq, seq % 7 FROM seq_1_to_3000;"
+    )
+    path = tmp_path / "m.yaml"
+    path.write_text("version: 1\ntables:\n  t: {indexes: [grp]}\n")
+    migrate(path, source=mysql_db.url, target=redis_url, workers=1)
+    mysql_db.run("DELETE FROM t WHERE id % 10 = 0; UPDATE t SET grp = 99 WHERE id % 10 = 1;")
+    notes = Notes()
+    report = verify(path, source=mysql_db.url, target=redis_url, progress=notes)
+    assert report.exit_code == 1
+    said = "\n".join(notes.said)
+    assert "t: differences: naming each one" in said, said
+    assert "t: looking for stale keys" in said and "looking each up in MySQL" in said, said
+    assert "naming the members nobody explains" in said, said

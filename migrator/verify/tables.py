@@ -29,7 +29,7 @@ from migrator.mapping.validate import plural
 from migrator.plan.finish import counter_holds, finish_commands
 from migrator.plan.keyspace import KeyPattern, KeySpace
 from migrator.plan.planner import KeyFn, TablePlan, compile_template
-from migrator.progress import Progress
+from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source, keyset_value, shared_keys_query
 from migrator.source.shared import SharedValues, shared_values
 from migrator.store.checkpoint import held_keys, keys_hint
@@ -60,14 +60,19 @@ class Checker:
         plans: dict[str, TablePlan],
         space: KeySpace,
         fix: bool = False,
+        progress: Progress = NULL_PROGRESS,
     ) -> None:
         self.src, self.reader, self.plans, self.space = src, reader, plans, space
         self.fix = fix
+        #: what the checks after a table's pass say they are doing (SCAN, lookups, naming
+        #: members): a verify that finds differences spends most of its time there
+        self.progress = progress
 
     def table(
         self, r: Resolved, mode: str, size: int, sample: int | None, progress: Progress
     ) -> TableVerifier:
         t0 = time.perf_counter()
+        self.progress = progress
         tv = TableVerifier(self, self.plans[r.name])
         progress.start(r.name, sample or r.schema.row_estimate or None)
         if mode == "full":
@@ -122,6 +127,8 @@ class Checker:
                 return
         t0 = time.perf_counter()
         by_name = {tv.name: tv for tv in verifiers}
+        for tv in verifiers:
+            self.progress.note(tv.name, "looking for stale keys: a SCAN of the key space")
         if scan is not None:
             rows, others = scan.result()
         else:
@@ -261,6 +268,9 @@ class TableVerifier(RowChecks):
         if not suspects:
             return
         explainer = Explainer(self, self.c.src, self.c.reader.client)
+        self.c.progress.note(
+            self.name, f"naming the members nobody explains in {plural(len(suspects), 'key')}"
+        )
         for name, key in suspects:
             kind = CARDINALITY[name][1]
             for member, value in explainer.foreign(name, key):
@@ -273,6 +283,8 @@ class TableVerifier(RowChecks):
         again by the general path, which names every difference."""
         if isinstance(job, FastBatch):
             if not fast.settle(job):  # type: ignore[union-attr]
+                if not self.check.counts:  # the first difference: the slower path from here
+                    self.c.progress.note(self.name, "differences: naming each one")
                 self.rows(job.rows)
         else:
             self.apply(job[1], job[0].wait())
@@ -390,6 +402,7 @@ class TableVerifier(RowChecks):
         """Look each per-row key of the table up in the source, a chunk at a time, and
         report those that no source row plans (memory stays flat)."""
         chunk: list[bytes] = []
+        self.c.progress.note(self.name, "more row keys than rows: looking each up in MySQL")
         scanned = scan_space(self.c.reader.client, self.c.space, [self.name])
         for page in self.c.space.owned(scanned, [self.name]):
             chunk += [k for k, _, p in page if p is not None and p.family == "row"]
