@@ -12,7 +12,7 @@ from migrator.commands import migrate, verify
 from migrator.errors import ConnectError, MappingError
 from migrator.mapping.loader import parse_mapping
 from migrator.progress import NullProgress
-from migrator.target.cluster import connect_any
+from migrator.store.cluster import connect_any
 from tests.services import MySQLDatabase, redis_db_url
 
 
