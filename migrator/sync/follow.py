@@ -157,7 +157,7 @@ class Follower:
             waiting = [p for p in load_queue(stored) if p.table in self.plans]
             self.snapshots = Snapshots(
                 src, client, mapping, self.resolved, self.plans, waiting,
-                chunk_rows, retrying, self._snapshotted, progress, others,
+                chunk_rows, retrying, self._snapshotted, progress, others, stop=stop,
             )  # fmt: skip
         self.asked, self.identity = asked, identity or {}
         self.read_to = start  # how far the log is applied, or read with nothing to apply

@@ -22,6 +22,7 @@ next run resumes it (``LoadInterrupted`` says where).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +49,8 @@ from migrator.sync.follow import Follower, position_fields
 from migrator.sync.schema_watch import Replan, loaded_columns
 
 Load = Callable[[Retrying], tuple[Snapshot, list[TableReport]]]
+#: at most one note a second on the removal of old keys
+NOTE_SECONDS = 1.0
 
 
 def snapshot_position(snapshot: Snapshot) -> BinlogPosition:
@@ -133,7 +136,12 @@ class SyncRun:
     def _interrupted(self) -> LoadInterrupted:
         """A stop before the online first load was done: what Redis holds, and the command
         that resumes the load."""
-        assert self.current is not None and self.current.snapshots is not None
+        if self.current is None or self.current.snapshots is None:  # no table begun
+            return LoadInterrupted(
+                "the first load is not complete; Redis holds the log's position and the "
+                f"load's plan (no table read yet, {len(self.resolved)} waiting): "
+                f"'{self.again}' resumes it there"
+            )
         queue = self.current.snapshots.queue
         p = queue[0]
         more = f"; {len(queue) - 1} more table(s) waiting" if len(queue) > 1 else ""
@@ -153,6 +161,8 @@ class SyncRun:
                     self._load()
                     self.loading, failures = False, 0
                 if self.stop.is_set():
+                    if self.report.online_load:  # its tables are still to read: not done
+                        raise self._interrupted()
                     return
                 assert self.report.position is not None
                 follower = self.current = self.follower(
@@ -195,7 +205,10 @@ class SyncRun:
             self.on_status(SyncStatus("loading", "snapshot"))
         self._arm(new=True)
         space = KeySpace([TablePlan(r) for r in self.resolved], self.m.options.ignore)
-        report.removed = remove_owned(self.client, space, [r.name for r in self.resolved])
+        report.removed = remove_owned(
+            self.client, space, [r.name for r in self.resolved], stop=self.stop,
+            removing=self._removing(),
+        )  # fmt: skip
         self.others = held_keys(self.client, self.m.name)
         report.snapshot, report.loaded = self.load(self.redis)
         pos = snapshot_position(report.snapshot)
@@ -203,6 +216,22 @@ class SyncRun:
         fields |= loaded_columns([r.schema for r in self.resolved])  # what DDL is judged by
         apply_group(self.client, [], self.state.command(fields), self.state, self.redis)
         report.started_at = report.position = pos
+
+    def _removing(self) -> Callable[[int], None]:
+        """What the removal of the mapping's old keys says while it runs (a note after its
+        first UNLINK, then at most every NOTE_SECONDS): before any table starts, nothing
+        else shows it is working."""
+        said = [0.0]
+
+        def removing(n: int) -> None:
+            if time.monotonic() - said[0] >= NOTE_SECONDS:
+                said[0] = time.monotonic()
+                text = f"removing the mapping's old keys: {n:,} removed"
+                self.progress.note("removal", text)  # (no table has a line yet)
+                if self.on_status is not None:
+                    self.on_status(SyncStatus("loading", "snapshot", note=text))
+
+        return removing
 
     def _arm(self, new: bool = False) -> None:
         """Bind the guard to the state's marker (a new one with ``new``) and the server's
