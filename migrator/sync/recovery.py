@@ -26,7 +26,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from migrator.errors import ConnectError, LoadInterrupted, MigratorError, SourceError, TargetLost
+from migrator.errors import (
+    ConnectError,
+    LoadInterrupted,
+    MigratorError,
+    SourceError,
+    TargetFull,
+    TargetLost,
+)
 from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved
 from migrator.plan.keyspace import KeySpace
@@ -191,6 +198,9 @@ class SyncRun:
                 self._retry_source(e, failures, self.loading)
             except ConnectError as e:
                 raise self._gave_up(e) from None
+            except TargetFull as e:  # fix Redis; the stored position stays where it was
+                raise TargetFull(e.message, f"{e.hint}; {self._holds()}; once fixed: "
+                                 f"{self.again}") from None  # fmt: skip
             if follower is not None and follower.progressed:
                 losses = 0
 
@@ -305,19 +315,22 @@ class SyncRun:
             raise self._gave_up(e, why) from None
         self.report.recoveries.append(f"{e.message}; reconnected ({where})")
 
-    def _gave_up(self, e: MigratorError, why: str = "") -> MigratorError:
-        """The error, saying what Redis holds and the command that continues."""
+    def _holds(self) -> str:
+        """What Redis holds now: the stored position, and whether the first load is done."""
         pos = self.report.position
         if pos is None:
-            holds = "the first load is not complete (no position is stored)"
-        elif self._first_loading():
-            holds = (
+            return "the first load is not complete (no position is stored)"
+        if self._first_loading():
+            return (
                 f"the first load is not complete: its progress is stored with the position "
                 f"{pos} while Redis keeps them (the next run resumes it; if Redis lost them, "
                 "the next run loads again)"
             )
-        else:
-            holds = f"Redis holds every change up to {pos} with its position"
+        return f"Redis holds every change up to {pos} with its position"
+
+    def _gave_up(self, e: MigratorError, why: str = "") -> MigratorError:
+        """The error, saying what Redis holds and the command that continues."""
+        holds = self._holds()
         message = f"{e.message} ({why})" if why else e.message
         hint = f"{holds}; once the server is back: {self.again}"
         kind = TargetLost if isinstance(e, TargetLost) else ConnectError

@@ -55,6 +55,8 @@ def test_sigterm_while_the_first_load_removes_old_keys_is_130_with_the_command(
         cli("sync", str(mapping), "--source", binlog_db.url, "--target", redis_url, "--json"),
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    watchdog = threading.Timer(120, proc.kill)  # no note ever: the readline ends
+    watchdog.start()
     try:
         assert proc.stdout is not None
         seen = []
@@ -64,6 +66,7 @@ def test_sigterm_while_the_first_load_removes_old_keys_is_130_with_the_command(
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:
+        watchdog.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
