@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from migrator.errors import MappingError, MappingErrors
+from migrator.errors import MappingError, MappingErrors, docs
 from migrator.mapping.model import (
     KINDS,
     Index,
@@ -285,7 +285,7 @@ class _Builder:
                 "version",
                 f"unsupported version {top['version']!r}; expected 1",
                 "this migrator reads mappings of version 1, the only version there is: write "
-                "'version: 1' (the rest of the format is docs/mapping.md's)",
+                f"'version: 1' (the format: {docs('mapping.md')})",
             )
         source = top.get("source")
         target = top.get("target")
