@@ -2,8 +2,9 @@
 
 A schedule is one seed and one command (``migrate`` — with one or two workers, sometimes
 ``--replace`` over an older load —, ``replace``: ``migrate --replace`` over an older load
-killed -9 in its first second, before it could write (issue 27 item 1), ``verify --fix`` or
-``sync``), run as
+killed -9 in its first second, before it could write (issue 27 item 1), ``verify --fix``,
+``sync``, or ``sync-restart``: ``sync`` whose first fault is a MySQL restart during its
+online first load, which it must ride out (no exit 3: issue 27 item 3)), run as
 the CLI on a private ``mariadbd`` (row binary log) and a private ``redis-server`` (AOF), while
 a writer thread inserts, updates and deletes rows. From the seed come the table's size and a
 random sequence of faults at random moments, each one of ``FAULTS``: ``kill -9`` of the
@@ -311,11 +312,14 @@ class Outcome:
 #: exit codes a run may end with while faults go on (anything else is a bug in itself)
 ALLOWED = {
     "migrate": {0, 3, -9}, "replace": {0, 3, -9}, "verify": {0, 1, 3, -9},
-    "sync": {0, 3, -9, 130},
+    "sync": {0, 3, -9, 130}, "sync-restart": {0, -9, 130},
 }  # fmt: skip
 #: how long a ``replace`` schedule's first run lives before its kill -9 (its imports take
 #: longer: it has written nothing)
 EARLY_SECONDS = (0.05, 0.6)
+#: when a ``sync-restart`` schedule restarts MySQL: the first load is under way (the CLI
+#: starts in 1-3 s, and loads 8,000-20,000 rows online in several seconds)
+RESTART_SECONDS = (3.0, 5.0)
 
 
 def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
@@ -332,7 +336,8 @@ def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
     mapping.write_text(MAPPING + STATIC * (kind == "replace"))
     if kind == "replace":
         servers.sql(*STATIC_SCHEMA)
-    command = Command(kind, servers, mapping, workers=rng.choice([1, 1, 2]))
+    base = "sync" if kind == "sync-restart" else kind
+    command = Command(base, servers, mapping, workers=rng.choice([1, 1, 2]))
     # drawn apart from the faults' stream, so that adding a variant keeps each seed's faults
     command.replace = kind == "replace" or (
         kind == "migrate" and random.Random(f"{seed}-replace").random() < 0.4
@@ -350,7 +355,12 @@ def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
             time.sleep(random.Random(f"{seed}-early").uniform(*EARLY_SECONDS))
             command.kill9()
             event("kill -9 in its first second")
-        for _ in range(rng.randint(2, 4)):
+        if kind == "sync-restart":  # MySQL restarted while the first load reads online
+            time.sleep(random.Random(f"{seed}-restart").uniform(*RESTART_SECONDS))
+            event("mysql restart (in the first load)")
+            inject("mysql restart", rng, servers, command)  # (the only fault: retries in a
+            # row are bounded, and more restarts could outlast them, as docs/sync.md says)
+        for _ in range(rng.randint(2, 4) if kind != "sync-restart" else 0):
             time.sleep(rng.uniform(0.3, 2.0))
             if command.proc is not None and command.ended():
                 command.collect()
@@ -373,7 +383,7 @@ def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
             out.problems.append(f"{what} ended with exit {code}")
         if "Traceback" in err:
             out.problems.append(f"{what} printed a traceback")
-    recover(kind, command, out)
+    recover(base, command, out)
     out.differences = compare(servers)
     return out
 

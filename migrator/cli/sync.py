@@ -23,6 +23,7 @@ from migrator.cli.options import (
     TargetOpt,
 )
 from migrator.commands.sync import sync as sync_command
+from migrator.errors import MigratorError
 from migrator.render import (
     progress_bars,
 )

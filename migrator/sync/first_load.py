@@ -27,11 +27,17 @@ from migrator.store.cluster_sink import sink_for, writer_for
 def load_position(src: Source) -> tuple[Snapshot, list[TableReport]]:
     """The online load: only the log's position (a consistent snapshot begun and ended at
     once); the tables are then read online (sync/online_snapshot.py)."""
-    conn = src.raw_connection()
-    snapshot = surfaced(lambda: start_snapshot(conn), "taking the log's position", src.close)
+    conn, snapshot = surfaced(lambda: _snapshot(src), "taking the log's position", src.close)
     with suppress(Exception):  # a lost connection has nothing to roll back
         conn.rollback()
     return snapshot, []
+
+
+def _snapshot(src: Source) -> tuple[Any, Snapshot]:
+    """The reading connection (opened here, inside the retry policy's reach: a MySQL that
+    restarts is ridden out like a lost connection) and a snapshot begun on it."""
+    conn = src.raw_connection()
+    return conn, start_snapshot(conn)
 
 
 def load_snapshot(
@@ -46,8 +52,7 @@ def load_snapshot(
     """Every mapped table read in one consistent snapshot and written as migrate writes it.
     A lost source connection is ``SourceLost`` (the load starts again from a new snapshot);
     Redis writes are retried as ``retrying`` says."""
-    conn = src.raw_connection()
-    snapshot = surfaced(lambda: start_snapshot(conn), "starting the snapshot", src.close)
+    conn, snapshot = surfaced(lambda: _snapshot(src), "starting the snapshot", src.close)
     reports = []
     try:
         for r in resolved:

@@ -58,6 +58,7 @@ from migrator.sync.schema_watch import (
     short_query,
     stopped,
 )
+from migrator.sync.shared_uniques import shared_entries
 
 MAX_GROUP_ROWS = 5000  # row changes applied in one MULTI/EXEC at most (whole transactions)
 
@@ -380,6 +381,11 @@ class Follower:
         if dirty:
             for rebuild in self._latest(dirty):
                 commands += [(b"MULTI",), *rebuild, (b"EXEC",)] if self.cluster else rebuild
+        if total.dirty_unique:  # a value another row may still hold (sync/shared_uniques.py)
+            commands += surfaced(
+                lambda: shared_entries(self.src, self.plans, total.dirty_unique),
+                "reading the rows that share a unique value", self.src.close,
+            )  # fmt: skip
         last = group[-1]
         fields = position_fields(last.position)
         position = self.state.command(fields | self.schema.fields() if self.schema else fields)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,10 @@ from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.errors import EXIT_TARGET
 from migrator.mapping.loader import parse_mapping
-from tests.binlog_server import missing
+from migrator.reports import SyncStatus
+from tests.binlog_server import PrivateMariaDB, missing
 from tests.faults import redis_process, redis_server_problem
+from tests.services import create_database
 from tests.sync.helpers import cli, following
 from tests.sync.workload import MAPPING, SCHEMA
 
@@ -60,3 +64,42 @@ def test_redis_out_of_memory_while_following_is_exit_4_with_the_position_kept(
         assert verify(m, source=binlog_db.url, target=server.url).exit_code == 0
         assert sync(m, source=binlog_db.url, target=server.url, until_caught_up=True,
                     server_id=next(_ids)).stopped == "caught up"  # fmt: skip
+
+
+@pytest.fixture
+def own_mariadb() -> Iterator[PrivateMariaDB]:
+    server = PrivateMariaDB()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_mysql_restart_as_the_online_first_load_begins_is_ridden_out(
+    own_mariadb: PrivateMariaDB, redis_url: str
+) -> None:
+    """MySQL stops as the first load begins and is down for a few seconds: the load's first
+    retry meets no server, and its connection is opened inside the retry policy now (before:
+    exit 3 after that one try, 'cannot connect'). The load rides it out and ends exact."""
+    db = create_database(own_mariadb.url, "mig_t_first_restart")
+    db.run(SCHEMA)
+    m = parse_mapping(MAPPING + "options:\n  retries: {attempts: 30, backoff: 0.2, "
+                      "max_backoff: 1}\n", name="m")  # fmt: skip
+    started: list[threading.Thread] = []
+
+    def on_status(status: SyncStatus) -> None:
+        if status.phase == "loading" and not started:  # the first load begins: MySQL stops
+            own_mariadb.halt()
+            back = threading.Timer(3.0, own_mariadb.start)
+            back.start()
+            started.append(back)
+
+    try:
+        report = sync(m, source=db.url, target=redis_url, until_caught_up=True,
+                      server_id=next(_ids), on_status=on_status)  # fmt: skip
+    finally:
+        for t in started:
+            t.join()
+    assert started and report.stopped == "caught up"
+    assert verify(m, source=db.url, target=redis_url).exit_code == 0
