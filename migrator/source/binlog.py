@@ -6,7 +6,9 @@ reader of the replication protocol. ``BinlogReader`` yields, in log order:
 * ``Transaction``: the row changes of one committed transaction on the mapped tables (each
   ``Change`` has the table and its before/after rows as tuples of Redis text in the order the
   caller asked for, the snapshot's shape), with the position after its commit (XID, or COMMIT
-  for non-transactional engines) — the only places it is safe to resume from;
+  for non-transactional engines) — the only places it is safe to resume from; a statement
+  that commits by itself (DDL) of another database or of an unmapped table is an empty one,
+  so that the stored position moves past it too;
 * ``SchemaChange``: DDL (ALTER, RENAME, DROP, TRUNCATE, CREATE OR REPLACE) naming a mapped
   table, with the table's columns as last logged; the caller decides (``sync.schema_watch``)
   and the reader goes on after it; a row change logged as a statement ends the iteration;
@@ -431,6 +433,9 @@ class BinlogReader:
                     if not began:  # a statement of its own (DDL...): it commits by itself
                         self.position = BinlogPosition(stream.log_file, stream.log_pos, gtid)
                         changes, in_transaction = [], False
+                        if hit is None:  # another database's, or an unmapped table's: an
+                            # empty transaction, so the stored position moves past it too
+                            yield Transaction([], self.position, event.timestamp)
             elif isinstance(event, RotateEvent):
                 # table ids are per server lifetime: after a restart the next file reuses
                 # them for other tables, and the library keeps its map when the rotate to it
