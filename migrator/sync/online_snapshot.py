@@ -273,10 +273,9 @@ class Snapshots:
         """MariaDB gives the log position of a consistent snapshot (``binlog_snapshot_*``):
         a chunk read in one is exactly the source at that position. Elsewhere the read view
         is only known to lie between the applied position and the log's end read after it."""
-        if self.mariadb is None:
-            conn = self.src.raw_connection()
-            self.mariadb = surfaced(lambda: is_mariadb(conn), "asking the server's kind",
-                                    self.src.close)  # fmt: skip
+        if self.mariadb is None:  # (the connection opened inside the retries' reach too)
+            self.mariadb = surfaced(lambda: is_mariadb(self.src.raw_connection()),
+                                    "asking the server's kind", self.src.close)  # fmt: skip
         return self.mariadb
 
     def _read(self, p: Pending, applied: BinlogPosition) -> _Chunk:
