@@ -35,6 +35,7 @@ timing does not, so a replay meets the same faults at nearly the same points.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -239,7 +240,7 @@ def loading(servers: Servers, timeout: float = 120.0) -> None:
     client = servers.redis.client()
     try:
         deadline = time.monotonic() + timeout
-        while not client.hexists("migrator:sched:sync", "snapshot"):
+        while not json.loads(client.hget("migrator:sched:sync", "snapshot") or "[]"):
             assert time.monotonic() < deadline, "sync's first load did not begin"
             time.sleep(0.05)
     finally:

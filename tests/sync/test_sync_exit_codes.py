@@ -10,11 +10,13 @@ import json
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from migrator.commands import verify
 from migrator.commands.sync import sync
@@ -102,4 +104,40 @@ def test_a_mysql_restart_as_the_online_first_load_begins_is_ridden_out(
         for t in started:
             t.join()
     assert started and report.stopped == "caught up"
+    assert verify(m, source=db.url, target=redis_url).exit_code == 0
+
+
+@pytest.mark.parametrize("resnapshot", [False, True])
+def test_a_mysql_restart_while_an_online_snapshot_reads_is_ridden_out(
+    own_mariadb: PrivateMariaDB, redis_url: str, resnapshot: bool
+) -> None:
+    """MySQL restarts while the online first load (or a --resnapshot) reads its chunks: the
+    next follower asks the server's kind on a new connection, opened inside the retries now
+    (before: exit 3, 'cannot reach MySQL', after one try)."""
+    db = create_database(own_mariadb.url, f"mig_t_chunk_restart_{int(resnapshot)}")
+    db.run(
+        "CREATE TABLE item (id INT PRIMARY KEY, name VARCHAR(40));"
+        "INSERT INTO item SELECT seq, CONCAT('n', seq) FROM seq_1_to_20000;"
+    )
+    m = parse_mapping("version: 1\noptions:\n  retries: {attempts: 35, backoff: 0.2, "
+                      "max_backoff: 2}\ntables:\n  item: {}\n", name="restart")  # fmt: skip
+    client = redis.Redis.from_url(redis_url)
+    kw: dict[str, Any] = {"server_id": next(_ids), "chunk_rows": 2000}
+    if resnapshot:
+        sync(m, source=db.url, target=redis_url, until_caught_up=True, **kw)
+        kw["resnapshot_tables"] = ["item"]
+
+    def restart() -> None:
+        while not json.loads(client.hget("migrator:restart:sync", "snapshot") or "[]"):
+            time.sleep(0.02)  # the load (or the re-snapshot) of item is under way
+        own_mariadb.halt()
+        own_mariadb.start()
+
+    restarter = threading.Thread(target=restart)
+    restarter.start()
+    try:
+        report = sync(m, source=db.url, target=redis_url, until_caught_up=True, **kw)
+    finally:
+        restarter.join(120)
+    assert report.stopped == "caught up" and report.recoveries
     assert verify(m, source=db.url, target=redis_url).exit_code == 0
