@@ -131,6 +131,7 @@ def test_a_mysql_restart_while_an_online_snapshot_reads_is_ridden_out(
         while not json.loads(client.hget("migrator:restart:sync", "snapshot") or "[]"):
             time.sleep(0.02)  # the load (or the re-snapshot) of item is under way
         own_mariadb.halt()
+        time.sleep(1.0)  # down for a second, as a restart on a busy host is
         own_mariadb.start()
 
     restarter = threading.Thread(target=restart)
