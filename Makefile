@@ -12,7 +12,7 @@
 #   make services  start MariaDB and Redis on 127.0.0.1 if they are down
 #
 # With Docker instead of local servers: `docker compose up -d`, then the same commands; to
-# load the demo through the container's client: make demo MYSQL="docker compose exec -T mysql mysql"
+# load the demo through the container's client: make demo MYSQL="docker compose exec -T mysql mariadb"
 
 PYTHON ?= python3
 VENV ?= .venv

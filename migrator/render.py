@@ -387,7 +387,8 @@ def human_bytes(n: float) -> str:
 def render_dry_run(report: DryRunReport) -> None:
     for t in report.tables:
         grid = report_table(
-            f"{t.table}: {t.rows:,} rows",
+            f"{t.table}: {t.rows:,} rows"
+            + (f" ({t.filtered_out:,} left out by where: {t.where})" if t.where else ""),
             ("structure", "key pattern", "keys", "memory (est.)"),
             left=("structure", "key pattern"),
         )

@@ -187,7 +187,7 @@ class MySQL8Container:
     testcontainers: ``start()``, ``url``, ``stop()``. Needs a Docker engine
     (``tests.services.docker_problem()``)."""
 
-    kind: ClassVar[str] = "mysql8"
+    kind: ClassVar[str] = "mysql"
     url: str = ""
     reader_url: str = ""  # set by add_reader()
     stack: ExitStack = field(default_factory=ExitStack)

@@ -8,6 +8,7 @@ why a cluster cannot be started here (the binaries are missing), or None.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -33,20 +34,63 @@ def cluster_problem() -> str | None:
     return None
 
 
+#: ``FIRST-LAST``: the ports the tests' own servers take (a session beside others on one machine
+#: keeps to its range); unset: any free port the system gives
+PORTS_ENV = "MIGRATOR_TEST_REDIS_PORTS"
+_next_in_range = 0
+
+
+def _bindable(port: int) -> bool:
+    """Nothing listens on ``port`` (a port in TIME_WAIT counts as free: redis-server sets
+    SO_REUSEADDR too)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def port_range() -> range | None:
+    """The range ``MIGRATOR_TEST_REDIS_PORTS`` names, or None."""
+    text = os.environ.get(PORTS_ENV, "").strip()
+    if not text:
+        return None
+    first, _, last = text.partition("-")
+    try:
+        ports = range(int(first), int(last or first) + 1)
+    except ValueError:
+        raise ValueError(f"{PORTS_ENV}={text!r}: write FIRST-LAST, e.g. 6480-6499") from None
+    if not ports or ports[0] < 1 or ports[-1] + 10000 > 65535:
+        raise ValueError(f"{PORTS_ENV}={text!r}: write FIRST-LAST, with LAST + 10000 <= 65535")
+    return ports
+
+
 def free_ports(n: int) -> list[int]:
-    """n distinct ports that are free now, whose cluster bus ports (+10000) are free too."""
+    """n distinct ports that are free now, whose cluster bus ports (+10000) are free too:
+    taken in turn from ``MIGRATOR_TEST_REDIS_PORTS`` when set, else given by the system."""
+    global _next_in_range
+    ports = port_range()
     out: list[int] = []
+    tried = 0
     while len(out) < n:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + 10000 > 65535 or port in out:
-            continue
-        with socket.socket() as bus:
-            try:
-                bus.bind(("127.0.0.1", port + 10000))
-            except OSError:
+        if ports is not None:
+            if tried >= len(ports):
+                raise OSError(f"{PORTS_ENV}: fewer than {n} free ports in {ports[0]}-{ports[-1]}")
+            port = ports[_next_in_range % len(ports)]
+            _next_in_range += 1
+            tried += 1
+            if port in out or not _bindable(port):
                 continue
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port + 10000 > 65535 or port in out:
+                continue
+        if not _bindable(port + 10000):
+            continue
         out.append(port)
     return out
 

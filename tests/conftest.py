@@ -1,34 +1,46 @@
 """Fixtures for real MySQL/MariaDB and Redis servers (README.md, "Tests").
 
-Servers are found in this order, once per session:
+Every test that uses a MySQL-compatible server runs on each engine (tests/engines.py): the
+``engine`` fixture's params ``mariadb`` and ``mysql`` (Oracle MySQL) appear in the test ids;
+``MIGRATOR_TEST_ENGINES=mariadb`` (or ``mysql``) keeps one. A test that holds on one engine only
+says why: ``@pytest.mark.engine("mariadb", why="...")`` skips its other variant with that reason.
+Servers are found once per session:
 
-1. ``MIGRATOR_TEST_MYSQL_URL`` (e.g. ``mysql+pymysql://root@127.0.0.1:3306``) and
-   ``MIGRATOR_TEST_REDIS_URL`` (e.g. ``redis://127.0.0.1:6379``);
-2. Docker, when an engine answers: ``mysql:8`` and ``redis:7`` through testcontainers;
-3. otherwise the test is skipped with the reason, or fails when ``MIGRATOR_REQUIRE_SERVICES=1``
+1. MariaDB: ``MIGRATOR_TEST_MYSQL_URL`` (e.g. ``mysql+pymysql://root@127.0.0.1:3306``), else a
+   ``mariadb:10.11`` container where Docker answers; Oracle MySQL:
+   ``MIGRATOR_TEST_ORACLE_MYSQL_URL``, else a private MySQL 9.7 the session starts
+   (scripts/mysql-server.sh; binary log and GTIDs on), else a ``mysql:8.0`` container where
+   Docker answers; Redis: ``MIGRATOR_TEST_REDIS_URL``, else a ``redis:7`` container;
+2. otherwise the test is skipped with the reason, or fails when ``MIGRATOR_REQUIRE_SERVICES=1``
    (CI). ``MIGRATOR_REQUIRE_TESTDATA=1`` does the same for the Sakila/employees files and the
    client that loads them.
 
+``MIGRATOR_TEST_TARGET=redis8`` or ``valkey8`` makes the session's Redis a server of that flavor
+instead, started by scripts/redis-server.sh, and puts its ``redis-server``/``redis-cli`` first
+on PATH for the servers tests start themselves (tests/targets.py; ``-m targets`` selects the
+target matrix). ``MIGRATOR_TEST_REDIS_PORTS=FIRST-LAST`` keeps the tests' own Redis servers to
+that port range.
+
 Fixtures:
 
-* ``mysql_server_url`` (session) -> str: SQLAlchemy URL of the server, no database.
+* ``engine`` (session) -> ``"mariadb"`` or ``"mysql"``.
+* ``mysql_server_url`` (session) -> str: SQLAlchemy URL of the engine's server, no database.
 * ``mysql_db`` -> :class:`tests.services.MySQLDatabase`: a fresh utf8mb4 database of its own
   (``.name``, ``.url``, ``.run(sql)``, ``.query(sql)``), dropped after the test.
+* ``oracle_mysql`` (session) -> the session's Oracle MySQL (tests/engines.py ``OracleMySQL``).
 * ``redis_server_url`` (session) -> str: the Redis server URL as configured.
 * ``redis_url`` -> str: an empty logical database of this session's own (claimed with a lock
   key in db 0, so side-by-side sessions never flush each other; or the URL's own if above 0,
   plus the xdist worker number), flushed before and after the test.
 * ``redis_client`` -> ``redis.Redis`` on ``redis_url`` (bytes, ``decode_responses=False``).
-* ``binlog_server`` (session, once per kind: ``mariadb``, ``mysql8``) -> a server of the
-  tests' own with the row binary log (tests/binlog_server.py): ``.kind``, ``.url`` (root, empty
-  password), ``.reader_url`` (an account with only the grants sync needs). ``mariadb`` is a
-  private mariadbd (skipped when it is not installed); ``mysql8`` a ``mysql:8.0`` container,
-  skipped with the reason where no Docker engine answers, even under
-  ``MIGRATOR_REQUIRE_SERVICES=1`` (the project's machines have none).
+* ``binlog_server`` (session, per engine) -> a server of the tests' own with the row binary
+  log: ``.kind`` (``mariadb``/``mysql``), ``.url`` (root, empty password), ``.reader_url`` (an
+  account with only the grants sync needs). ``mariadb``: a private mariadbd (skipped when it is
+  not installed); ``mysql``: the session's Oracle MySQL (the ``mysql_server_url`` one).
 * ``testdata_dir`` (session) -> Path of ``tests/data`` (or ``$MIGRATOR_TESTDATA_DIR``).
 * ``sakila_url`` / ``employees_url`` (session) -> str: URL of a database of this session's own
   (``mig_t_sakila_<hex>``, ``mig_t_employees_<hex>``), loaded with the mariadb/mysql client
-  at first use and dropped at the end of the session.
+  at first use (by the engine's own client) and dropped at the end of the session.
 
 Tests that use a server fixture are marked ``integration``; those that use Sakila or
 employees also ``acceptance`` (``pytest -m "not integration"`` runs the pure tests only).
@@ -49,7 +61,19 @@ from typing import NoReturn
 import pytest
 import redis
 
-from tests.binlog_server import MySQL8Container, PrivateMariaDB, add_reader, missing
+from tests.binlog_server import PrivateMariaDB, add_reader, missing
+from tests.cluster import free_ports
+from tests.engines import (
+    ENGINES,
+    MARIADB_IMAGE,
+    MARIADB_OPTIONS,
+    ORACLE_ENV,
+    BinlogServer,
+    OracleMySQL,
+    engines_selected,
+    start_oracle_mysql,
+    wrong_engine,
+)
 from tests.services import (
     MYSQL_ENV,
     REDIS_ENV,
@@ -77,9 +101,19 @@ from tests.services import (
     xdist_worker_number,
 )
 from tests.services import testdata_dir as find_testdata_dir
+from tests.targets import (
+    FLAVORS,
+    TARGET_ENV,
+    FlavorServer,
+    TargetProblem,
+    mark_the_matrix,
+    target,
+    use_flavor_binaries,
+)
 
 _INTEGRATION = {
-    "mysql_server_url", "mysql_db", "redis_server_url", "redis_url", "redis_client",
+    "engine", "oracle_mysql", "mysql_server_url", "mysql_db", "redis_server_url", "redis_url",
+    "redis_client",
     "sakila_url", "employees_url", "binlog_server",
 }  # fmt: skip
 _ACCEPTANCE = {"sakila_url", "employees_url"}
@@ -99,6 +133,18 @@ def pytest_configure(config: pytest.Config) -> None:
     ignored, exit 0 instead of 130. Caught here, it is the default again in children."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    _use_target_binaries()
+
+
+def _use_target_binaries() -> None:
+    """``MIGRATOR_TEST_TARGET=redis8|valkey8``: that flavor's redis-server and redis-cli first
+    on PATH for the whole run (tests/targets.py), before any test starts a server."""
+    try:
+        flavor = target()
+        if flavor in FLAVORS:
+            use_flavor_binaries(flavor)
+    except TargetProblem as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -108,7 +154,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
         if names & _ACCEPTANCE:
             item.add_marker(pytest.mark.acceptance)
+        _only_engine(item)
+    mark_the_matrix(items)
     _leave_out_long(config, items)
+    _leave_out_engines(config, items)
+
+
+def _only_engine(item: pytest.Item) -> None:
+    """``@pytest.mark.engine("mariadb", why="...")``: the test holds on that engine only; its
+    variant on the other is skipped with the reason."""
+    mark = item.get_closest_marker("engine")
+    if mark is None:
+        return
+    if not mark.args or mark.args[0] not in ENGINES or not mark.kwargs.get("why"):
+        raise pytest.UsageError(
+            f'{item.nodeid}: @pytest.mark.engine wants one of {ENGINES} and why="..."'
+        )
+    callspec = getattr(item, "callspec", None)
+    running = callspec.params.get("engine") if callspec is not None else None
+    if running is not None and running != mark.args[0]:
+        item.add_marker(pytest.mark.skip(reason=f"{mark.args[0]} only: {mark.kwargs['why']}"))
+
+
+def _leave_out_engines(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``MIGRATOR_TEST_ENGINES=mariadb`` (or ``mysql``) deselects the other engine's variants."""
+    wanted = engines_selected()
+    keep, left = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        running = callspec.params.get("engine") if callspec is not None else None
+        (left if running is not None and running not in wanted else keep).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = keep
 
 
 def _leave_out_long(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -138,34 +216,67 @@ def pytest_report_header() -> list[str]:
         return f"{env}={make_safe(value)}" if value else "testcontainers if Docker answers"
 
     required = " (required)" if services_required() else ""
-    return [f"services{required}: mysql: {source(MYSQL_ENV)}; redis: {source(REDIS_ENV)}"]
+    oracle = os.environ.get(ORACLE_ENV)
+    mysql = f"{ORACLE_ENV}={make_safe(oracle)}" if oracle else "scripts/mysql-server.sh"
+    redis_source = source(REDIS_ENV)
+    flavor = target()
+    if flavor in FLAVORS:
+        redis_source = f"{flavor} of scripts/redis-server.sh ({TARGET_ENV}; its binaries on PATH)"
+    return [
+        f"services{required}: engines {','.join(engines_selected())};"
+        f" mariadb: {source(MYSQL_ENV)}; mysql: {mysql}; redis: {redis_source}"
+    ]
 
 
-# -- MySQL / MariaDB ---------------------------------------------------------------------------
+# -- the two engines: MariaDB and Oracle MySQL ---------------------------------------------------
+
+
+@pytest.fixture(scope="session", params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    """``mariadb`` or ``mysql``: every test that uses a MySQL-compatible server runs on each
+    (``MIGRATOR_TEST_ENGINES`` keeps some: ``mariadb``, ``mysql``)."""
+    return str(request.param)
 
 
 @pytest.fixture(scope="session")
-def mysql_server_url() -> Iterator[str]:
-    """SQLAlchemy URL of the MySQL-compatible server, without a database."""
+def oracle_mysql() -> Iterator[OracleMySQL]:
+    """The session's Oracle MySQL, binary log and GTIDs on (tests/engines.py says which)."""
+    with ExitStack() as stack:
+        try:
+            server = stack.enter_context(start_oracle_mysql())
+        except Unavailable as e:
+            _unavailable(str(e))
+        yield server
+
+
+@pytest.fixture(scope="session")
+def mysql_server_url(engine: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """SQLAlchemy URL of the engine's server, without a database: MariaDB at
+    ``MIGRATOR_TEST_MYSQL_URL`` (else a ``mariadb:10.11`` container); Oracle MySQL at
+    ``MIGRATOR_TEST_ORACLE_MYSQL_URL``, else one of the session's own (``oracle_mysql``)."""
+    if engine == "mysql":
+        server: OracleMySQL = request.getfixturevalue("oracle_mysql")
+        yield server.url
+        return
     configured = os.environ.get(MYSQL_ENV)
     if configured:
         try:
             url = server_url(configured)
         except (Unavailable, ValueError) as e:
             _unavailable(f"{MYSQL_ENV} is not usable: {e}")
-        problem = probe_mysql(url)
+        problem = probe_mysql(url) or wrong_engine(url, "mariadb", MYSQL_ENV)
         if problem:
-            _unavailable(f"{MYSQL_ENV}={make_safe(url)} does not answer: {problem}")
+            _unavailable(f"{MYSQL_ENV}={make_safe(url)}: {problem}")
         yield url
         return
     problem = docker_problem()
     if problem:
-        _unavailable(f"no MySQL server: {MYSQL_ENV} is not set, and {problem}")
+        _unavailable(f"no MariaDB server: {MYSQL_ENV} is not set, and {problem}")
     with ExitStack() as stack:
         try:
-            url = stack.enter_context(mysql_container())
+            url = stack.enter_context(mysql_container(MARIADB_IMAGE, MARIADB_OPTIONS))
         except Exception as e:
-            _unavailable(f"could not start a mysql:8 container: {type(e).__name__}: {e}")
+            _unavailable(f"could not start a {MARIADB_IMAGE} container: {type(e).__name__}: {e}")
         yield url
 
 
@@ -182,27 +293,22 @@ def mysql_db(mysql_server_url: str) -> Iterator[MySQLDatabase]:
 # -- servers with the row binary log (sync, snapshot positions) -------------------------------
 
 
-@pytest.fixture(scope="session", params=["mariadb", "mysql8"])
-def binlog_server(request: pytest.FixtureRequest) -> Iterator[PrivateMariaDB | MySQL8Container]:
-    """A server of this session's own with the row binary log, of each kind in turn."""
-    server: PrivateMariaDB | MySQL8Container
-    if request.param == "mariadb":
-        problem = missing()
-        if problem:
-            pytest.skip(f"no private MariaDB with a binary log: {problem}")
-        server = PrivateMariaDB()
-    else:
-        problem = docker_problem()
-        if problem:  # never a failure: only the MariaDB path is required on our machines
-            pytest.skip(f"no MySQL 8 container with a binary log: {problem}")
-        server = MySQL8Container()
+@pytest.fixture(scope="session")
+def binlog_server(engine: str, request: pytest.FixtureRequest) -> Iterator[BinlogServer]:
+    """A server of this session's own with the row binary log, of each engine in turn: a
+    private mariadbd; the session's Oracle MySQL (the same as ``mysql_server_url``'s)."""
+    if engine == "mysql":
+        mysql: OracleMySQL = request.getfixturevalue("oracle_mysql")
+        if not mysql.reader_url:
+            mysql.reader_url = add_reader(mysql.url)
+        yield mysql
+        return
+    problem = missing()
+    if problem:
+        pytest.skip(f"no private MariaDB with a binary log: {problem}")
+    server = PrivateMariaDB()
     try:
-        try:
-            server.start()
-        except Exception as e:
-            if server.kind == "mariadb":
-                raise
-            _unavailable(f"could not start the MySQL 8 container: {type(e).__name__}: {e}")
+        server.start()
         server.reader_url = add_reader(server.url)
         yield server
     finally:
@@ -213,8 +319,24 @@ def binlog_server(request: pytest.FixtureRequest) -> Iterator[PrivateMariaDB | M
 
 
 @pytest.fixture(scope="session")
-def redis_server_url() -> Iterator[str]:
-    """The Redis server URL as configured (or of the container)."""
+def redis_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The Redis server URL: a server of ``MIGRATOR_TEST_TARGET``'s flavor started for this
+    session; else as configured (or of the container)."""
+    flavor = target()
+    if flavor in FLAVORS:
+        server = FlavorServer(flavor, free_ports(1)[0], tmp_path_factory.mktemp(f"redis-{flavor}"))
+        try:
+            try:
+                url = server.start()
+            except TargetProblem as e:
+                _unavailable(f"{TARGET_ENV}={flavor}: {e}")
+            problem = server.not_the_flavor()
+            if problem:
+                pytest.fail(problem, pytrace=False)
+            yield url
+        finally:
+            server.stop()
+        return
     configured = os.environ.get(REDIS_ENV)
     if configured:
         problem = probe_redis(configured)

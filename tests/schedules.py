@@ -4,8 +4,8 @@ A schedule is one seed and one command (``migrate`` — with one or two workers,
 ``--replace`` over an older load —, ``replace``: ``migrate --replace`` over an older load
 killed -9 in its first second, before it could write (issue 27 item 1), ``verify --fix``,
 ``sync``, or ``sync-restart``: ``sync`` whose first fault is a MySQL restart during its
-online first load, which it must ride out (no exit 3: issue 27 item 3)), run as
-the CLI on a private ``mariadbd`` (row binary log) and a private ``redis-server`` (AOF), while
+online first load, which it must ride out (no exit 3: issue 27 item 3)), run as the CLI on a
+private ``mariadbd`` or MySQL 9.7 (row binary log) and a private ``redis-server`` (AOF), while
 a writer thread inserts, updates and deletes rows. From the seed come the table's size and a
 random sequence of faults at random moments, each one of ``FAULTS``: ``kill -9`` of the
 command, Redis restarted empty or from its AOF, Redis paused (SIGSTOP ... SIGCONT), Redis'
@@ -52,6 +52,7 @@ import pymysql
 
 from tests.binlog_server import PrivateMariaDB
 from tests.faults import RedisProcess
+from tests.mysql_server import PrivateMySQL
 
 MAPPING = """\
 version: 1
@@ -85,7 +86,7 @@ STARTUP_SECONDS = 3.0  # before a run is sent SIGTERM (see Command.stop)
 
 @dataclass
 class Servers:
-    mysql: PrivateMariaDB
+    mysql: PrivateMariaDB | PrivateMySQL
     redis: RedisProcess
 
     @property
@@ -445,12 +446,17 @@ def stale_keys(servers: Servers, rows: int) -> int:
 def prepare(servers: Servers, rows: int) -> None:
     servers.sql(f"DROP DATABASE IF EXISTS {DATABASE}", f"CREATE DATABASE {DATABASE}",
                 database=None)  # fmt: skip
-    servers.sql(
-        SCHEMA,
-        "INSERT INTO item (name, grp, code) SELECT CONCAT('name ', seq), "
-        f"IF(seq % 7 = 0, NULL, seq % 20), IF(seq % 11 = 0, NULL, CONCAT('k', seq)) "
-        f"FROM seq_1_to_{rows}",
-    )
+    servers.sql(SCHEMA)
+    conn = servers.mysql.connect(DATABASE)  # rows made here: MySQL has no seq_1_to_N tables
+    try:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO item (name, grp, code) VALUES (%s, %s, %s)",
+                [(f"name {n}", None if n % 7 == 0 else n % 20,
+                  None if n % 11 == 0 else f"k{n}") for n in range(1, rows + 1)],
+            )  # fmt: skip
+    finally:
+        conn.close()
     client = servers.redis.client()
     try:
         client.flushall()

@@ -254,14 +254,15 @@ class MySQLDatabase:
     def run(self, sql: str) -> None:
         """Execute a script of one or more ``;``-separated statements, then commit.
 
-        Every result set is consumed, so an error in any statement is raised here.
+        Every result set is consumed, so an error in any statement is raised here. MariaDB's
+        sequence tables (``FROM seq_1_to_500``) work on both engines: :func:`with_seq_rows`.
         DELIMITER and ``source`` are client commands and do not work here (use
         :func:`run_cli_file`).
         """
         conn = self.connect()
         try:
             with conn.cursor() as cur:
-                cur.execute(sql)
+                cur.execute(with_seq_rows(sql))
                 while True:
                     cur.fetchall()
                     if not cur.nextset():
@@ -279,6 +280,26 @@ class MySQLDatabase:
                 return list(cur.fetchall())
         finally:
             conn.close()
+
+
+_SEQ = re.compile(r"\bseq_(\d+)_to_(\d+)\b")
+_DIGIT = " UNION ALL ".join(f"SELECT {d}" + (" AS d" if d == 0 else "") for d in range(10))
+
+
+def seq_rows(first: int, last: int) -> str:
+    """A derived table of the numbers first..last in column ``seq`` that both engines run
+    (MariaDB's ``seq_1_to_n`` is of its SEQUENCE engine; MySQL has none, and its recursive
+    CTEs stop at 1000 levels by default)."""
+    n = last - first + 1
+    places = len(str(max(n, 1)))
+    digits = " CROSS JOIN ".join(f"({_DIGIT}) AS d{i}" for i in range(places))
+    number = " + ".join(f"d{i}.d * {10**i}" for i in range(places))
+    return f"(SELECT {number} + {first} AS seq FROM {digits} WHERE {number} < {n})"
+
+
+def with_seq_rows(sql: str) -> str:
+    """``sql`` with each ``seq_A_to_B`` table replaced by :func:`seq_rows` (same name)."""
+    return _SEQ.sub(lambda m: f"{seq_rows(int(m[1]), int(m[2]))} AS {m[0]}", sql)
 
 
 def new_database_name() -> str:
@@ -320,6 +341,18 @@ def cli_program() -> str:
     )
 
 
+def cli_argv(url: str) -> list[str]:
+    """The engine's own client for the server at ``url``: MySQL's ``mysql`` of
+    scripts/mysql-server.sh for an Oracle MySQL (when it can be had), else the mariadb/mysql
+    client on PATH."""
+    if not is_mariadb(url):
+        from tests.mysql_server import client_argv, mysql_problem
+
+        if mysql_problem() is None:  # `source` in a script wants --commands since MySQL 8.4
+            return [*client_argv(), "--commands"]
+    return [cli_program()]
+
+
 def cli_args(url: str) -> list[str]:
     """Connection options for the mariadb/mysql client, taken from a SQLAlchemy URL.
 
@@ -351,7 +384,7 @@ def run_cli_file(url: str, script: Path, cwd: Path | None = None, timeout: float
     """Feed ``script`` to the mariadb/mysql client, as ``mariadb ... < script`` would."""
     # A DROP that another connection's open transaction blocks fails after a while, not never.
     init = f"SET SESSION lock_wait_timeout = {LOCK_WAIT_SECONDS}"
-    argv = [cli_program(), *cli_args(url), "--batch", "--silent", f"--init-command={init}"]
+    argv = [*cli_argv(url), *cli_args(url), "--batch", "--silent", f"--init-command={init}"]
     with script.open("rb") as stdin:
         proc = subprocess.run(
             argv,

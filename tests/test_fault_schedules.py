@@ -20,10 +20,10 @@ import pytest
 
 from tests.binlog_server import PrivateMariaDB, missing
 from tests.faults import redis_process, redis_server_problem
+from tests.mysql_server import PrivateMySQL, mysql_problem
 from tests.schedules import Servers, run_schedule
 
 pytestmark = [
-    pytest.mark.skipif(bool(missing()), reason=str(missing())),
     pytest.mark.skipif(bool(redis_server_problem()), reason=str(redis_server_problem())),
 ]
 
@@ -50,8 +50,19 @@ SHORT_PARAMS = [
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    mysql = PrivateMariaDB(server_id=1)
+def servers(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """A source of the schedules' own on each engine (they restart and kill it)."""
+    mysql: PrivateMariaDB | PrivateMySQL
+    if engine == "mysql":
+        problem = mysql_problem()
+        if problem:
+            pytest.skip(f"no private MySQL: {problem}")
+        mysql = PrivateMySQL(server_id=1)
+    else:
+        problem = missing()
+        if problem:
+            pytest.skip(problem)
+        mysql = PrivateMariaDB(server_id=1)
     mysql.start()
     try:
         with redis_process(tmp_path_factory.mktemp("schedules"), appendonly=True) as redis:

@@ -463,7 +463,9 @@ def test_workers_die_with_their_parent_and_resume_completes(
     finally:
         reap([proc.pid, *workers])
     ranges = checkpoint_ranges(redis_own)
-    assert len(ranges) == 3 and not all(s.done for s in ranges.values()), ranges
+    # three chunks by the row estimate; InnoDB's sampled estimate may be well below the rows
+    # (MySQL: 35,000 for 60,000 seen), which gives two bigger ones (migrator/source/chunks.py)
+    assert len(ranges) in (2, 3) and not all(s.done for s in ranges.values()), ranges
     done = cli("migrate", str(path), "--source", big_table.url, "--target", redis_own.url,
                "--workers", "3", "--resume")  # fmt: skip
     assert done.returncode == 0, done.stderr

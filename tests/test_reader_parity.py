@@ -6,8 +6,8 @@ session's TLS cipher (empty: no TLS), or the same one-line error and hint (exit 
 the password. The server is a mariadbd of this module's own on a free port with TLS files made
 by ``openssl`` (tests/test_tls.py's certificates: a CA, another CA, a server certificate for
 localhost/127.0.0.1, a client certificate) and the users the cases need; it is stopped after
-the module. caching_sha2_password needs a MySQL 8 server: ``MIGRATOR_TEST_MYSQL8_URL`` (root,
-empty password), else a ``mysql:8.0`` container where Docker answers, else the test is skipped.
+the module. caching_sha2_password runs on the session's Oracle MySQL (``oracle_mysql``,
+tests/engines.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from migrator.source import asyncmy_sync
 from migrator.source.drivers import RAW_DRIVER_ENV
 from migrator.source.mysql import Source
 from tests.binlog_server import PrivateMariaDB, missing
-from tests.services import docker_problem, mysql_container
+from tests.engines import OracleMySQL
 from tests.test_tls import _certificates
 
 READERS = ("asyncmy", "pymysql")
@@ -146,6 +146,7 @@ def both(url: str, monkeypatch: pytest.MonkeyPatch, **source: Any) -> Any:
 ROWS = [(b"1", "één".encode()), (b"2", None)]
 
 
+@pytest.mark.engine("mariadb", why="mysql_native_password is gone in MySQL 9 (test_accounts)")
 def test_native_password_and_preferred_tls(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     """No TLS option: TLS when the server offers it (unchecked), as PyMySQL 1.2 does; a user
     that requires TLS gets in that way too."""
@@ -206,6 +207,7 @@ def test_tls_required_from_a_server_without_it(
     )
 
 
+@pytest.mark.engine("mariadb", why="ed25519 is MariaDB's authentication plugin")
 def test_ed25519(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     """MariaDB's ed25519 plugin: both drivers sign with PyNaCl (the extra ``ed25519``, in
     ``dev`` too, so this test runs wherever the plugin does)."""
@@ -307,25 +309,14 @@ def test_cli_with_a_var_url_through_each_reader(server: Server, tmp_path: Path) 
     assert outs[0] == outs[1] and "refused the login of user 'native'" in outs[0]
 
 
-MYSQL8_ENV = "MIGRATOR_TEST_MYSQL8_URL"
+@pytest.fixture
+def mysql8(oracle_mysql: OracleMySQL) -> str:
+    """The session's Oracle MySQL (tests/engines.py: a private MySQL 9.7, or
+    ``MIGRATOR_TEST_ORACLE_MYSQL_URL``, or ``mysql:8.0`` where Docker answers), root."""
+    return oracle_mysql.url
 
 
-@pytest.fixture(scope="module")
-def mysql8() -> Iterator[str]:
-    """A MySQL 8 server (root, empty password): ``MIGRATOR_TEST_MYSQL8_URL``, else a
-    ``mysql:8.0`` container where a Docker engine answers, else the tests are skipped (no
-    MySQL 8 installs on the project's machines: docs/performance.md#drivers)."""
-    configured = os.environ.get(MYSQL8_ENV, "")
-    if configured:
-        yield configured
-        return
-    problem = docker_problem()
-    if problem:
-        pytest.skip(f"caching_sha2_password needs MySQL 8: set {MYSQL8_ENV}, or {problem}")
-    with mysql_container("mysql:8.0") as url:
-        yield url
-
-
+@pytest.mark.engine("mysql", why="caching_sha2_password is MySQL's; MariaDB 10.11 has none")
 @pytest.mark.parametrize("tls", ["tls", "plain"])
 def test_caching_sha2_password(mysql8: str, tls: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """MySQL 8's default plugin, through each reader: with a cold cache (the full exchange:

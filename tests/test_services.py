@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pymysql
@@ -9,6 +10,7 @@ import pytest
 import redis
 from sqlalchemy.engine import make_url
 
+from tests.engines import engines_selected, server_facts
 from tests.services import (
     MySQLDatabase,
     cli_args,
@@ -16,6 +18,7 @@ from tests.services import (
     renamed_script,
     run_cli_file,
     server_url,
+    with_seq_rows,
 )
 
 
@@ -185,3 +188,50 @@ def test_long_tests_run_only_when_asked_for() -> None:
     asked = collected("tests/test_dryrun.py", "-m", "long")
     assert long_one in asked and other not in asked
     assert long_one in collected(long_one)
+
+
+def test_seq_tables_work_on_each_engine(mysql_db: MySQLDatabase) -> None:
+    """MariaDB's ``seq_1_to_N`` in a test's script runs on MySQL too (a derived table)."""
+    mysql_db.run("CREATE TABLE s (n INT PRIMARY KEY); INSERT INTO s SELECT seq FROM seq_1_to_1234;")
+    assert mysql_db.query("SELECT COUNT(*), MIN(n), MAX(n) FROM s") == [(1234, 1, 1234)]
+    mysql_db.run("INSERT INTO s SELECT seq FROM seq_60001_to_60500;")
+    assert mysql_db.query("SELECT COUNT(*), MAX(n) FROM s WHERE n > 1234") == [(500, 60500)]
+    assert "seq_1_to_7" not in with_seq_rows("SELECT 1 FROM seq_1_to_70").replace(
+        "AS seq_1_to_70", ""
+    )
+
+
+def test_each_engine_is_the_one_its_id_says(engine: str, mysql_server_url: str) -> None:
+    """``[mariadb]`` runs on MariaDB, ``[mysql]`` on Oracle MySQL (tests/engines.py); the
+    MySQL one has its binary log and GTIDs on, as MySQL sites run it."""
+    facts = server_facts(mysql_server_url)
+    assert ("mariadb" in facts["version"].lower()) == (engine == "mariadb"), facts
+    if engine == "mysql":
+        assert facts["log_bin"] == "1" and facts["gtid_mode"] == "ON", facts
+
+
+def test_engines_can_be_chosen() -> None:
+    """``MIGRATOR_TEST_ENGINES`` keeps one engine's variants; a one-engine test's other variant
+    is skipped with the reason its marker gives."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    one = "tests/test_services.py::test_each_engine_is_the_one_its_id_says"
+
+    def collected(engines: str, *args: str) -> str:
+        env = {**os.environ, "MIGRATOR_TEST_ENGINES": engines}
+        argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", *args]
+        done = subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    assert f"{one}[mariadb]" in collected("", one) and f"{one}[mysql]" in collected("", one)
+    only = collected("mysql", one)
+    assert f"{one}[mysql]" in only and f"{one}[mariadb]" not in only
+    with pytest.raises(ValueError, match="unknown engine 'oracle'"):
+        os.environ["MIGRATOR_TEST_ENGINES"] = "oracle"
+        try:
+            engines_selected()
+        finally:
+            del os.environ["MIGRATOR_TEST_ENGINES"]

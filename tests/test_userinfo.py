@@ -19,6 +19,7 @@ from pathlib import Path
 import pymysql
 import pytest
 import redis
+from sqlalchemy.engine import make_url
 from typer.testing import CliRunner, Result
 
 from migrator.cli import app
@@ -116,7 +117,8 @@ def test_no_fragment_of_a_source_password_is_printed_or_looked_up(
             assert "Traceback" not in out
             if password in PARSED:  # read as root with a wrong password at the right host
                 assert result.exit_code == 3, out
-                assert "MySQL refused the login of user 'root' at 127.0.0.1:3306" in out
+                where = make_url(emp_db.url).port
+                assert f"MySQL refused the login of user 'root' at 127.0.0.1:{where}" in out
             else:
                 assert result.exit_code == 2, out
                 assert "not percent-encoded" in out and "%40 %3A %2F %3F %23" in out
@@ -179,7 +181,9 @@ def test_a_password_with_at_and_colon_works_unencoded_on_both_servers(
     URLs as they are: every command connects and the load verifies."""
     password = "Secr3t@Horse:Batt@ry"
     user = f"h2u_{secrets.token_hex(4)}"
-    admin = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+    admin = pymysql.connect(
+        host="127.0.0.1", port=make_url(emp_db.url).port, user="root", autocommit=True
+    )
     try:
         with admin.cursor() as cur:
             cur.execute(f"CREATE USER '{user}'@'%%' IDENTIFIED BY %s", (password,))
@@ -231,13 +235,14 @@ def test_noauth_says_a_password_is_required(
 def first_failures(db: MySQLDatabase, locked: RedisProcess) -> dict[str, tuple[str, str, str]]:
     """name -> (source URL, target URL, what the error says)."""
     nobody = free_ports(1)[0]  # nothing listens there
-    wrong_port = db.url.replace(":3306/", f":{nobody}/", 1)
+    port = make_url(db.url).port
+    wrong_port = db.url.replace(f":{port}/", f":{nobody}/", 1)
     redis_port = f"redis://127.0.0.1:{locked.port}/0"
     return {
         "redis down": (db.url, f"redis://127.0.0.1:{nobody}/0", "cannot reach Redis"),
         "redis login": (db.url, f"redis://:no@127.0.0.1:{locked.port}/0", "refused the password"),
         "redis noauth": (db.url, redis_port, "requires a password"),
-        "redis on mysql's port": (db.url, "redis://127.0.0.1:3306/0", "not a Redis server"),
+        "redis on mysql's port": (db.url, f"redis://127.0.0.1:{port}/0", "not a Redis server"),
         "mysql login": (with_password(db.url, "wrong"), redis_port, "refused the login"),
         "mysql wrong port": (wrong_port, redis_port, "cannot reach MySQL"),
     }

@@ -24,7 +24,7 @@ SET SESSION time_zone = '+05:00';
 INSERT INTO v (id, i, b, d, f, g, dt, dt6, ts, da, t, t3, y, c, s, e, st, bin, bl, j, geo) VALUES
  (1, 18446744073709551615, b'1111111111', 1234.5, 1.2345678, 0.1,
   '2020-01-02 03:04:05', '2020-01-02 03:04:05.123456', '2020-06-01 12:00:00.5', '2020-01-02',
-  '-12:30:00', '838:59:59.999', 2021, 'pad  ', 'héllo wörld 漢字', 'large', 'a,c',
+  '-12:30:00', '838:59:58.999', 2021, 'pad  ', 'héllo wörld 漢字', 'large', 'a,c',
   UNHEX('00FF0A0D'), UNHEX('89504E470D0A1A0A00'), '{"k": [1, 2.5, "x"]}',
   ST_GeomFromText('POINT(1 2)')),
  (2, 0, b'0', -0.5, -2.5, 1e300,
@@ -47,7 +47,7 @@ EXPECTED = {
         b"ts": b"2020-06-01 07:00:00.500",
         b"da": b"2020-01-02",
         b"t": b"-12:30:00",
-        b"t3": b"838:59:59.999",
+        b"t3": b"838:59:58.999",
         b"y": b"2021",
         b"c": b"pad",
         b"s": "héllo wörld 漢字".encode(),
@@ -100,5 +100,5 @@ def test_row_is_what_mysql_prints(loaded: redis.Redis, row: int) -> None:
 
 def test_time_sub_second_as_declared(loaded: redis.Redis) -> None:
     # TIME(3) keeps three fraction digits; TIME keeps none
-    assert loaded.hget("v:1", "t3") == b"838:59:59.999"
+    assert loaded.hget("v:1", "t3") == b"838:59:58.999"
     assert loaded.hget("v:1", "t") == b"-12:30:00"

@@ -36,6 +36,7 @@ from migrator.plan.resp import resp
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.source.snapshot import Snapshot
+from migrator.source.where import clause
 from migrator.urls import mask
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t",
@@ -79,6 +80,8 @@ class TableDryRun:
     duplicate_keys: int = 0  # a declared primary_key MySQL does not keep unique: shared keys
     duplicate_rows: int = 0  # and the rows beyond one per such key, which would be overwritten
     readers: dict[str, int] = field(default_factory=dict)  # rows per driver that read them
+    where: str | None = None  # the table's row filter, as written
+    filtered_out: int = 0  # rows of the table the filter leaves out (not planned)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +97,8 @@ class TableDryRun:
             "duplicate_keys": self.duplicate_keys,
             "duplicate_rows": self.duplicate_rows,
             "readers": self.readers,
+            "where": self.where,
+            "filtered_out": self.filtered_out,
         }
 
 
@@ -266,9 +271,14 @@ def dry_run(
                 seconds=time.perf_counter() - t0,
                 readers=dict(done.readers),
             )
+            if r.table.where is not None:  # the rows planned are those the filter keeps
+                report.where = r.table.where.text
+                report.filtered_out = src.count(r.name) - done.rows
             if r.trusts_declared_key:
                 pk = [r.schema.column(c) for c in r.primary_key]
-                report.duplicate_keys, report.duplicate_rows = src.shared_keys(r.name, pk)
+                report.duplicate_keys, report.duplicate_rows = src.shared_keys(
+                    r.name, pk, clause(r)
+                )
                 if "hash" in report.keys:  # an overwritten hash is no key of its own
                     report.keys["hash"] -= report.duplicate_rows
             reports.append(report)
@@ -298,13 +308,13 @@ def plan_table(
     progress.start(r.name, r.schema.row_estimate or None)
     selector = src.selector(r.name, plan.select)
     total = Stats()
-    for rows in src.batches(r.name, selector, r.primary_key, batch_size):
+    for rows in src.batches(r.name, selector, r.primary_key, batch_size, where=clause(r)):
         commands, stats = plan.plan(rows)
         sink.write(commands, plan.pack(rows)[0] if sink.out is not None else None)
         total.add(stats)
         total.readers[src.reader] += len(rows)
         progress.advance(r.name, len(rows))
-    sink.write(finish_commands(src, plan, r))
+    sink.write(finish_commands(src, plan, r, clause(r)))
     progress.finish(r.name)
     return total
 
@@ -314,9 +324,12 @@ def sample_commands(src: Source, plan: TablePlan, resolved: Resolved, n: int) ->
     if n == 0:
         return []
     selector = src.selector(resolved.name, plan.select)
-    rows = next(src.batches(resolved.name, selector, resolved.primary_key, n, page_size=n), [])
+    pages = src.batches(
+        resolved.name, selector, resolved.primary_key, n, page_size=n, where=clause(resolved)
+    )
+    rows = next(pages, [])
     commands, _ = plan.plan(rows)
-    return commands + finish_commands(src, plan, resolved)
+    return commands + finish_commands(src, plan, resolved, clause(resolved))
 
 
 @contextmanager

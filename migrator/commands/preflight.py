@@ -28,10 +28,11 @@ from migrator.commands.dryrun import PlanSink
 from migrator.errors import MigratorError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
-from migrator.plan.estimate import Limits, keyspace
+from migrator.plan.estimate import Limits, keyspace, target_limits
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.source.mysql import Source
+from migrator.source.where import clause
 from migrator.store.checkpoint import checkpoint_key
 from migrator.store.keys import scan_space
 
@@ -93,7 +94,11 @@ def check_memory(client: Any, src: Source, resolved: Sequence[Resolved]) -> None
     if not limit:
         return
     used = int(info.get("used_memory", 0) or 0)
-    need = estimate(src, resolved)
+    try:
+        server = client.info("server")
+    except redis.ResponseError:  # only INFO memory allowed: Redis 7.0's layout
+        server = {}
+    need = estimate(src, resolved, target_limits(server))
     free = max(0, limit - used)
     if need > free:
         raise MigratorError(
@@ -105,20 +110,23 @@ def check_memory(client: Any, src: Source, resolved: Sequence[Resolved]) -> None
         )
 
 
-def estimate(src: Source, resolved: Sequence[Resolved]) -> int:
+def estimate(src: Source, resolved: Sequence[Resolved], limits: Limits | None = None) -> int:
     """Bytes the load would take: each table's first SAMPLE_ROWS rows planned and sized as
-    dry-run does, scaled to the table's row count (exact when the table is that small)."""
+    dry-run does (with the target's ``limits``: ``target_limits``), scaled to the table's row
+    count (exact when the table is that small)."""
     total = 0.0
     keys = 0.0
     for r in resolved:
         plan = TablePlan(r)
         selector = src.selector(r.name, plan.select)
-        batches = src.batches(r.name, selector, r.primary_key, SAMPLE_ROWS, page_size=SAMPLE_ROWS)
+        batches = src.batches(
+            r.name, selector, r.primary_key, SAMPLE_ROWS, page_size=SAMPLE_ROWS, where=clause(r)
+        )
         rows = next(batches, [])
         batches.close()
         if not rows:
             continue
-        sink = PlanSink(plan, None, Limits())
+        sink = PlanSink(plan, None, limits or Limits())
         sink.write(plan.plan(rows)[0])
         scale = 1.0
         if len(rows) >= SAMPLE_ROWS:

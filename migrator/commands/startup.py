@@ -18,6 +18,7 @@ from migrator.plan.layout import TableLayout
 from migrator.plan.planner import TablePlan
 from migrator.scaleout.workers import RANGE
 from migrator.source.mysql import Source
+from migrator.source.where import clause
 from migrator.store.checkpoint import (
     REPLACING,
     Checkpoint,
@@ -167,7 +168,8 @@ def untrusted(
         state = own.get(r.name)
         if state is not None and state.done:
             pk = [r.schema.column(c) for c in r.primary_key]
-            vouched = [tuple(v or b"" for v in row) for row in src.latest(r.name, pk, pk[0], 1)]
+            last = src.latest(r.name, pk, pk[0], 1, clause(r))  # the last row loaded
+            vouched = [tuple(v or b"" for v in row) for row in last]
         keys = [row_key(r, after) for after in vouched]
         missing = [k for k in keys if not client.exists(k)]
         if missing:

@@ -20,7 +20,9 @@ from migrator.mapping.validate import (
 from migrator.plan.cascade import followable
 from migrator.plan.collisions import check_collisions
 from migrator.plan.planner import TablePlan
+from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source, shared_keys_query
+from migrator.source.where import condition
 from migrator.urls import mask
 
 
@@ -50,11 +52,11 @@ def validate(
         report.problems += check_schema(mapping, schema)
         report.problems += check_collisions(mapping, schema)
         report.problems += shared_keys(mapping, schema, src, report.problems)
-        report.problems += cascades(mapping, schema)
+        report.problems += cascades(mapping, schema, cascades_logged(src.raw_connection()))
     return report
 
 
-def cascades(mapping: Mapping, schema: Schema) -> list[Problem]:
+def cascades(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Problem]:
     """A warning per reason sync refuses a mapped table (plan/cascade.py): the child of a
     foreign key whose CASCADE or SET NULL sync cannot apply exactly from the parent's change,
     or transaction-precise system versioning."""
@@ -65,7 +67,7 @@ def cascades(mapping: Mapping, schema: Schema) -> list[Problem]:
         except MigratorError:
             failed.add(table.name)  # problems of its own
     out = []
-    for u in followable(plans, failed=failed)[1]:
+    for u in followable(plans, logged=logged, failed=failed)[1]:
         where = f"tables.{u.table}"
         message = f"sync refuses this table: {u.what} ({u.why})"
         out.append(Problem("warning", message, where, mapping.file, mapping.line_of(where), u.fix))
@@ -86,7 +88,8 @@ def shared_keys(
             continue
         if any(p.level == "error" and p.path.startswith(path) for p in problems):
             continue  # unknown columns: nothing to count with
-        keys, rows = src.shared_keys(table.name, [ts.column(c) for c in pk])
+        kept = None if table.where is None else condition(table.where, ts)
+        keys, rows = src.shared_keys(table.name, [ts.column(c) for c in pk], kept)
         if keys:
             where = f"{path}.primary_key"
             out.append(

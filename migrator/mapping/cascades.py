@@ -1,9 +1,12 @@
 """Changes the binary log does not carry as rows, as the schema shows them.
 
 * ``ON DELETE/UPDATE CASCADE`` and ``SET NULL`` (and ``SET DEFAULT``) of a foreign key are
-  executed inside InnoDB: the log holds the parent's row change only, never the child rows the
-  rule deletes or changes. ``sync`` applies them from the parent's change where it can do so
-  exactly, and refuses the table at start otherwise (``migrator.plan.cascade``).
+  executed inside InnoDB (MariaDB, MySQL up to 9.x with ``innodb_native_foreign_keys=ON``):
+  the log holds the parent's row change only, never the child rows the rule deletes or
+  changes. ``sync`` applies them from the parent's change where it can do so exactly, and
+  refuses the table at start otherwise (``migrator.plan.cascade``). A MySQL that runs foreign
+  keys in its SQL layer (``innodb_native_foreign_keys=OFF``, 9.7's default) logs the cascaded
+  rows like any other: nothing to apply, nothing refused.
 * Transaction-precise system versioning (ROW START/END as ``BIGINT UNSIGNED`` transaction
   ids): MariaDB logs every change of such a table as a statement, even with
   ``binlog_format = ROW``; ``sync`` refuses the table.
@@ -19,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from migrator.mapping.kinds import Kind
-from migrator.mapping.schema import TableSchema
+from migrator.mapping.schema import Column, ForeignKey, Schema, TableSchema
 
 TRX_WHY = "MariaDB writes its changes to the binary log as statements, never as rows"
 TRX_FIX = (
@@ -50,25 +53,88 @@ def trx_versioned(tables: Iterable[TableSchema]) -> list[Unlogged]:
     return out
 
 
-def cascade_notes(ts: TableSchema) -> list[str]:
+#: the types whose equality in MySQL is the equality of their values' text (MariaDB's own)
+BYTEWISE_TYPES = ("uuid", "inet4", "inet6")
+
+COLLATION_FIX = (
+    "give the foreign key and the key it references a binary collation without padding "
+    "(utf8mb4_0900_bin on MySQL, utf8mb4_nopad_bin on MariaDB), or a CHAR type under a _bin "
+    "collation, or BINARY/VARBINARY; or make the rule RESTRICT, or leave the table out of "
+    "the mapping for sync (migrate and verify are not affected)"
+)
+
+
+def no_pad(collation: str) -> bool:
+    """A NO PAD collation: trailing spaces count (MariaDB's ``*_nopad_*``, MySQL's
+    ``*_0900_*``); every other collation compares as if the shorter value had spaces added."""
+    return "_nopad_" in collation or "_0900_" in collation
+
+
+def _base(column: Column) -> str:
+    return column.column_type.split("(")[0].strip().lower()
+
+
+def inexact_match(child: Column, parent: Column) -> str:
+    """Why MySQL may match a child's foreign-key value with a parent's value whose text differs
+    ("" when its equality is byte equality, so the child rows are exactly those Redis lists
+    under the parent's value): integers; binary strings; MariaDB's UUID and INET types; text
+    under a ``_bin`` collation that is NO PAD, or PAD SPACE on CHAR columns on both sides
+    (CHAR values are stored without trailing spaces)."""
+    if child.kind is Kind.INTEGER and parent.kind is Kind.INTEGER:
+        return ""
+    same = child.column_type.lower() == parent.column_type.lower()
+    if child.kind is Kind.BINARY and parent.kind is Kind.BINARY:
+        if same or _base(child) == _base(parent) == "varbinary":
+            return ""
+        theirs = f"the parent's {parent.name} is {parent.column_type}"
+        return f"{child.name} is {child.column_type} and {theirs}"
+    if child.kind is not Kind.TEXT or parent.kind is not Kind.TEXT:
+        return f"{child.name} is {child.column_type}, compared by value, not by its text"
+    if _base(child) in BYTEWISE_TYPES and same:
+        return ""
+    collation = child.collation or ""
+    shown = f"{child.name} is {child.column_type} under the collation {collation or '(none)'}"
+    if not collation.endswith("_bin") or parent.collation != collation:
+        return f"{shown}, where MySQL's equality is not byte equality (e.g. 'Ken' = 'ken')"
+    if no_pad(collation) or _base(child) == _base(parent) == "char":
+        return ""
+    return f"{shown}, a PAD SPACE collation on a VARCHAR: 'a' = 'a ' in MySQL, not in Redis"
+
+
+def inexact_key(fk: ForeignKey, child: TableSchema, parent: TableSchema | None) -> str:
+    """``inexact_match`` of the first foreign-key column where it is not "" ("" when none)."""
+    if parent is None:
+        return ""
+    for c, p in zip(fk.columns, fk.parent_columns):
+        if c in child.column_names and p in parent.column_names:
+            why = inexact_match(child.column(c), parent.column(p))
+            if why:
+                return why
+    return ""
+
+
+def cascade_notes(ts: TableSchema, schema: Schema) -> list[str]:
     """What ``init`` writes above a table: how sync treats its cascading foreign keys (with
-    the defaults init drafts: a reference set per foreign key, every column in the hash)."""
+    the defaults init drafts: a reference set per foreign key, every column in the hash), on
+    a server whose log does not carry the rows cascades change (MariaDB; docs/sync.md)."""
     out = [f"sync refuses it: {u.what} ({u.why})" for u in trx_versioned([ts])]
-    pk_ints = all(ts.column(c).kind is Kind.INTEGER for c in ts.primary_key)
     for fk in ts.foreign_keys:
         if not fk.unlogged_rules:
             continue
         rules, cols = ", ".join(fk.unlogged_rules), ", ".join(fk.columns)
-        ints = pk_ints and all(ts.column(c).kind is Kind.INTEGER for c in fk.columns)
-        if ints and not any(r.endswith("SET DEFAULT") for r in fk.unlogged_rules):
+        inexact = inexact_key(fk, ts, schema.tables.get(fk.parent))
+        if any(r.endswith("SET DEFAULT") for r in fk.unlogged_rules):
+            inexact = "SET DEFAULT is not supported"
+        if not inexact:
             out.append(
-                f"sync applies {fk.name or 'the foreign key'}'s {rules} (not in the binary "
-                f"log) from the parent's change: keep the reference on ({cols}), every column "
-                f"in the hash, and map {fk.parent}"
+                f"sync applies {fk.name or 'the foreign key'}'s {rules} from the parent's "
+                f"change where the binary log lacks the cascaded rows (MariaDB): keep the "
+                f"reference on ({cols}), every column in the hash, and map {fk.parent}"
             )
         else:
             out.append(
-                f"sync refuses it: {fk.name or 'a foreign key'} has {rules} (not in the binary "
-                "log), which sync applies only on integer key columns"
+                f"sync refuses it where the binary log lacks the cascaded rows (MariaDB): "
+                f"{fk.name or 'a foreign key'} has {rules}, which sync cannot apply exactly: "
+                f"{inexact}"
             )
     return out

@@ -37,6 +37,12 @@ def table_parts(r: Resolved) -> dict[str, str]:
         "sets": t.sets,
         "separator": r.separator,
     }
+    if t.where is not None:  # only then: a fingerprint without a filter stays as it was
+        parts["where"] = t.where.text
+    if t.fields:
+        parts["fields"] = t.fields
+    if t.formats:
+        parts["formats"] = t.formats
     return {name: digest(value) for name, value in parts.items()}
 
 

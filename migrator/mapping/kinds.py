@@ -58,6 +58,7 @@ _KINDS_BY_TYPE = {
     **dict.fromkeys(
         ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"), Kind.BINARY
     ),
+    "vector": Kind.BINARY,  # MySQL 9: 4 bytes per dimension, a little-endian float each
     **dict.fromkeys(
         (
             "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",

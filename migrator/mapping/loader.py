@@ -28,6 +28,8 @@ from migrator.mapping.model import (
     Template,
     Unique,
 )
+from migrator.mapping.where import Filter, FilterSyntaxError
+from migrator.mapping.where import parse as parse_filter
 from migrator.urls import quote_userinfo, userinfo_spans
 
 T = TypeVar("T")
@@ -40,8 +42,10 @@ ESCAPES = ("reject", "backslash")  # migrator/plan/escape.py
 MAX_BATCH_SIZE = 1_000_000
 TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
-    "references", "sorted", "latest", "sets", "escape",
+    "references", "sorted", "latest", "sets", "where", "fields", "formats", "escape",
 )  # fmt: skip
+#: per-column formats (migrator/plan/values.py: FORMATS)
+FORMATS = ("epoch", "epoch_ms", "iso8601", "boolean", "number")
 MISPLACED = (
     "indent it under its table, 2 spaces deeper than the table's name "
     "(e.g. 'tables:', '  emp:', '    columns: [...]')"
@@ -408,6 +412,9 @@ class _Builder:
         parse("columns", lambda: self._columns(d, path))
         parse("counter", lambda: self.counter(d, path, name))
         parse("escape", lambda: self.escape(d.get("escape"), f"{path}.escape", options))
+        parse("where", optional("where", self.where))
+        parse("fields", lambda: self.fields(d.get("fields"), f"{path}.fields"))
+        parse("formats", lambda: self.formats(d.get("formats"), f"{path}.formats"))
         for key, read in (
             ("unique", self.unique), ("indexes", self.index), ("references", self.reference),
             ("sorted", self.sorted), ("latest", self.latest), ("sets", self.set_spec),
@@ -454,6 +461,51 @@ class _Builder:
         if d["columns"] == []:
             return ()
         return self.names(d["columns"], f"{path}.columns")
+
+    def fields(self, value: Any, path: str) -> tuple[tuple[str, str], ...]:
+        """``{column: field name}``: the names of hash fields and column strings."""
+        d = self.dict_of(value, path, tuple(value or ()) if isinstance(value, dict) else ())
+        out = []
+        for column, name in d.items():
+            text = self.string(name, f"{path}.{column}")
+            if not text:
+                raise self.error(f"{path}.{column}", "a field name cannot be empty")
+            out.append((str(column), text))
+        names = [n for _, n in out]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise self.error(
+                path,
+                f"two columns would be written as the field '{twice[0]}'",
+                "give each column a field name of its own",
+            )
+        return tuple(out)
+
+    def formats(self, value: Any, path: str) -> tuple[tuple[str, str], ...]:
+        """``{column: format}``: how a column's value is written in the row hash / strings."""
+        d = self.dict_of(value, path, tuple(value or ()) if isinstance(value, dict) else ())
+        out = []
+        for column, name in d.items():
+            if name not in FORMATS:
+                raise self.error(
+                    f"{path}.{column}",
+                    f"unknown format {name!r}; expected one of: {', '.join(FORMATS)}",
+                    suggest(name, FORMATS),
+                )
+            out.append((str(column), str(name)))
+        return tuple(out)
+
+    def where(self, value: Any, path: str) -> Filter:
+        text = self.string(value, path)
+        try:
+            return parse_filter(text)
+        except FilterSyntaxError as e:
+            raise self.error(
+                path,
+                f"bad filter {text!r}: {e}",
+                "e.g. where: \"status = 'active' AND created >= DATE '2024-01-01'\" "
+                f"({docs('mapping.md#where')})",
+            ) from None
 
     def unique(self, value: Any, path: str) -> Unique:
         if isinstance(value, dict):

@@ -5,29 +5,37 @@ from __future__ import annotations
 import re
 from collections import abc
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from migrator.mapping.where import Filter
 
 Kind = Literal["hash", "columns", "none"]
 KINDS: tuple[Kind, ...] = ("hash", "columns", "none")
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+_LOWER = re.compile(r"\s*lower\(\s*([^()]*?)\s*\)\s*$")
 
 
 @dataclass(frozen=True)
 class Template:
     """A key template such as ``emp:{emp_id}``: literal text with ``{column}`` placeholders.
 
-    ``{{`` and ``}}`` stand for literal braces.
+    ``{{`` and ``}}`` stand for literal braces; ``{lower(column)}`` is the column's value in
+    lower case (``login:{lower(name)}:id``).
     """
 
     text: str
     parts: tuple[str | int, ...]  # literal strings, or an index into ``columns``
     columns: tuple[str, ...]
+    #: per entry of ``columns``: written through lower(); () when none is
+    lowered: tuple[bool, ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> Template:
         parts: list[str | int] = []
         columns: list[str] = []
+        lowered: list[bool] = []
         pos = 0
         literal = ""
         for m in _PLACEHOLDER.finditer(text):
@@ -41,26 +49,45 @@ class Template:
                 name = m.group(1)
                 if not name:
                     raise ValueError("empty placeholder '{}'")
+                low = _LOWER.match(name)
+                if low is not None:
+                    name = low.group(1)
+                    if not name:
+                        raise ValueError("lower() names no column: write {lower(column)}")
+                elif "(" in name or ")" in name:
+                    raise ValueError(
+                        f"unknown function in {{{name}}}: the only one is lower(column)"
+                    )
                 if literal:
                     parts.append(literal)
                     literal = ""
-                if name not in columns:
+                entries = list(zip(columns, lowered))
+                if (name, low is not None) not in entries:
                     columns.append(name)
-                parts.append(columns.index(name))
+                    lowered.append(low is not None)
+                    entries.append((name, low is not None))
+                parts.append(entries.index((name, low is not None)))
         rest = text[pos:]
         if "{" in rest or "}" in rest:
             raise ValueError("unbalanced brace (write '{{' or '}}' for a literal brace)")
         literal += rest
         if literal:
             parts.append(literal)
-        return cls(text, tuple(parts), tuple(columns))
+        return cls(text, tuple(parts), tuple(columns), tuple(lowered) if any(lowered) else ())
 
     @property
     def is_literal(self) -> bool:
         return not self.columns
 
+    def is_lowered(self, index: int) -> bool:
+        """Whether the placeholder of ``columns[index]`` is written through lower()."""
+        return bool(self.lowered) and self.lowered[index]
+
     def render(self, values: abc.Mapping[str, str]) -> str:
-        return "".join(p if isinstance(p, str) else values[self.columns[p]] for p in self.parts)
+        return "".join(
+            p if isinstance(p, str) else _lower(values[self.columns[p]], self.is_lowered(p))
+            for p in self.parts
+        )
 
     def glob(self) -> str:
         """A SCAN MATCH pattern for every key the template can produce."""
@@ -68,6 +95,10 @@ class Template:
         for p in self.parts:
             out.append(_glob_escape(p) if isinstance(p, str) else "*")
         return "".join(out)
+
+
+def _lower(value: str, lowered: bool) -> str:
+    return value.lower() if lowered else value
 
 
 def _glob_escape(text: str) -> str:
@@ -161,6 +192,12 @@ class Table:
     sorted: tuple[Sorted, ...] = ()
     latest: tuple[Latest, ...] = ()
     sets: tuple[SetSpec, ...] = ()
+    #: column -> its name as a hash field / column-string suffix (default: the column's)
+    fields: tuple[tuple[str, str], ...] = ()
+    #: column -> how its value is written in the row hash / column strings (FORMATS)
+    formats: tuple[tuple[str, str], ...] = ()
+    #: only the rows this filter keeps are in Redis (mapping/where.py); None: every row
+    where: Filter | None = None
     #: this table's own ``escape`` policy (None: ``options.escape``): the keys of the other
     #: tables stay as they are
     escape: str | None = None

@@ -166,6 +166,12 @@ def column_uses(table: Table) -> list[tuple[str, str]]:
     for i, st in enumerate(table.sets):
         add(f"{p}.sets[{i}].key", st.key.columns)
         add(f"{p}.sets[{i}].member", st.member.columns)
+    if table.where is not None:
+        add(f"{p}.where", table.where.columns)
+    for column, _ in table.fields:
+        add(f"{p}.fields.{column}", (column,))
+    for column, _ in table.formats:
+        add(f"{p}.formats.{column}", (column,))
     return uses
 
 

@@ -130,7 +130,7 @@ def draft_table(
         )
         return d
     body: dict[str, Any] = {}
-    d.notes += cascade_notes(ts)
+    d.notes += cascade_notes(ts, schema)
     if not ts.primary_key:
         body["primary_key"] = list(pk)
         d.notes.append(f"no primary key: rows keyed by the NOT NULL unique index on {_cols(pk)}")

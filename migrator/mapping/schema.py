@@ -16,6 +16,7 @@ class Column:
     kind: Kind
     nullable: bool
     column_type: str  # as MySQL spells it: "int(10) unsigned", "varchar(64)", "point"
+    collation: str | None = None  # a text column's: "utf8mb4_general_ci"; None otherwise
 
     @property
     def is_integer(self) -> bool:

@@ -12,6 +12,8 @@ from migrator.mapping.loader import suggest
 from migrator.mapping.model import Mapping, Table
 from migrator.mapping.resolve import column_uses, default_key, resolve
 from migrator.mapping.schema import Schema, TableSchema
+from migrator.mapping.transforms import check as check_transforms
+from migrator.mapping.where import check as check_filter
 
 Level = Literal["error", "warning"]
 
@@ -128,6 +130,13 @@ def _check_table(mapping: Mapping, table: Table, schema: Schema) -> list[Problem
     out = unknown + _check_references(table, schema, problem)
     out += _check_columns(table, ts, problem)
     out += _check_key(mapping, table, ts, problem)
+    out += [problem(level, where, message, hint)
+            for level, where, message, hint in check_transforms(table, ts)]  # fmt: skip
+    if table.where is not None:
+        out += [
+            problem("error", f"{path}.where", message, hint)
+            for message, hint in check_filter(table.where, ts)
+        ]
     if unknown:
         return out
     try:

@@ -149,6 +149,8 @@ def compile_template(
     """A function row -> rendered key bytes, or None when a value it needs is NULL; the
     values at the ``escaped`` positions go through ``esc`` (``escape: backslash``)."""
     parts = template_parts(template, pos)
+    if template.lowered:
+        return _lowering(template, pos, esc, escaped)
     if esc is not None and any(p in escaped for p in parts if isinstance(p, int)):
         return _escaping(parts, esc, escaped)
     if len(parts) == 2 and isinstance(parts[0], bytes) and isinstance(parts[1], int):
@@ -170,6 +172,42 @@ def compile_template(
                 if v is None:
                     return None
                 out.append(v)
+        return b"".join(out)
+
+    return render
+
+
+def lower(value: bytes) -> bytes:
+    """A key template's ``{lower(column)}``: the text in lower case (Python's ``str.lower``,
+    Unicode's case mapping), its bytes otherwise kept."""
+    return value.decode("utf-8", "surrogateescape").lower().encode("utf-8", "surrogateescape")
+
+
+def _lowering(
+    template: Template, pos: dict[str, int], esc: Escape | None, escaped: Collection[int]
+) -> KeyFn:
+    """A template with ``{lower(column)}``: each such value lowered, then escaped."""
+    marks: list[bytes | tuple[int, bool, bool]] = []
+    for p in template.parts:
+        if isinstance(p, str):
+            marks.append(p.encode())
+        else:
+            i = pos[template.columns[p]]
+            marks.append((i, template.is_lowered(p), esc is not None and i in escaped))
+
+    def render(row: Row) -> bytes | None:
+        out = []
+        for m in marks:
+            if isinstance(m, bytes):
+                out.append(m)
+                continue
+            i, low, e = m
+            v = row[i]
+            if v is None:
+                return None
+            if low:
+                v = lower(v)
+            out.append(esc(v) if e else v)  # type: ignore[misc]
         return b"".join(out)
 
     return render

@@ -10,25 +10,30 @@ group's commands are sent, so every read is overlaid with what the group has pla
 parent's change. Each child change is then planned like any logged change (``TableDelta``),
 and followed in turn (a cascade of a cascade).
 
-That is exact only when Redis holds what the rule needs. ``followable`` names, per foreign
-key, why it is not (``sync`` then refuses the table at start, naming the constraint): the
-parent is not mapped (its changes are not read); no index or reference on exactly the
-foreign-key columns; the child's row is not readable back whole (not ``as: hash``, a used
-column that is not a hash field, a row key other than the primary key); the key columns are
-not integers (a member or index value then may not be the text MySQL compares); a separator
-that may occur in a composite's values next to a column ``SET NULL`` empties; a Redis
-Cluster target (a replay of a half-applied group could read children of a later state).
+That is exact only when Redis holds what the rule needs and MySQL's equality of the key is byte
+equality. ``followable`` names, per foreign key, why it is not (``sync`` then refuses the table
+at start, naming the constraint): the parent is not mapped (its changes are not read); no index
+or reference on exactly the foreign-key columns; the child's row is not readable back whole
+(not ``as: hash``, a used column that is not a hash field, a row key other than the primary
+key); the key's columns compare otherwise than byte-wise (``mapping.cascades.inexact_match``:
+a ``_ci`` collation, PAD SPACE on a VARCHAR, a type compared by value); a separator that may
+occur in a composite's values next to a column ``SET NULL`` empties; a Redis Cluster target (a
+replay of a half-applied group could read children of a later state). The child's primary key
+may be text: the members are read back (``TableLayout.read_joined``), never compared.
+
+A MySQL that runs foreign keys in its SQL layer (``innodb_native_foreign_keys=OFF``, 9.7's
+default) writes the cascaded child rows to the log itself, before the parent's row: with
+``logged`` nothing is applied from the parent's change and nothing refused for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 from migrator.errors import MigratorError
-from migrator.mapping.cascades import Unlogged, trx_versioned
-from migrator.mapping.kinds import Kind
+from migrator.mapping.cascades import COLLATION_FIX, Unlogged, inexact_key, trx_versioned
 from migrator.mapping.schema import ForeignKey
 from migrator.plan.batch import Command, Row
 from migrator.plan.delta import Delta, TableDelta
@@ -79,35 +84,37 @@ class Cascade:
         return None
 
 
-def _integers(plan: TablePlan, columns: Sequence[str]) -> bool:
-    return all(plan.resolved.schema.column(c).kind is Kind.INTEGER for c in columns)
-
-
 def _why_not(
     fk: ForeignKey,
     child: TablePlan,
     plans: dict[str, TablePlan],
     cluster: bool,
     failed: Collection[str] = (),
-) -> str:
-    """Why sync cannot apply this key's rules exactly ("" when it can); ``failed``: mapped
-    tables that did not pass validation (validate has no plan of them)."""
+) -> tuple[str, str]:
+    """Why sync cannot apply this key's rules exactly ("" when it can), and the fix;
+    ``failed``: mapped tables that did not pass validation (validate has no plan of them)."""
+    if fk.parent not in plans and fk.parent in failed:
+        why = f"the parent table {fk.parent} did not pass validation (see its error): fix it first"
+        return why, FIX
+    why = _mapped(fk, child, plans, cluster)
+    if why:
+        return why, FIX
+    parent = plans[fk.parent]
+    return inexact_key(fk, child.resolved.schema, parent.resolved.schema), COLLATION_FIX
+
+
+def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], cluster: bool) -> str:
+    """Why the mapping does not keep what the rule needs ("" when it does)."""
     parent = plans.get(fk.parent)
     r = child.resolved
     if cluster:
         return "on a Redis Cluster a replayed group could read the children of a later state"
     if any(x.endswith("SET DEFAULT") for x in fk.unlogged_rules):
         return "SET DEFAULT is not supported"
-    if parent is None and fk.parent in failed:
-        return f"the parent table {fk.parent} did not pass validation (see its error): fix it first"
     if parent is None:
         return f"the parent table {fk.parent} is not in the mapping, so its changes are not read"
     if any(c not in parent.pos for c in fk.parent_columns):
         return f"the parent's columns {', '.join(fk.parent_columns)} are not read by the mapping"
-    if not _integers(child, fk.columns) or not _integers(child, r.primary_key):
-        return "the foreign key's and the primary key's columns must be integers"
-    if any(ch in child.sep for ch in b"0123456789-+"):
-        return "the separator holds a digit or a sign"
     if set(r.key.columns) - set(r.primary_key):
         return "the row key is not made of the primary key"
     if not any(set(ix.columns) == set(fk.columns) for ix in r.index_sets()):
@@ -116,6 +123,13 @@ def _why_not(
     missing = [c for c in child.select if c not in r.primary_key and child.pos[c] not in fields]
     if missing:
         return f"the row hash does not hold every column the mapping uses ({missing[0]})"
+    if r.table.where is not None and set(fk.unlogged_rules) - {"ON DELETE CASCADE"}:
+        return (
+            "the child has a row filter (where:): a SET NULL or ON UPDATE CASCADE can bring "
+            "into it a row Redis does not hold, so sync cannot find it"
+        )
+    if child.formatters:
+        return "the row hash holds formatted values (formats:), which cannot be read back"
     nulled = {child.pos[c] for c in fk.columns}
     if "SET NULL" in " ".join(fk.unlogged_rules) and any(set(g) & nulled for g, _ in child.guards):
         return "a separator may occur in a composite's values next to the nulled columns"
@@ -123,21 +137,26 @@ def _why_not(
 
 
 def followable(
-    plans: dict[str, TablePlan], cluster: bool = False, failed: Collection[str] = ()
+    plans: dict[str, TablePlan],
+    cluster: bool = False,
+    logged: bool = False,
+    failed: Collection[str] = (),
 ) -> tuple[list[Cascade], list[Unlogged]]:
     """The cascades sync applies, and every reason it refuses a mapped table (this module's
-    docstring; transaction-precise versioning too); ``failed``: mapped tables without a plan
-    because they did not pass validation."""
-    rules, refused = [], []
-    for name, child in plans.items():
+    docstring; transaction-precise versioning too). ``logged``: the server logs the rows its
+    cascades change (none to apply); ``failed``: mapped tables without a plan because they
+    did not pass validation."""
+    rules: list[Cascade] = []
+    refused: list[Unlogged] = []
+    for name, child in plans.items() if not logged else ():
         for fk in child.resolved.schema.foreign_keys:
             if not fk.unlogged_rules:
                 continue
-            why = _why_not(fk, child, plans, cluster, failed)
+            why, fix = _why_not(fk, child, plans, cluster, failed)
             what = f"foreign key {fk.name + ' ' if fk.name else ''}({', '.join(fk.columns)})"
             what += f" -> {fk.parent} {', '.join(fk.unlogged_rules)}"
             if why:
-                refused.append(Unlogged(name, what, f"sync cannot apply it exactly: {why}", FIX))
+                refused.append(Unlogged(name, what, f"sync cannot apply it exactly: {why}", fix))
                 continue
             ix = next(i for i in child.resolved.index_sets() if set(i.columns) == set(fk.columns))
             set_key = child.key_fn(child.index_template(ix.columns))
@@ -157,9 +176,9 @@ def followable(
     return rules, refused
 
 
-def refuse_unfollowable(plans: dict[str, TablePlan], cluster: bool) -> None:
+def refuse_unfollowable(plans: dict[str, TablePlan], cluster: bool, logged: bool) -> None:
     """Raise (exit 2) naming every constraint or versioning sync cannot follow exactly."""
-    _, refused = followable(plans, cluster)
+    _, refused = followable(plans, cluster, logged)
     if refused:
         reasons = "; ".join(f"{u} ({u.why})" for u in refused)
         fixes = "; ".join(dict.fromkeys(u.fix for u in refused))
@@ -208,11 +227,18 @@ class Cascades:
             return []
         (members,) = self.read([(b"SMEMBERS", set_key)])
         found = sorted(delta.pending_members(set_key, set(members)))
-        npk = len(plan.resolved.primary_key)
+        pk = plan.resolved.primary_key
         rows = []
         for member in found:
+            pk_values = plan.read_joined(pk, member)
+            if pk_values is None:  # not a member sync or migrate writes
+                raise MigratorError(
+                    f"{plan.table.name}: the member {member!r} of {set_key!r} is not a primary "
+                    "key of the table, so the rows its foreign key's rule changes are unknown",
+                    "run 'migrator verify --fix' or a new first load (sync --reload)",
+                )
             row: list[bytes | None] = [None] * len(plan.select)
-            row[:npk] = member.split(plan.sep) if npk > 1 else [member]
+            row[: len(pk)] = pk_values
             rows.append(row)
         if plan.table.kind != "hash":
             return [tuple(r) for r in rows]

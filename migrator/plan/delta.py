@@ -49,6 +49,7 @@ from migrator.plan.structures import (
     UniqueHashes,
     UniqueStrings,
 )
+from migrator.plan.where import row_test
 
 EntryKey = tuple[str, bytes, bytes]
 
@@ -194,6 +195,10 @@ class TableDelta:
         self.guarded = bool(plan.guards)
         self.entries_of = entries_function(plan, self.collectors)
         self.row_key = plan.row_key
+        # a row filter (``where:``): a row it leaves out is absent from Redis, so an image
+        # outside it is planned as no row at all (plan/where.py)
+        where = plan.table.where
+        self.keeps = None if where is None else row_test(where, plan.pos, plan.resolved.schema)
 
     def entries(self, row: Row | None) -> Entries:
         """A row's entries, grouped per key (none for None)."""
@@ -204,6 +209,13 @@ class TableDelta:
         an insert, (row, None) a delete, else an update."""
         delta = Delta() if into is None else into
         delta.rows += 1
+        if self.keeps is not None:
+            keeps = self.keeps
+            if before is not None and not keeps(before):
+                before = None
+            if after is not None and not keeps(after):
+                self._left_out(after, delta)
+                after = None
         # under escape: reject a row with a separator inside a composite's value is never
         # written (plan/escape.py), as migrate does: it was not there before, it is not after
         if self.guarded:
@@ -281,6 +293,13 @@ class TableDelta:
                     delta.dirty_unique.add((self.name, n, held))  # type: ignore[arg-type]
         return delta
 
+    def _left_out(self, row: Row, delta: Delta) -> None:
+        """A row the filter leaves out is in no structure, but its key still raises the
+        counter: the counter's rule is over every row of the table (docs/mapping.md)."""
+        pk = row[0]
+        if self.counter_key is not None and pk is not None and pk.lstrip(b"-").isdigit():
+            delta.raise_counter(self.counter_key, int(pk))
+
     def changes(self, pairs: Iterable[tuple[Row | None, Row | None]]) -> Delta:
         total = Delta()
         for before, after in pairs:
@@ -305,6 +324,11 @@ def _row_columns(plan: TablePlan, structure: RowColumns) -> Collect:
     """``as: columns``: one STRING per column (``s``, the column name appended to the row
     key); the primary-key columns when every value is NULL."""
     fields, pk_fields, row_key = structure.fields, structure.pk_fields, plan.row_key
+    formats = structure.formats
+
+    def value(row: Row, i: int) -> bytes | None:
+        v = row[i]
+        return formats[i](v) if v is not None and i in formats else v
 
     def row_columns(row: Row, out: Entries) -> None:
         key = row_key(row)
@@ -316,12 +340,56 @@ def _row_columns(plan: TablePlan, structure: RowColumns) -> Collect:
         for name, v in chosen:
             out["s", key + name] = {b"": v}  # type: ignore[dict-item]
 
+    def formatted(row: Row, out: Entries) -> None:  # formats: (as RowColumns.add writes)
+        key = row_key(row)
+        if key is None:
+            return
+        chosen = [(name, v) for name, i in fields if (v := value(row, i)) is not None]
+        if not chosen:
+            chosen = [(name, value(row, i) or b"") for name, i in pk_fields]
+        for name, v in chosen:
+            out["s", key + name] = {b"": v}
+
+    if formats:
+        return formatted
     return row_columns
+
+
+def _row_hash(plan: TablePlan, structure: RowHash) -> Collect:
+    """A row hash with formatted fields (formats:): the fields as ``RowHash.add`` writes
+    them (``H``)."""
+    fields, pk_fields, formats, row_key = (
+        structure.fields,
+        structure.pk_fields,
+        structure.formats,
+        plan.row_key,
+    )
+
+    def value(row: Row, i: int) -> bytes | None:
+        v = row[i]
+        return formats[i](v) if v is not None and i in formats else v
+
+    def row_hash(row: Row, out: Entries) -> None:
+        key = row_key(row)
+        if key is None:
+            return
+        h = {name: v for name, i in fields if (v := value(row, i)) is not None}
+        if not h:
+            h = {name: value(row, i) or b"" for name, i in pk_fields}
+        got = out.get(("H", key))
+        if got is None:
+            out["H", key] = h
+        else:
+            got.update(h)
+
+    return row_hash
 
 
 def _collector(plan: TablePlan, structure: object) -> Collect | None:
     """The entries a structure the generated code does not inline contributes for a row
     (see the module docstring); None for those it inlines (plan/delta_code.py)."""
+    if isinstance(structure, RowHash) and structure.formats:
+        return _row_hash(plan, structure)
     if isinstance(structure, (RowHash, UniqueHashes, IndexSets, SortedSets)):
         return None
     pk_text = plan.pk_text

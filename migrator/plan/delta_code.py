@@ -41,7 +41,7 @@ class _Code:
         plan = self.plan
         parts = template_parts(template, plan.pos)
         used = sorted({p for p in parts if isinstance(p, int)})
-        if plan.esc is not None and any(p in plan.escapable for p in used):
+        if template.lowered or (plan.esc is not None and any(p in plan.escapable for p in used)):
             self.lines.append(f"    k = {self.const(fn)}(row)")
             return "k is None", "k"
         terms = [self.const(p) if isinstance(p, bytes) else f"_{p}" for p in parts]
@@ -72,7 +72,7 @@ def entries_function(
     pk_expr = f"_{plan.pos[pk[0]]}" if len(pk) == 1 else f"{code.const(plan.pk_text)}(row)"
     lines.append(f"    pk = {pk_expr}")
     for structure, collect in zip(plan.structures, collectors, strict=True):
-        if isinstance(structure, RowHash):
+        if isinstance(structure, RowHash) and collect is None:  # else formatted: collected
             lines += [f"    key = {code.const(plan.row_key)}(row)", "    if key is not None:"]
             lines.append("        h = {}")
             for name, i in structure.fields:

@@ -13,7 +13,7 @@ once is not handed out again); ``verify`` accepts any integer at least ``MAX(pk)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import Column
@@ -25,7 +25,7 @@ class EndReader(Protocol):
     def max_of(self, table: str, column: Column) -> bytes | None: ...
 
     def latest(
-        self, table: str, pk: Sequence[Column], order_by: Column, limit: int
+        self, table: str, pk: Sequence[Column], order_by: Column, limit: int, where: Any = None
     ) -> Sequence[Sequence[bytes | None]]: ...
 
 
@@ -40,8 +40,12 @@ def counter_holds(value: bytes | None, max_pk: bytes) -> bool:
     return int(text) >= int(max_pk)
 
 
-def finish_commands(src: EndReader, plan: TablePlan, resolved: Resolved) -> list[Command]:
-    """End-of-table structures, rebuilt from the source: the counter and the latest lists."""
+def finish_commands(
+    src: EndReader, plan: TablePlan, resolved: Resolved, where: Any = None
+) -> list[Command]:
+    """End-of-table structures, rebuilt from the source: the counter (of every row: the next
+    ``INCR`` must not hand out a key any row has) and the latest lists (of the rows ``where``,
+    the table's row filter as SQL, keeps)."""
     out = []
     schema = resolved.schema
     if resolved.counter:
@@ -51,7 +55,8 @@ def finish_commands(src: EndReader, plan: TablePlan, resolved: Resolved) -> list
             out.append(cmd)
     pk_cols = [schema.column(c) for c in resolved.primary_key]
     for latest in resolved.table.latest:
-        rows = src.latest(resolved.name, pk_cols, schema.column(latest.order_by), latest.limit)
+        order_by = schema.column(latest.order_by)
+        rows = src.latest(resolved.name, pk_cols, order_by, latest.limit, where)
         # the primary key comes first in a plan's rows, so pk_text reads these rows too
         pks = [pk for row in rows if (pk := plan.pk_text(row)) is not None]
         out += plan.latest_commands(latest.key, pks)

@@ -96,7 +96,8 @@ def table_patterns(plan: TablePlan) -> list[KeyPattern]:
     elif t.kind == "columns":
         sep = plan.table_sep.replace("{", "{{").replace("}", "}}")
         for c in (*r.columns, *r.primary_key):
-            text = r.key.text + sep + c.replace("{", "{{").replace("}", "}}")
+            field = plan.field_names.get(c, c)
+            text = r.key.text + sep + field.replace("{", "{{").replace("}", "}}")
             out.append(KeyPattern(name, "row", Template.parse(text), "columns"))
     for u in t.unique:
         if u.key is not None:

@@ -23,6 +23,7 @@ from migrator.plan.escape import (
     reader,
     separator_chars,
 )
+from migrator.plan.values import formatter
 
 
 class TableLayout:
@@ -63,6 +64,34 @@ class TableLayout:
         key = self.resolved.key
         self.row_key_positions = [self.pos[key.columns[p]] for p in key.parts if isinstance(p, int)]
         self.pk_text = self.join_fn(self.resolved.primary_key)
+        # field names and value formats of the row hash / column strings (fields:, formats:)
+        self.field_names = dict(self.table.fields)
+        self.formatters = {
+            self.pos[c]: formatter(f, self._kind(c))  # type: ignore[arg-type]
+            for c, f in self.table.formats
+        }
+        templates = [t for t in self._templates() if t.lowered]
+        #: a field format or lower() in a template: the generated fast paths are left out
+        self.transforms = bool(self.formatters) or bool(templates)
+
+    def field(self, column: str) -> bytes:
+        """The name a column's value has in the row hash (and after a column string's key)."""
+        return self.field_names.get(column, column).encode()
+
+    def value_fn(self, column: str) -> KeyFn | None:
+        """Row -> the column's value as the row hash writes it (its format), or None when
+        the column has no format (the value as it is)."""
+        fmt = self.formatters.get(self.pos[column])
+        if fmt is None:
+            return None
+        i = self.pos[column]
+        return lambda row: None if row[i] is None else fmt(row[i])  # type: ignore[arg-type]
+
+    def _templates(self) -> list[Template]:
+        t = self.table
+        out = [self.resolved.key, *(u.key for u in t.unique if u.key is not None)]
+        out += [s.key for s in t.sorted] + [x.key for x in t.sets] + [x.member for x in t.sets]
+        return out
 
     def _kind(self, column: str) -> object:
         return self.resolved.schema.column(column).kind

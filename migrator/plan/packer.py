@@ -221,14 +221,15 @@ class Packer:
     ) -> None:
         self.plan, self.structures, self.general_plan = plan, structures, general
         names = [s.name for s in structures]
-        self.general = "columns" in names or "unique-string" in names
+        # formats and lower() (plan/layout.py: transforms) take the structures' own code
+        self.general = "columns" in names or "unique-string" in names or plan.transforms
         self.hashing = "hash" in names
         mapped = plan.resolved.columns if self.hashing else ()
         self.fields = [
-            (b"$%d\r\n%b\r\n" % (len(c.encode()), c.encode()), plan.pos[c]) for c in mapped
+            (b"$%d\r\n%b\r\n" % (len(plan.field(c)), plan.field(c)), plan.pos[c]) for c in mapped
         ]
         self.pk_fields = [
-            (b"$%d\r\n%b\r\n" % (len(c.encode()), c.encode()), plan.pos[c])
+            (b"$%d\r\n%b\r\n" % (len(plan.field(c)), plan.field(c)), plan.pos[c])
             for c in plan.resolved.primary_key
         ]
         self.row = _row_function(plan, self.fields) if self.hashing else None

@@ -49,9 +49,11 @@ class RowHash(Structure):
 
     def __init__(self, plan: TableLayout) -> None:
         super().__init__(plan)
-        self.fields = [(c.encode(), plan.pos[c]) for c in plan.resolved.columns]
-        self.pk_fields = [(c.encode(), plan.pos[c]) for c in plan.resolved.primary_key]
-        self.full = _full_row_command(plan, self.fields)
+        self.fields = [(plan.field(c), plan.pos[c]) for c in plan.resolved.columns]
+        self.pk_fields = [(plan.field(c), plan.pos[c]) for c in plan.resolved.primary_key]
+        #: per field position, its format (formats:); none: the value as it is
+        self.formats = plan.formatters
+        self.full = _full_row_command(plan, self.fields) if not self.formats else _never
 
     @staticmethod
     def wanted(table: Table) -> bool:
@@ -68,6 +70,15 @@ class RowHash(Structure):
             batch.stats.rejected[NULL_KEY] += 1
             return
         args: list[bytes] = [b"HSET", key]
+        if self.formats:
+            value = self.value
+            args += [x for name, i in self.fields if (v := value(row, i)) is not None
+                     for x in (name, v)]  # fmt: skip
+            if len(args) == 2:  # every field NULL: keep the row, keyed by its primary key
+                args += [x for name, i in self.pk_fields for x in (name, value(row, i) or b"")]
+            batch.commands.append(tuple(args))
+            batch.stats.keys += 1
+            return
         for name, i in self.fields:
             v = row[i]
             if v is not None:
@@ -78,8 +89,17 @@ class RowHash(Structure):
         batch.commands.append(tuple(args))
         batch.stats.keys += 1
 
+    def value(self, row: Row, i: int) -> bytes | None:
+        """The value at ``i`` as the row hash writes it (its format, formats:)."""
+        v = row[i]
+        return self.formats[i](v) if v is not None and i in self.formats else v
+
     def patterns(self) -> list[str]:
         return [self.plan.resolved.key.text]
+
+
+def _never(row: Row) -> None:
+    return None
 
 
 def _full_row_command(
@@ -117,8 +137,9 @@ class RowColumns(Structure):
     def __init__(self, plan: TableLayout) -> None:
         super().__init__(plan)
         sep = plan.sep
-        self.fields = [(sep + c.encode(), plan.pos[c]) for c in plan.resolved.columns]
-        self.pk_fields = [(sep + c.encode(), plan.pos[c]) for c in plan.resolved.primary_key]
+        self.fields = [(sep + plan.field(c), plan.pos[c]) for c in plan.resolved.columns]
+        self.pk_fields = [(sep + plan.field(c), plan.pos[c]) for c in plan.resolved.primary_key]
+        self.formats = plan.formatters
 
     @staticmethod
     def wanted(table: Table) -> bool:
@@ -130,6 +151,22 @@ class RowColumns(Structure):
             batch.stats.rejected[NULL_KEY] += 1
             return
         written = 0
+        if self.formats:
+            formats = self.formats
+            values = [(s, formats[i](row[i]) if row[i] is not None and i in formats else row[i])  # type: ignore[arg-type]
+                      for s, i in self.fields]  # fmt: skip
+            for suffix, v in values:
+                if v is not None:
+                    batch.commands.append((b"SET", key + suffix, v))
+                    written += 1
+            if not written:
+                for suffix, i in self.pk_fields:
+                    v = row[i]
+                    v = formats[i](v) if v is not None and i in formats else v
+                    batch.commands.append((b"SET", key + suffix, v or b""))
+                    written += 1
+            batch.stats.keys += written
+            return
         for suffix, i in self.fields:
             v = row[i]
             if v is not None:
@@ -143,7 +180,9 @@ class RowColumns(Structure):
 
     def patterns(self) -> list[str]:
         sep = self.plan.table_sep
-        return [f"{self.plan.resolved.key.text}{sep}{c}" for c in self.plan.resolved.columns]
+        plan = self.plan
+        return [f"{plan.resolved.key.text}{sep}{plan.field_names.get(c, c)}"
+                for c in plan.resolved.columns]  # fmt: skip
 
 
 class UniqueHashes(Structure):

@@ -20,6 +20,7 @@ import math
 import re
 import struct
 from collections.abc import Callable
+from decimal import Decimal
 
 from migrator.mapping.kinds import Kind
 
@@ -104,3 +105,62 @@ def unix_seconds(raw: bytes) -> bytes | None:
 def _neg(seconds: int, fraction: bytes) -> bytes:
     value = seconds + float(fraction)
     return repr(value).encode()
+
+
+#: per-column formats of the row hash and column strings (docs/mapping.md#formats)
+FORMATS = ("epoch", "epoch_ms", "iso8601", "boolean", "number")
+
+
+def formatter(name: str, kind: Kind) -> Callable[[bytes], bytes | None]:
+    """Value (the text of docs/values.md) -> its text in format ``name``; None: no value
+    (a date with no instant, ``0000-00-00``: left out, as a NULL is)."""
+    if name == "epoch":
+        return unix_seconds
+    if name == "epoch_ms":
+        return epoch_ms
+    if name == "iso8601":
+        return iso8601_utc if kind is Kind.TIMESTAMP else iso8601
+    if name == "boolean":
+        return boolean
+    if name == "number":
+        return number
+    raise ValueError(f"unknown format {name!r}")
+
+
+def epoch_ms(raw: bytes) -> bytes | None:
+    """Unix milliseconds (UTC) of a date or time: ``1577934245250``; a fraction of a
+    millisecond is kept as decimals (``1577934245250.5``)."""
+    seconds = unix_seconds(raw)
+    if seconds is None:
+        return None
+    return number(format(Decimal(seconds.decode()) * 1000, "f").encode())
+
+
+def iso8601(raw: bytes) -> bytes | None:
+    """``2020-01-02 03:04:05.250`` -> ``2020-01-02T03:04:05.250``; a DATE as it is."""
+    if unix_seconds(raw) is None:
+        return None
+    return raw.replace(b" ", b"T", 1)
+
+
+def iso8601_utc(raw: bytes) -> bytes | None:
+    """A TIMESTAMP (read in UTC) with its zone: ``2020-01-02T03:04:05Z``."""
+    text = iso8601(raw)
+    return None if text is None else text + b"Z"
+
+
+def boolean(raw: bytes) -> bytes:
+    """``0`` -> ``false``, any other number -> ``true`` (TINYINT(1), BIT(1))."""
+    return b"false" if Decimal(raw.decode()) == 0 else b"true"
+
+
+def number(raw: bytes) -> bytes:
+    """An exact number in its shortest text: ``99.50`` -> ``99.5``, ``10.00`` -> ``10``,
+    ``-0.00`` -> ``0``; integers as they are."""
+    if b"." not in raw and b"e" not in raw.lower():
+        return raw
+    value = Decimal(raw.decode())
+    if value == 0:
+        return b"0"
+    text = format(value.normalize(), "f")
+    return text.encode()

@@ -52,6 +52,7 @@ from migrator.retry import Retrying
 from migrator.source.chunks import CHUNK_ROWS, Chunk, plan_chunks
 from migrator.source.mysql import Selector, Source, keyset_value
 from migrator.source.shared import shared_values
+from migrator.source.where import clause
 from migrator.store.checkpoint import Checkpoint, TableState, checkpoint_key
 from migrator.store.cluster import connect_any
 from migrator.store.cluster_sink import sink_for, writer_for
@@ -110,7 +111,7 @@ def run_task(
     done, total = task.rows, Stats()
     batches = src.batches(
         resolved.name, selector, pk, task.batch_size, after=after, until=until,
-        retrying=retrying,
+        retrying=retrying, where=clause(resolved),
     )  # fmt: skip
     try:
         for rows in batches:
@@ -451,14 +452,14 @@ def load_tables(
         src.retrying = retrying(name)  # the counter and latest queries
         if common["snapshot"]:  # N workers: the end of the table as of now
             snapshot_of(src, name)
-        commands = finish_commands(src, TablePlan(r), r)
+        commands = finish_commands(src, TablePlan(r), r, clause(r))
         sink(name).write([*commands, checkpoint.command(name, None, rows, done=True)])
         report.keys = total.all_keys + len({c[1] for c in commands if c[0] in ENDING_WRITES})
         report.rows, report.entries = total.rows, total.entries
         report.skipped, report.rejected = dict(total.skipped), dict(total.rejected)
         if r.trusts_declared_key:
             pk = [r.schema.column(c) for c in r.primary_key]
-            report.duplicate_keys, report.duplicate_rows = src.shared_keys(name, pk)
+            report.duplicate_keys, report.duplicate_rows = src.shared_keys(name, pk, clause(r))
             if r.table.kind == "hash":  # a row sharing a key overwrote a hash: no new key
                 report.keys -= report.duplicate_rows
         report.shared = shared_values(src, r)  # a unique: value several rows hold

@@ -64,15 +64,29 @@ def _encoding(charset: str | None) -> str | None:
     return name if name.lower() not in _UTF8 and charset != "binary" else None
 
 
+def _ascii_compatible(encoding: str) -> bool:
+    """Whether ASCII text is the same bytes in ``encoding`` as in UTF-8 (latin1, cp1252,
+    the EUC and GB families...; not UCS-2, UTF-16 or UTF-32)."""
+    ascii = bytes(range(128))
+    try:
+        return ascii.decode(encoding) == ascii.decode("ascii")
+    except (UnicodeDecodeError, LookupError):
+        return False
+
+
 def _text(length_size: int, charset: str | None) -> Decode:
     encoding = _encoding(charset)
     to_int = int.from_bytes
+    # ASCII text of an ASCII-compatible charset is already its UTF-8: kept as bytes
+    ascii_ok = encoding is not None and _ascii_compatible(encoding)
 
     def read(buf: bytes, off: int) -> tuple[Any, int]:
         n = to_int(buf[off : off + length_size], "little")
         start = off + length_size
         raw = buf[start : start + n]
-        return (raw.decode(encoding) if encoding else raw), start + n
+        if encoding is None or (ascii_ok and raw.isascii()):
+            return raw, start + n
+        return raw.decode(encoding), start + n
 
     return read
 

@@ -11,8 +11,8 @@ What needs care, and why:
 * DATETIME(n)/TIMESTAMP(n)/TIME(n): n fraction digits as declared (none for n = 0);
   TIMESTAMP in UTC; a zero TIMESTAMP is 0 seconds in the log (1970-01-01 00:00:00 cannot be
   stored), printed ``0000-00-00 00:00:00``. TIME may be negative or over 24 hours.
-* zero and partly-zero dates: the library turns them into None, so ``patch_zero_dates``
-  makes it return their text instead (see there).
+* zero and partly-zero dates: the library turns them into None, so
+  ``binlog_tables.patch_zero_dates`` makes it return their text instead (see there).
 * DECIMAL: the library builds a Decimal from the stored digits, scale kept; written with
   ``format(value, "f")`` (never through float).
 * FLOAT: the shortest text that reads back to the same 32-bit float (as the snapshot);

@@ -3,6 +3,7 @@ and driver errors turned into one line that names the cause and the fix."""
 
 from __future__ import annotations
 
+import re
 import socket
 from typing import Any
 
@@ -35,6 +36,10 @@ def parse_url(url: str) -> URL:
 
 #: a login refused: a wrong user or password (1045), or no password given (MariaDB: 1698)
 ACCESS_DENIED = (1045, 1698)
+#: the account's authentication plugin is not loaded (mysql_native_password on MySQL 9)
+PLUGIN_NOT_LOADED = 1524
+#: logged in, but no privilege on the URL's database
+DB_ACCESS_DENIED = 1044
 
 
 def connect_error(url: URL, exc: BaseException) -> ConnectError:
@@ -55,6 +60,24 @@ def connect_error(url: URL, exc: BaseException) -> ConnectError:
         return ConnectError(
             f"MySQL refused the login of user '{url.username}' at {where} (access denied)",
             f"check the user and password in the source URL ({shown})",
+        )
+    if code == PLUGIN_NOT_LOADED:
+        plugin = re.search(r"'([^']+)'", str(args[-1]))
+        name = plugin.group(1) if plugin else "its authentication plugin"
+        return ConnectError(
+            f"MySQL at {where} cannot log in user '{url.username}': the account uses {name},"
+            " which this server does not load (mysql_native_password is off by default in"
+            " MySQL 8.4 and gone in 9.0)",
+            "move the account to MySQL's default plugin: ALTER USER "
+            f"'{url.username}'@'<host>' IDENTIFIED WITH caching_sha2_password BY '<password>'"
+            f" ({docs('connections.md')})",
+        )
+    if code == DB_ACCESS_DENIED:
+        return ConnectError(
+            f"MySQL at {where} refused user '{url.username}' access to database"
+            f" '{url.database}' (access denied: no privilege on it)",
+            f"GRANT SELECT ON `{url.database}`.* TO '{url.username}'@'<host>'"
+            f" ({docs('connections.md')})",
         )
     if code == 1049:
         return ConnectError(

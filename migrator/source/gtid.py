@@ -2,15 +2,18 @@
 
 MariaDB numbers every transaction ``domain-server-sequence``; a server's GTID *state* is the
 last GTID of each replication domain, ``0-1-4711[,1-3-20...]``, the form of
-``@@gtid_binlog_pos`` and of ``BINLOG_GTID_POS(file, pos)``. sync stores that state with the
-file and offset of its position (``gtid``, kept up to date per transaction by ``advance``),
-and the source's ``@@server_id`` (``server``).
+``@@gtid_binlog_pos`` and of ``BINLOG_GTID_POS(file, pos)``. MySQL numbers them ``uuid:n``,
+and its state is the set of every transaction executed, ``uuid:1-4711[,...]``, the form of
+``@@gtid_executed`` (``gtid_set``). sync stores that state with the file and offset of its
+position (``gtid``, kept up to date per transaction by ``advance``), and the source's
+``@@server_id`` (``server``).
 
 A replica promoted to primary logs the same GTIDs in other files at other offsets. When sync
 finds its position was made on another server (another address, or another server id behind
 the same address), ``failover_position`` checks that the new server's log holds every
-transaction up to the stored state (``missing``: per domain, its last sequence number must
-reach the stored one) and then ``locate``s, on that server, the file and offset right after
+transaction up to the stored state (MariaDB, ``missing``: per domain, its last sequence
+number must reach the stored one; MySQL: the stored set less ``@@gtid_executed`` must be
+empty) and then ``locate``s, on that server, the file and offset right after
 the stored state: it asks the server to stream from that state, as a replica connecting by
 GTID does, and takes the start of the first transaction the server sends (the first one the
 state does not cover), or, when there is none, the end of the log its heartbeat names. With
@@ -31,10 +34,11 @@ from typing import Any
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent
+from pymysqlreplication.event import GtidEvent, HeartbeatLogEvent, MariadbGtidEvent
 from sqlalchemy.engine import URL
 
 from migrator.errors import EXIT_DIFFERENCE, ConnectError, MigratorError
+from migrator.source import gtid_set
 
 STATE = re.compile(r"^\d+-\d+-\d+(,\d+-\d+-\d+)*$")
 LOCATE_SECONDS = 60.0
@@ -65,9 +69,12 @@ def is_state(text: str) -> bool:
 
 
 def advance(state: str, gtid: str) -> str:
-    """The state after a transaction whose MariaDB GTID is ``gtid``: its domain's entry
-    replaced. A MySQL GTID (``uuid:n``) or a state that is not MariaDB's: ``gtid`` itself."""
-    if not is_state(gtid) or (state and not is_state(state)):
+    """The state after a transaction whose GTID is ``gtid``. MariaDB (``0-1-5``): its
+    domain's entry replaced. MySQL (``uuid:n``): the executed set with it added (``gtid_set``;
+    "" is the empty set: a server whose log had no GTID yet)."""
+    if not is_state(gtid):
+        return gtid_set.advance(state, gtid) if ":" in gtid else gtid
+    if state and not is_state(state):
         return gtid
     now = parse(state)
     now.update(parse(gtid))
@@ -92,10 +99,10 @@ def missing(stored: str, held: str) -> list[str]:
     return out
 
 
-def _value(conn: Any, sql: str) -> str:
+def _value(conn: Any, sql: str, args: tuple[Any, ...] | None = None) -> str:
     cursor = conn.cursor()
     try:
-        cursor.execute(sql)
+        cursor.execute(sql, args)
         row = cursor.fetchone()
     finally:
         cursor.close()
@@ -122,18 +129,31 @@ def failover_position(
 ) -> tuple[str, int]:
     """Where to continue on the server at ``url`` (``conn``: a connection to it) from a
     position stored on another server; raises MigratorError (exit 2) when the stored state
-    is of another database or has no MariaDB GTID state, FailoverRefused (exit 1) when the
-    server lacks transactions up to it."""
+    is of another database or has no GTID state, FailoverRefused (exit 1) when the server
+    lacks transactions up to it. MariaDB: the state per domain; MySQL: the executed set
+    (``gtid_set``), compared by the server itself (``GTID_SUBTRACT``)."""
     was, gtid = stored.get("source") or "", stored.get("gtid") or ""
     database = source.rsplit("/", 1)[-1]
-    if was.rsplit("/", 1)[-1] != database or not is_state(gtid):
-        why = "" if was.rsplit("/", 1)[-1] != database else " without a MariaDB GTID state"
+    mysql = not is_state(gtid) and gtid_set.is_set(gtid)
+    if was.rsplit("/", 1)[-1] != database or not (is_state(gtid) or mysql):
+        why = "" if was.rsplit("/", 1)[-1] != database else " without a GTID state"
         raise MigratorError(
             f"Redis holds sync state of another source ({was}{why}), not {source}",
             "sync into another Redis database, or delete the key migrator:<mapping>:sync and "
             "the mapping's keys first ('migrator sync MAPPING --reload' does both)",
         )
-    gaps = missing(gtid, _value(conn, "SELECT @@GLOBAL.gtid_binlog_pos"))
+    if mysql and gtid_set.GtidSet.parse(gtid).tagged:
+        raise MigratorError(
+            f"the stored GTID set holds tagged GTIDs ({gtid}): a failover by it cannot be "
+            f"asked of {source}",
+            "start over from this source: 'migrator sync MAPPING --reload'",
+        )
+    if mysql:
+        lacking = _value(conn, "SELECT GTID_SUBTRACT(%s, @@GLOBAL.gtid_executed)", (gtid,))
+        gaps = [f"Redis holds changes of GTIDs {lacking.replace(chr(10), '')} that the "
+                "source never executed"] if lacking else []  # fmt: skip
+    else:
+        gaps = missing(gtid, _value(conn, "SELECT @@GLOBAL.gtid_binlog_pos"))
     if gaps:
         raise FailoverRefused(
             f"the source {source} lacks transactions that sync already applied to Redis from "
@@ -141,6 +161,11 @@ def failover_position(
             refusal_hint(),
         )
     return locate(url, reader_id, gtid)
+
+
+def _mysql_set(gtid: str) -> str:
+    """A stored MySQL GTID set as the binlog library's auto-position wants it (no newlines)."""
+    return str(gtid_set.GtidSet.parse(gtid))
 
 
 def refusal_hint() -> str:
@@ -155,21 +180,23 @@ def locate(
 ) -> tuple[str, int]:
     """The file and offset right after GTID ``state`` in the log of the server at ``url``
     (see the module docstring)."""
+    mariadb = is_state(state)
     stream = BinLogStreamReader(
         connection_settings={
             "host": url.host or "127.0.0.1", "port": url.port or 3306,
             "user": url.username or "root", "passwd": url.password or "",
             "charset": "utf8mb4", "connect_timeout": 10,
         },
-        server_id=reader_id, is_mariadb=True, auto_position=state, blocking=True,
-        slave_heartbeat=0.2, only_events=[MariadbGtidEvent, HeartbeatLogEvent],
+        server_id=reader_id, is_mariadb=mariadb,
+        auto_position=state if mariadb else _mysql_set(state), blocking=True,
+        slave_heartbeat=0.2, only_events=[MariadbGtidEvent, GtidEvent, HeartbeatLogEvent],
         enable_logging=False,
     )  # fmt: skip
     deadline = time.monotonic() + seconds
     try:
         for event in stream:
             header = event.packet
-            if isinstance(event, MariadbGtidEvent):  # the first one not covered: its start
+            if isinstance(event, (MariadbGtidEvent, GtidEvent)):  # the first not covered
                 return stream.log_file, int(header.log_pos - header.event_size)
             if isinstance(event, HeartbeatLogEvent):  # nothing after: the end of the log
                 return stream.log_file, int(header.log_pos)

@@ -15,8 +15,27 @@ from migrator.mapping.kinds import Kind, kind_of
 from migrator.mapping.schema import Column, ForeignKey, IndexInfo, Schema, TableSchema
 
 
+class _AnyType(sa.types.NullType):
+    """A type SQLAlchemy does not know, whatever its arguments (``VECTOR(3)``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+
+class _Lenient(dict):
+    """The dialect's type names, and :class:`_AnyType` for every other: SQLAlchemy's reflection
+    instantiates an unknown type's stand-in with the column's arguments, which fails
+    (``TypeError: NullType() takes no arguments`` for MySQL 9's ``VECTOR(3)``)."""
+
+    def __missing__(self, key: str) -> type[_AnyType]:
+        return _AnyType
+
+
 def read_schema(engine: Engine, only: list[str] | None = None) -> Schema:
     """Every base table (views listed apart) with columns, keys, indexes and foreign keys."""
+    dialect: Any = engine.dialect
+    if not isinstance(dialect.ischema_names, _Lenient):
+        dialect.ischema_names = _Lenient(dialect.ischema_names)
     with warnings.catch_warnings():
         # column kinds come from information_schema; the inspector's own types are not used
         warnings.filterwarnings("ignore", "Did not recognize type", sa.exc.SAWarning)
@@ -109,18 +128,24 @@ def _columns(conn: sa.Connection, database: str) -> dict[str, list[Column]]:
     rows = conn.execute(
         sa.text(
             "SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, "
-            "CHARACTER_SET_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = :db "
-            "ORDER BY TABLE_NAME, ORDINAL_POSITION"
+            "CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = :db ORDER BY TABLE_NAME, ORDINAL_POSITION"
         ),
         {"db": database},
     ).all()
     out: dict[str, list[Column]] = {}
-    for table, name, data_type, column_type, nullable, charset in rows:
+    for table, name, data_type, column_type, nullable, charset, collation in rows:
         kind = kind_of(_text(data_type), _text(charset) if charset else None)
         if kind is Kind.TEXT and "json_valid" in _text(column_type).lower():
             kind = Kind.JSON
         out.setdefault(_text(table), []).append(
-            Column(_text(name), kind, nullable == "YES", _text(column_type))
+            Column(
+                _text(name),
+                kind,
+                nullable == "YES",
+                _text(column_type),
+                _text(collation) if collation else None,
+            )
         )
     return out
 

@@ -231,12 +231,17 @@ class Source:
         columns = tuple(ts.column(n) for n in names)
         return Selector(tuple(names), columns, tuple(converter(c.kind) for c in columns))
 
-    def count(self, table: str) -> int:
+    def count(self, table: str, where: Any = None) -> int:
+        """The table's rows (``where``: those a row filter keeps, source/where.py)."""
         stmt = sa.select(sa.func.count()).select_from(sa.table(table))
+        if where is not None:
+            stmt = stmt.where(where)
         row = self.fetch_all(stmt)[0]
         return int(row[0] or 0)
 
-    def shared_keys(self, table: str, columns: Sequence[Column]) -> tuple[int, int]:
+    def shared_keys(
+        self, table: str, columns: Sequence[Column], where: Any = None
+    ) -> tuple[int, int]:
         """For key columns MySQL does not keep unique: (keys that several rows share, rows
         beyond one per such key, which Redis does not hold as they are). Rows with a NULL in
         the key are left out (migrate rejects them); text compares byte for byte, as Redis
@@ -250,6 +255,7 @@ class Source:
             sa.select(sa.func.count().label("n"))
             .select_from(t)
             .where(*(t.c[c.name].is_not(None) for c in columns))
+            .where(*([] if where is None else [where]))
             .group_by(*group)
             .having(sa.func.count() > 1)
             .subquery()
@@ -264,14 +270,15 @@ class Source:
         return self.fetch_all(stmt)[0][0]
 
     def latest(
-        self, table: str, pk: Sequence[Column], order_by: Column, limit: int
+        self, table: str, pk: Sequence[Column], order_by: Column, limit: int, where: Any = None
     ) -> list[RawRow]:
-        """The primary keys of the newest ``limit`` rows by ``order_by`` (NULLs never)."""
+        """The primary keys of the newest ``limit`` rows by ``order_by`` (NULLs never), of
+        the rows ``where`` (a row filter) keeps."""
         t = sa.table(table, *(sa.column(c.name) for c in pk), sa.column(order_by.name))
         o = t.c[order_by.name]
         stmt = (
             sa.select(*(_expr(c, t) for c in pk))
-            .where(o.is_not(None))
+            .where(o.is_not(None), *([] if where is None else [where]))
             .order_by(o.desc(), *(t.c[c.name].desc() for c in pk))
             .limit(limit)
         )
@@ -304,7 +311,12 @@ class Source:
         return [_convert(r, selector) for r in found] if selector.needs_conversion else found
 
     def rows_where(
-        self, table: str, selector: Selector, columns: Sequence[str], values: Sequence[Any]
+        self,
+        table: str,
+        selector: Selector,
+        columns: Sequence[str],
+        values: Sequence[Any],
+        where: Any = None,
     ) -> list[RawRow]:
         """The rows (selected as ``batches`` does) whose ``columns`` equal one of ``values``
         (tuples for several columns): ``WHERE (c1, c2) IN ((...), ...)``. Used by verify."""
@@ -312,20 +324,31 @@ class Source:
             return []
         t = sa.table(table, *(sa.column(n) for n in {*selector.names, *columns}))
         exprs = [_expr(c, t) for c in selector.columns]
+        ts = self.schema().tables[table]
+        kinds = [ts.column(c).kind for c in columns]
         # one bound parameter per value (no "expanding" IN, which the raw cursor cannot render)
         if len(columns) == 1:
-            items = [sa.literal(v[0] if isinstance(v, tuple) else v) for v in values]
+            items = [
+                sa.literal(_bindable(v[0] if isinstance(v, tuple) else v, kinds[0])) for v in values
+            ]
             cond = t.c[columns[0]].in_(items)
         else:
-            rows = [sa.tuple_(*(sa.literal(x) for x in v)) for v in values]
+            rows = [
+                sa.tuple_(*(sa.literal(_bindable(x, k)) for x, k in zip(v, kinds))) for v in values
+            ]
             cond = sa.tuple_(*(t.c[c] for c in columns)).in_(rows)
-        found = self.fetch_all(sa.select(*exprs).where(cond))
+        stmt = sa.select(*exprs).where(cond)
+        if where is not None:
+            stmt = stmt.where(where)
+        found = self.fetch_all(stmt)
         return [_convert(r, selector) for r in found] if selector.needs_conversion else found
 
-    def random_keys(self, table: str, pk: Sequence[str], n: int) -> list[RawRow]:
+    def random_keys(self, table: str, pk: Sequence[str], n: int, where: Any = None) -> list[RawRow]:
         """The primary keys of ``n`` random rows (``ORDER BY RAND() LIMIT n``). Used by verify."""
         t = sa.table(table, *(sa.column(c) for c in pk))
         stmt = sa.select(*(t.c[c] for c in pk)).order_by(sa.func.rand()).limit(n)
+        if where is not None:
+            stmt = stmt.where(where)
         return self.fetch_all(stmt)
 
     def batches(
@@ -338,12 +361,14 @@ class Source:
         page_size: int | None = None,
         until: Sequence[Any] | None = None,
         retrying: Retrying | None = None,
+        where: Any = None,
     ) -> Generator[list[RawRow], None, None]:
         """Rows in primary-key order, ``batch_size`` at a time, by keyset pagination:
         ``WHERE pk > :last ORDER BY pk LIMIT n`` (expanded for composite keys).
         ``until`` stops at ``pk <= until`` (tuple order), for the chunks of workers.
         A lost connection (``KILL``, a restart), a deadlock or a lock wait timeout is retried
-        as ``retrying`` says, on a new connection, from the last row handed out."""
+        as ``retrying`` says, on a new connection, from the last row handed out. ``where``:
+        only the rows a row filter keeps (source/where.py)."""
         retrying = retrying or self.retrying
         page_size = page_size or max(batch_size, 20000)
         t = sa.table(table, *(sa.column(n) for n in selector.names))
@@ -351,6 +376,8 @@ class Source:
         pk_kinds = [selector.columns[selector.names.index(n)].kind for n in pk]
         exprs = [_expr(c, t) for c in selector.columns]
         base = sa.select(*exprs).order_by(*pk_cols).limit(sa.bindparam("_limit", page_size))
+        if where is not None:
+            base = base.where(where)
         if until is not None:
             ends: list[Any] = [sa.bindparam(f"_u{i}", v) for i, v in enumerate(until)]
             base = base.where(upto_key(pk_cols, ends))
@@ -447,6 +474,19 @@ def keyset_value(raw: bytes | None, kind: Kind) -> Any:
     if kind is Kind.BINARY:
         return bytes(raw)
     return raw.decode("utf-8", "surrogateescape")
+
+
+def _bindable(value: Any, kind: Kind) -> Any:
+    """A value read raw (bytes) as a parameter that compares like the column's own values.
+    PyMySQL sends bytes as a hex literal (``X'31'``), which MySQL compares with a number as
+    the number 49 (MariaDB as the string '1'): a key of a column that is not binary goes as
+    :func:`keyset_value` makes it (an integer, or text)."""
+    if isinstance(value, bytes | bytearray) and kind is not Kind.BINARY:
+        try:
+            return keyset_value(bytes(value), kind)
+        except ValueError:  # not a number: compared as text, as the server would
+            return bytes(value).decode("utf-8", "surrogateescape")
+    return value
 
 
 def _params(compiled: Any, bound: dict[str, Any]) -> Any:

@@ -10,8 +10,10 @@ the server's binary log is on, the log file, position and GTID of the snapshot, 
   (it stays fixed while others commit); ``BINLOG_GTID_POS(file, pos)`` is its GTID.
 * MySQL: there is no such status; the position is read under a short global read lock taken
   around the start of the snapshot (``FLUSH TABLES WITH READ LOCK`` ... ``UNLOCK TABLES``),
-  which needs the RELOAD privilege; without it the snapshot is taken without a position and
-  ``Snapshot.note`` says why.
+  which needs the RELOAD privilege, and ``SHOW BINARY LOG STATUS``, which needs REPLICATION
+  CLIENT; without either the snapshot is taken without a position and ``Snapshot.note`` says
+  why. sync takes its snapshot and position without a lock where GTIDs are on
+  (``gtid_snapshot``).
 
 Works on a connection with or without the drivers' type conversion (values may be bytes).
 """
@@ -21,7 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.engine import URL
+
+from migrator.errors import SourceError
 from migrator.source.connection import first_line
+from migrator.source.gtid import locate
+from migrator.source.gtid_set import GtidSet
 
 SET_ISOLATION = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 START = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"
@@ -109,6 +116,34 @@ def start_snapshot(conn: Any) -> Snapshot:
     return _mysql_snapshot(conn)
 
 
+def gtid_snapshot(conn: Any, url: URL, reader_id: int) -> Snapshot | None:
+    """MySQL with ``gtid_mode=ON``: a consistent snapshot on ``conn`` and a log position to
+    follow it from, without a lock (no RELOAD privilege, no FLUSH TABLES WITH READ LOCK
+    waiting behind long queries). ``@@GLOBAL.gtid_executed`` is read first: a GTID enters it
+    only once InnoDB committed its transaction, so the snapshot begun right after sees every
+    transaction of that set, and perhaps a few more that committed in between. The position
+    is where that set ends in the log, asked of the server as a replica connecting by GTID
+    asks (``gtid.locate``): every transaction before it is in the set, so nothing the snapshot
+    lacks comes before it; the few the snapshot already holds beyond the set come after it and
+    are applied again, in log order, which converges (a replay, as after a crash). ``reader_id``
+    is the server id the position is asked with. None elsewhere (MariaDB, the log off, GTIDs
+    off, no GTID executed yet, tagged GTIDs executed): take ``start_snapshot``."""
+    conn.rollback()
+    if not binlog_on(conn) or is_mariadb(conn):
+        return None
+    mode = _rows(conn, "SHOW GLOBAL VARIABLES LIKE 'gtid_mode'")
+    if not mode or _text(mode[0][1]).upper() != "ON":
+        return None
+    _rows(conn, SET_ISOLATION)
+    executed = _text(_rows(conn, "SELECT @@GLOBAL.gtid_executed")[0][0]).replace("\n", "")
+    if not executed or GtidSet.parse(executed).tagged:  # the library cannot locate tags
+        return None
+    _rows(conn, START)
+    moment = _moment(conn)
+    file, pos = locate(url, reader_id, executed)
+    return Snapshot(moment, file, pos, executed)
+
+
 def _mysql_snapshot(conn: Any) -> Snapshot:
     """MySQL: the log position under a short global read lock around the snapshot's start."""
     try:
@@ -121,8 +156,12 @@ def _mysql_snapshot(conn: Any) -> Snapshot:
         _rows(conn, START)
         try:
             status = _rows(conn, "SHOW BINARY LOG STATUS")  # MySQL 8.4 and later
-        except Exception:
-            status = _rows(conn, "SHOW MASTER STATUS")
+        except Exception as e:
+            try:
+                status = _rows(conn, "SHOW MASTER STATUS")
+            except Exception:  # no REPLICATION CLIENT: a snapshot without a position
+                note = f"binlog position unknown: SHOW BINARY LOG STATUS refused ({first_line(e)})"
+                return Snapshot(_moment(conn), note=note)
     finally:
         _rows(conn, "UNLOCK TABLES")
     if not status:
@@ -130,6 +169,31 @@ def _mysql_snapshot(conn: Any) -> Snapshot:
     row = status[0]
     gtid = _text(row[4]).replace("\n", "") if len(row) > 4 else ""
     return Snapshot(_moment(conn), _text(row[0]), int(_text(row[1])), gtid or None)
+
+
+#: how long a chunk waits for the applied transactions to become visible (it takes a
+#: commit's last step: milliseconds)
+VISIBLE_SECONDS = 60
+
+
+def wait_visible(conn: Any, gtid: str, seconds: float = VISIBLE_SECONDS) -> None:
+    """MySQL: return once every transaction of the GTID set ``gtid`` is committed in the
+    storage engine, so that a read view begun afterwards sees them all. MySQL writes a
+    transaction to the binary log (where a log reader may already have read it) before it
+    commits it in InnoDB, and adds its GTID to ``@@GLOBAL.gtid_executed`` only after that
+    commit; ``WAIT_FOR_EXECUTED_GTID_SET`` waits for exactly that. Ends the transaction open
+    on ``conn`` (before and after: the wait itself reads no table). An empty set: at once."""
+    if not gtid:
+        return
+    conn.rollback()
+    done = _rows(conn, "SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %s)", (gtid, seconds))[0][0]
+    conn.rollback()
+    if _text(done) != "0":
+        raise SourceError(
+            f"the source did not commit the transactions up to GTID set {gtid} within "
+            f"{seconds:.0f} s (WAIT_FOR_EXECUTED_GTID_SET returned {_text(done)})",
+            "check the server (a stalled commit, a full disk); sync can be started again",
+        )
 
 
 def _moment(conn: Any) -> str:

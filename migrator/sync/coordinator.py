@@ -47,6 +47,7 @@ from migrator.retry import Retrying
 from migrator.source import gtid
 from migrator.source.binlog import Transaction
 from migrator.source.binlog_settings import refuse_gaps
+from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
 from migrator.source.reconnect import surfaced
 from migrator.source.snapshot import Snapshot
@@ -115,7 +116,9 @@ def coordinate(
     user = f"'{src.url.username or ''}'@'<host>'"
     surfaced(lambda: refuse_gaps(src.raw_connection(), user, src.shown_url),
              "checking the source's settings", src.close)  # fmt: skip
-    refuse_unfollowable({r.name: TablePlan(r) for r in resolved}, is_cluster(client))
+    logged = surfaced(lambda: cascades_logged(src.raw_connection()),
+                      "reading the source's settings", src.close)  # fmt: skip
+    refuse_unfollowable({r.name: TablePlan(r) for r in resolved}, is_cluster(client), logged)
     ident = f"{src.url.host or 'localhost'}:{src.url.port or 3306}/{database}"
     lock = SyncLock(connect_any(url), m.name, m.file or m.name)
     lock.acquire()  # before anything is written or the log is read
@@ -145,8 +148,8 @@ def coordinate(
         def first_load(retrying: Retrying) -> tuple[Snapshot, list[TableReport]]:
             report.online_load = o.online_load
             if o.online_load:
-                return load_position(src)
-            return load_snapshot(src, client, resolved, m, progress, o.stop, retrying)
+                return load_position(src, reader_id)
+            return load_snapshot(src, client, resolved, m, progress, o.stop, retrying, reader_id)
 
         run = SyncRun(
             m, src, client, state, resolved, report, o.stop, o.policy, lock,

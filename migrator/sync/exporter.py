@@ -95,11 +95,18 @@ class FiguresCollector(Collector):
         pos = f["position"] or {"file": "", "pos": "", "gtid": ""}
         info.add_metric(values, {k: str(pos[k]) for k in ("file", "pos", "gtid")})
         yield info
-        head = f["source_position"] or {"file": "", "pos": ""}
+        head = f["source_position"] or {"file": "", "pos": "", "gtid": ""}
         info = family(InfoMetricFamily, "source_position", "How far the source's log is "
-                      "known to reach (heartbeats, SHOW MASTER STATUS, events)")  # fmt: skip
-        info.add_metric(values, {k: str(head[k]) for k in ("file", "pos")})
+                      "known to reach (SHOW MASTER STATUS asked every 0.25 s, heartbeats, "
+                      "events)")  # fmt: skip
+        info.add_metric(values, {k: str(head[k]) for k in ("file", "pos", "gtid")})
         yield info
+        for name, doc in (("behind_bytes", "Bytes of binary log between the applied "
+                           "position and the source's log end"),
+                          ("behind_transactions", "Transactions of the source's GTID state "
+                           "not applied yet")):  # fmt: skip
+            if f[name] is not None:  # not known (no GTIDs; files whose sizes are not asked)
+                yield one(GaugeMetricFamily, name, doc, f[name])
         yield one(CounterMetricFamily, "heartbeats", "Heartbeats received from the source",
                   f["heartbeats"])  # fmt: skip
         yield one(GaugeMetricFamily, "source_silence_seconds", "Seconds since the source last "

@@ -24,6 +24,7 @@ from migrator.progress import Progress
 from migrator.reports import SyncStatus
 from migrator.retry import Classify, Policy, Retrying
 from migrator.source.binlog import BinlogPosition, Idle, SchemaChange, Transaction
+from migrator.sync.behind import bytes_between, transactions_between
 from migrator.sync.lag import LagClock, Pos
 
 T = TypeVar("T")
@@ -68,6 +69,8 @@ class SyncFigures:
         self.snapshot_chunks: Counter[str] = Counter()
         self.snapshot_tables: dict[str, bool] = {}  # table -> done
         self.round_trips = 0
+        self.head_gtid = ""  # the source's GTID state, as last asked
+        self.head_sizes: dict[str, int] | None = None  # its log files' sizes, as last asked
 
     # -- what sync reports ------------------------------------------------------------------
 
@@ -126,11 +129,18 @@ class SyncFigures:
             elif isinstance(event, SchemaChange):
                 self.errors["schema_change"] += 1
 
-    def head_at(self, file: str, pos: int) -> None:
-        """The source's log ends at ``file:pos`` now (``SHOW MASTER STATUS``)."""
+    def head_at(
+        self, file: str, pos: int, gtid: str = "", sizes: dict[str, int] | None = None
+    ) -> None:
+        """The source's log ends at ``file:pos`` now (``SHOW BINARY LOG STATUS``), with the GTID
+        state ``gtid``; ``sizes``: its files' sizes, when asked (``head.HeadWatch``)."""
         with self._lock:
             if self.log:
                 self.log.seen((file, pos), self.clock())
+            if gtid:
+                self.head_gtid = gtid
+            if sizes:
+                self.head_sizes = sizes
 
     def applied_group(self, group: list[Transaction], round_trips: int = 1) -> None:
         """A group of transactions and its position were written to Redis."""
@@ -256,8 +266,11 @@ class SyncFigures:
                 "lag_seconds": round(self._lag(now), 3),
                 "position": self.position.as_dict() if self.position else None,
                 "source_position": (
-                    {"file": self.log.head[0], "pos": self.log.head[1]} if self.log else None
+                    {"file": self.log.head[0], "pos": self.log.head[1], "gtid": self.head_gtid}
+                    if self.log
+                    else None
                 ),
+                **self._behind(),
                 "transactions": self.transactions,
                 "row_changes": tables,
                 "table_transactions": txns,
@@ -277,6 +290,22 @@ class SyncFigures:
                 },
                 "redis_round_trips": self.round_trips,
             }
+
+    def _behind(self) -> dict[str, int | None]:
+        """The bytes of log and the transactions between the applied position and the
+        source's log end (None: not known)."""
+        if self.log is None:
+            return {"behind_bytes": None, "behind_transactions": None}
+        applied, head = self.log.applied, self.log.head
+        txns = None
+        if head <= applied:
+            txns = 0
+        elif self.head_gtid and self.position is not None:
+            txns = transactions_between(self.position.gtid, self.head_gtid)
+        return {
+            "behind_bytes": bytes_between(applied, head, self.head_sizes),
+            "behind_transactions": txns,
+        }
 
 
 def _show(pos: Pos | None) -> str:

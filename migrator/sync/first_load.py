@@ -20,24 +20,27 @@ from migrator.reports import TableReport
 from migrator.retry import Retrying
 from migrator.source.mysql import Selector, Source
 from migrator.source.reconnect import surfaced
-from migrator.source.snapshot import Snapshot, start_snapshot
+from migrator.source.snapshot import Snapshot, gtid_snapshot, start_snapshot
+from migrator.source.where import clause
 from migrator.store.cluster_sink import sink_for, writer_for
 
 
-def load_position(src: Source) -> tuple[Snapshot, list[TableReport]]:
+def load_position(src: Source, reader_id: int) -> tuple[Snapshot, list[TableReport]]:
     """The online load: only the log's position (a consistent snapshot begun and ended at
-    once); the tables are then read online (sync/online_snapshot.py)."""
-    conn, snapshot = surfaced(lambda: _snapshot(src), "taking the log's position", src.close)
+    once; on MySQL with GTIDs ``gtid_snapshot``'s, without a lock); the tables are then read
+    online (sync/online_snapshot.py). ``reader_id``: the server id to read the log as."""
+    opened: list[Any] = []
+
+    def position() -> Snapshot:  # the connection opened inside the retries' reach too
+        conn = src.raw_connection()
+        opened[:] = [conn]
+        return gtid_snapshot(conn, src.url, reader_id) or start_snapshot(conn)
+
+    snapshot = surfaced(position, "taking the log's position", src.close)
+    conn = opened[0]
     with suppress(Exception):  # a lost connection has nothing to roll back
         conn.rollback()
     return snapshot, []
-
-
-def _snapshot(src: Source) -> tuple[Any, Snapshot]:
-    """The reading connection (opened here, inside the retry policy's reach: a MySQL that
-    restarts is ridden out like a lost connection) and a snapshot begun on it."""
-    conn = src.raw_connection()
-    return conn, start_snapshot(conn)
 
 
 def load_snapshot(
@@ -48,11 +51,22 @@ def load_snapshot(
     progress: Progress,
     stop: threading.Event,
     retrying: Retrying | None = None,
+    reader_id: int | None = None,
 ) -> tuple[Snapshot, list[TableReport]]:
-    """Every mapped table read in one consistent snapshot and written as migrate writes it.
+    """Every mapped table read in one consistent snapshot and written as migrate writes it
+    (on MySQL with GTIDs and a ``reader_id``, ``gtid_snapshot``'s, without a lock).
     A lost source connection is ``SourceLost`` (the load starts again from a new snapshot);
     Redis writes are retried as ``retrying`` says."""
-    conn, snapshot = surfaced(lambda: _snapshot(src), "starting the snapshot", src.close)
+    opened: list[Any] = []
+
+    def begin() -> Snapshot:  # the connection opened inside the retries' reach too
+        conn = src.raw_connection()
+        opened[:] = [conn]
+        found = None if reader_id is None else gtid_snapshot(conn, src.url, reader_id)
+        return found or start_snapshot(conn)
+
+    snapshot = surfaced(begin, "starting the snapshot", src.close)
+    conn = opened[0]
     reports = []
     try:
         for r in resolved:
@@ -64,7 +78,9 @@ def load_snapshot(
             total = Stats()
             progress.start(r.name, r.schema.row_estimate or None)
             try:
-                for rows in src.batches(r.name, selector, r.primary_key, m.options.batch_size):
+                for rows in src.batches(
+                    r.name, selector, r.primary_key, m.options.batch_size, where=clause(r)
+                ):
                     if stop.is_set():
                         raise KeyboardInterrupt
                     payload, count, stats = writer.pack(plan, rows)
@@ -74,7 +90,7 @@ def load_snapshot(
                     progress.advance(r.name, len(rows))
             finally:
                 writer.close()
-            sink_for(client, retrying).write(finish_commands(src, plan, r))
+            sink_for(client, retrying).write(finish_commands(src, plan, r, clause(r)))
             progress.finish(r.name)
             reports.append(
                 TableReport(

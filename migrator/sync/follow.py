@@ -22,7 +22,7 @@ from migrator.errors import MigratorError, SourceError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Command
-from migrator.plan.cascade import Cascades, followable
+from migrator.plan.cascade import Cascades, followable, refuse_unfollowable
 from migrator.plan.delta import Delta, TableDelta
 from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
@@ -37,12 +37,15 @@ from migrator.source.binlog import (
     Transaction,
 )
 from migrator.source.binlog_settings import log_status
+from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
 from migrator.source.reconnect import SourceLost, lost_reason, surfaced
+from migrator.source.where import clause
 from migrator.store.cluster import is_cluster
 from migrator.store.sink import retry
 from migrator.store.sync_state import SyncState, apply_group, raise_counter
 from migrator.sync.figures import SyncFigures
+from migrator.sync.head import HeadWatch
 from migrator.sync.online_snapshot import (
     FIRST_RUN,
     SNAPSHOT_CHUNK_ROWS,
@@ -134,8 +137,6 @@ class Follower:
         self.cluster = is_cluster(client)
         self.plans = {r.name: TablePlan(r) for r in resolved}
         self.deltas = {name: TableDelta(plan) for name, plan in self.plans.items()}
-        rules = followable(self.plans, self.cluster)[0]  # sync refused the rest at start
-        self.cascades = Cascades(rules, self.deltas, self._read) if rules else None
         self.resolved = {r.name: r for r in resolved}
         tables = {
             name: TableColumns(
@@ -146,6 +147,17 @@ class Follower:
             for name, plan in self.plans.items()
         }
         self.ctl = Source(str(src.url.render_as_string(hide_password=False)))
+        # sync refused the rest at start; a restarted MySQL may now run InnoDB's foreign keys
+        ctl = self.ctl
+        logged = surfaced(lambda: cascades_logged(ctl.raw_connection()),
+                          "reading the source's settings", ctl.close)  # fmt: skip
+        try:
+            refuse_unfollowable(self.plans, self.cluster, logged)
+        except MigratorError:
+            ctl.close()
+            raise
+        rules = followable(self.plans, self.cluster, logged)[0]
+        self.cascades = Cascades(rules, self.deltas, self._read) if rules else None
         self.schema: SchemaWatch | None = None  # DDL decided by its effect on the mapping
         # a DDL that changes what the mapping writes for one table's rows: (table, reason)
         self.resnapshot = resnapshot
@@ -210,10 +222,14 @@ class Follower:
         thread = threading.Thread(target=self._pump, name="binlog-reader", daemon=True)
         self.figures.following(self.position, loading=self.first_loading())
         thread.start()
+        # the source's own word on its log's end: the lag when the reader is behind
+        head = HeadWatch(self.ctl.url.render_as_string(hide_password=False), self.figures)
+        head.start()
         try:
             self._loop(until_caught_up, report)
         finally:
             self.reader_stop.set()
+            head.close()
             thread.join(2.0)
             with suppress(Exception):  # a lost connection has nothing left to close
                 self.reader.close()
@@ -248,6 +264,11 @@ class Follower:
                     ended = True
                     break
                 elif isinstance(item, BaseException):
+                    if group:  # what was read before the failure is applied, with its position
+                        self._apply(group)
+                        report.transactions += len(group)
+                        report.rows_changed += rows
+                        report.position = self.position
                     raise _reader_error(item)
                 if rows >= MAX_GROUP_ROWS:
                     break
@@ -418,7 +439,8 @@ class Follower:
             latest = r.table.latest[n]
             schema = r.schema
             pk_cols = [schema.column(c) for c in r.primary_key]
-            rows = self.src.latest(table, pk_cols, schema.column(latest.order_by), latest.limit)
+            order_by = schema.column(latest.order_by)
+            rows = self.src.latest(table, pk_cols, order_by, latest.limit, clause(r))
             pks = [plan.sep.join(v for v in row if v is not None) for row in rows]
             rebuilt = plan.latest_commands(latest.key, pks)
             out.append([c for c in rebuilt if c[0] not in (b"MULTI", b"EXEC")])

@@ -4,13 +4,18 @@
 **Lag**: 0 when everything the source's log holds is applied; otherwise now − the commit
 time of the oldest transaction not yet applied, both on the local clock. That commit time is
 the earliest local moment sync had evidence of the transaction: its arrival in the reader, or
-a heartbeat / ``SHOW MASTER STATUS`` showing the log past the applied position. A heartbeat
+a heartbeat / the source's own word on its log's end (``SHOW BINARY LOG STATUS``, asked every
+0.25 s by ``head.HeadWatch``) showing the log past the applied position. A heartbeat
 comes only when the source has sent everything, so once the transactions read before it are
 applied, the log's end is applied too: the lag is 0 on an idle source or idle tables, and it
-grows from the first sign of an unapplied transaction even when nothing is read. When the
-reader itself is behind (a backlog: a transaction arrives more than ``BACKLOG`` seconds after
-its whole-second log timestamp), the timestamp + 1 s bounds the commit time instead — good to
-a second, assuming the source's clock agrees with the local one.
+grows from the first sign of an unapplied transaction even when nothing is read — and, since
+the source is asked, also when the reader is the part that is behind and everything it has
+read is applied. When the reader is behind (a transaction arrives more than ``BACKLOG``
+seconds after its whole-second log timestamp), the log's timestamp + 1 s bounds the commit
+time instead: of the first transaction read and not applied, or, when all read are applied,
+of the last applied (the next one follows it in a backlog; until a heartbeat says the reader
+has reached the log's end) — good to a second, assuming the source's clock agrees with the
+local one.
 
 Not thread-safe by itself: ``SyncFigures`` calls it under its lock.
 """
@@ -22,7 +27,8 @@ from dataclasses import dataclass
 
 Pos = tuple[str, int]  # (file, position): ordered as the log is
 BACKLOG = 2.0  # seconds after its log timestamp past which a transaction was read late
-MARKS_APART = 1.0  # seconds between two kept signs of the log's end (heartbeats, polls)
+MARKS_APART = 0.2  # seconds between two kept signs of the log's end (heartbeats, polls)
+MAX_MARKS = 20_000  # kept at most (thinned beyond: a stuck sync must not grow them forever)
 
 
 @dataclass
@@ -46,6 +52,9 @@ class LagClock:
         # heartbeats and SHOW MASTER STATUS past the applied position: (position, first seen)
         self.marks: deque[tuple[Pos, float]] = deque()
         self.pending: deque[_Pending] = deque()
+        # the last applied transaction: its log timestamp, and whether it was read late
+        self.applied_ts: int | None = None
+        self.applied_late = False
 
     def transaction(self, pos: Pos, now: float, timestamp: int) -> None:
         """The reader read a transaction ending at ``pos`` (its arrival is its evidence)."""
@@ -54,6 +63,7 @@ class LagClock:
 
     def heartbeat(self, pos: Pos, now: float) -> None:
         """The source has sent everything up to ``pos``."""
+        self.applied_late = False  # the reader is at the log's end: no longer late
         self.seen(pos, now)
         if self.pending:  # applied once the transactions before it are
             self.pending.append(_Pending(pos, now))
@@ -65,13 +75,20 @@ class LagClock:
         if pos > self.head:
             self.head = pos
             if pos > self.applied and (not self.marks or now - self.marks[-1][1] >= MARKS_APART):
-                self.marks.append((pos, now))  # at most one a second: bounded when stuck
+                self.marks.append((pos, now))
+                if len(self.marks) > MAX_MARKS:  # keep the oldest, thin the rest
+                    kept = list(self.marks)
+                    self.marks = deque(kept[:1] + kept[1::2])
 
     def applied_through(self, pos: Pos, now: float) -> None:
         """Every transaction up to ``pos`` is in Redis (and so are heartbeats read after them)."""
         pending = self.pending
         while pending and (pending[0].idle or pending[0].pos <= pos):
-            pos = max(pos, pending.popleft().pos)
+            done = pending.popleft()
+            pos = max(pos, done.pos)
+            if done.timestamp is not None:
+                self.applied_ts = done.timestamp
+                self.applied_late = done.arrived - (done.timestamp + 1.0) > BACKLOG
         self._advance(pos, now)
 
     def _advance(self, pos: Pos, now: float) -> None:
@@ -97,6 +114,10 @@ class LagClock:
             logged = first.timestamp + 1.0
             if first.arrived - logged > BACKLOG:  # read late: the log's own clock says more
                 since = min(since, logged)
+        elif self.applied_late and self.applied_ts is not None:
+            # every transaction read is applied, but the reader is behind: the next one in
+            # the log was committed about when the last applied one was
+            since = min(since, self.applied_ts + 1.0)
         return since
 
     def stalled_for(self, now: float) -> float:

@@ -8,8 +8,11 @@ snapshot and Netflix's DBLog, without a watermark table (the tool never writes t
 1. **Arm** at applied position P (everything up to P is in Redis): from now on, the primary
    key of every row change of the table is remembered (``seen``).
 2. **Read** at the next step: ``SELECT ... WHERE pk > done ORDER BY pk LIMIT chunk_rows`` in
-   a transaction of its own, then the log's head H (``SHOW MASTER STATUS``). Whatever the
-   read saw was committed to the log before H; whatever was in the log up to P is in it.
+   a transaction of its own, then the log's head H (``SHOW BINARY LOG STATUS``). Whatever the
+   read saw was committed to the log before H; whatever was in the log up to P is in it
+   (MariaDB: the consistent snapshot's own log position is H; MySQL, which logs a transaction
+   before it makes it visible: the read begins only once the executed GTID set of the applied
+   position is committed, ``WAIT_FOR_EXECUTED_GTID_SET``).
 3. **Flush** once the applied position passes H: the chunk's rows are written as ``migrate``
    writes them (same packer), except those whose key changed since P — the log already
    wrote their newer image (or removed them). Then ``done`` = the chunk's last key, stored
@@ -54,7 +57,8 @@ from migrator.source.binlog import BinlogPosition, Change
 from migrator.source.binlog_settings import log_status
 from migrator.source.mysql import RawRow, Selector, Source, keyset_value
 from migrator.source.reconnect import surfaced
-from migrator.source.snapshot import is_mariadb, start_snapshot
+from migrator.source.snapshot import is_mariadb, start_snapshot, wait_visible
+from migrator.source.where import clause
 from migrator.store.cluster_sink import Writer, sink_for, writer_for
 from migrator.store.keys import remove_owned
 
@@ -282,9 +286,9 @@ class Snapshots:
         """The chunk after ``p.after`` and its head H. MariaDB: read inside a consistent
         snapshot whose log position is H; when that is ``applied`` (nothing logged since),
         the rows are exact already and are written as they stream in, as migrate writes.
-        Else (MySQL): read in a fresh read view, then H = the log's end; a transaction logged
-        before the arm but not yet visible could be missed by the read, so the arm is one
-        loop step earlier than the read (docs/sync.md)."""
+        Else (MySQL): wait until every transaction up to the applied position (its executed
+        GTID set) is committed in the engine — MySQL logs a transaction before it makes it
+        visible — then read in a fresh read view, then H = the log's end (docs/sync.md)."""
         src = self.src
         plan = self.plans[p.table]
 
@@ -301,7 +305,9 @@ class Snapshots:
                 rows: list[RawRow] = []
                 count, tail = self._select(p, rows.extend)
                 return _Chunk(rows, at, count < self.chunk_rows, count, tail)
-            conn.rollback()  # a fresh read view, held no longer than this statement
+            # every transaction up to the applied position visible, then a fresh read view,
+            # held no longer than this chunk's statements
+            wait_visible(conn, applied.gtid)
             rows = []
             count, tail = self._select(p, rows.extend)
             head = log_status(conn)
@@ -337,7 +343,7 @@ class Snapshots:
         count, tail = 0, None
         pages = self.src.batches(
             p.table, selector, r.primary_key, self.mapping.options.batch_size, after=after,
-            page_size=self.chunk_rows,
+            page_size=self.chunk_rows, where=clause(r),
         )  # fmt: skip
         try:
             for rows in pages:
@@ -396,7 +402,7 @@ class Snapshots:
         self._drain()
         self._stopping(f"before the end-of-table writes of {p.table}")
         plan, r = self.plans[p.table], self.resolved[p.table]
-        commands = surfaced(lambda: finish_commands(self.src, plan, r),
+        commands = surfaced(lambda: finish_commands(self.src, plan, r, clause(r)),
                             f"finishing {p.table}", self.src.close)  # fmt: skip
         with suppress(Exception):
             self.src.raw_connection().rollback()

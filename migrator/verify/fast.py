@@ -47,6 +47,8 @@ def usable(checks: RowChecks) -> bool:
         return False
     if checks.shared:  # unique values several rows hold: the general path accepts any of them
         return False
+    if checks.plan.transforms:  # formats, lower(): the general path's structures
+        return False
     return bool(getattr(checks.reader, "packed", False)) and names <= {"hash", "unique", "index"}
 
 
@@ -96,7 +98,9 @@ class FastChecks:
         self.checks = checks
         plan = checks.plan
         hashing = "hash" in checks.structures
-        self.fields = [(c.encode(), plan.pos[c]) for c in plan.resolved.columns] if hashing else []
+        self.fields = (
+            [(plan.field(c), plan.pos[c]) for c in plan.resolved.columns] if hashing else []
+        )
         self.hashing = hashing
         self.pack = _generate(self)
         self.misses = 0  # batches in a row that differed

@@ -19,6 +19,7 @@ from migrator.plan.escape import composite
 from migrator.plan.values import Kind
 from migrator.retry import Retrying
 from migrator.source.mysql import keyset_value
+from migrator.source.where import clause
 from migrator.store.sink import retry
 from migrator.verify.rows import run_structure
 
@@ -81,6 +82,7 @@ class Explainer:
         self.selector = source.selector(self.name, plan.select)
         self.pk = plan.resolved.primary_key
         self.kinds = {c: plan.resolved.schema.column(c).kind for c in plan.select}
+        self.where = clause(plan.resolved)  # a row the filter leaves out explains nothing
 
     def foreign(self, name: str, key: bytes) -> Iterator[tuple[bytes, bytes | None]]:
         """(member, its value) for every member of ``key`` no source row explains."""
@@ -135,5 +137,6 @@ class Explainer:
         values = {p for v in raw if v is not None and (p := params(v, kinds)) is not None}
         if not values:
             return []
-        rows = self.src.rows_where(self.name, self.selector, list(cols), sorted(values, key=repr))
+        ordered = sorted(values, key=repr)
+        rows = self.src.rows_where(self.name, self.selector, list(cols), ordered, self.where)
         return [r for r in rows if self.plan.ambiguous(r) is None]  # rows migrate writes

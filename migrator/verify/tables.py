@@ -32,6 +32,7 @@ from migrator.plan.planner import KeyFn, TablePlan, compile_template
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source, keyset_value, shared_keys_query
 from migrator.source.shared import SharedValues, shared_values
+from migrator.source.where import clause
 from migrator.store.checkpoint import held_keys, keys_hint
 from migrator.store.keys import scan_space
 from migrator.verify import report as vr
@@ -161,6 +162,9 @@ class TableVerifier(RowChecks):
         self.r = plan.resolved
         self.name = plan.table.name
         self.selector = checker.src.selector(self.name, plan.select)
+        #: the table's row filter as SQL (None: every row): rows it leaves out belong
+        #: nowhere in Redis, and a key of theirs is stray
+        self.where = clause(self.r)
         self.references = self._references()
         self.shared_values = self._shared() if self.r.unenforced_uniques else []
         if checker.fix:
@@ -234,7 +238,9 @@ class TableVerifier(RowChecks):
         waiting: Any = None
         pk = self.r.primary_key
         with _no_cycle_collection():
-            for read in src.batches(self.name, self.selector, pk, size, after=after, until=until):
+            for read in src.batches(
+                self.name, self.selector, pk, size, after=after, until=until, where=self.where
+            ):
                 self.check.readers[src.reader] += len(read)
                 rows = self.accepted(read)
                 if fast is not None and fast.wanted():
@@ -292,17 +298,17 @@ class TableVerifier(RowChecks):
     def sampled(self, n: int, size: int, progress: Progress) -> None:
         src, pk = self.c.src, self.r.primary_key
         kinds = [self.r.schema.column(c).kind for c in pk]
-        keys = src.random_keys(self.name, pk, n)
+        keys = src.random_keys(self.name, pk, n, self.where)
         for i in range(0, len(keys), size):
             values = [
                 tuple(keyset_value(v, k) for v, k in zip(key, kinds)) for key in keys[i : i + size]
             ]
-            rows = src.rows_where(self.name, self.selector, pk, values)
+            rows = src.rows_where(self.name, self.selector, pk, values, self.where)
             self.rows(self.accepted(rows))
             progress.advance(self.name, len(rows))
         checked = self.check.mysql_rows
         self.check.notes.append(f"values checked for {checked} random rows")
-        self.check.mysql_rows = src.count(self.name)
+        self.check.mysql_rows = src.count(self.name, self.where)
         if any(n in self.structures for n in CARDINALITY):
             self.check.notes.append("members nobody explains: not looked for with --sample")
 
@@ -312,7 +318,8 @@ class TableVerifier(RowChecks):
         if not self.r.trusts_declared_key:
             return
         pk = self.r.primary_key
-        keys, rows = self.c.src.shared_keys(self.name, [self.r.schema.column(c) for c in pk])
+        columns = [self.r.schema.column(c) for c in pk]
+        keys, rows = self.c.src.shared_keys(self.name, columns, self.where)
         if keys:
             self.check.add(vr.SHARED_KEY, f"({plural(keys, 'key')})", None,
                            plural(keys + rows, "row"), plural(keys, "row key"), n=rows)  # fmt: skip
@@ -339,7 +346,7 @@ class TableVerifier(RowChecks):
             )
 
     def counts_only(self) -> None:
-        self.check.mysql_rows = self.c.src.count(self.name)
+        self.check.mysql_rows = self.c.src.count(self.name, self.where)
         self.check.notes.append("values and structures not compared (--counts-only)")
 
     def row_counts(self, lookup: bool) -> None:
@@ -366,7 +373,7 @@ class TableVerifier(RowChecks):
         """Counters and latest lists, as migrate rebuilds them at the end of a table."""
         strings: list[Command] = []
         lists: dict[bytes, list[bytes]] = {}
-        for cmd in finish_commands(self.c.src, self.plan, self.r):
+        for cmd in finish_commands(self.c.src, self.plan, self.r, self.where):
             if cmd[0] == b"SET":
                 strings.append(cmd)
             elif cmd[0] == b"DEL":
@@ -433,7 +440,8 @@ class TableVerifier(RowChecks):
                         values.add(v)
             if not values:
                 continue
-            rows = self.c.src.rows_where(self.name, self.selector, cols, sorted(values, key=repr))
+            ordered = sorted(values, key=repr)
+            rows = self.c.src.rows_where(self.name, self.selector, cols, ordered, self.where)
             for s in row_structures:
                 produced.update(c[1] for c in run_structure(s, rows).commands)
         for key in dict.fromkeys(keys):

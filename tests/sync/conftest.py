@@ -1,5 +1,5 @@
 """Fixtures for the sync tests, on each server with the row binary log (``binlog_server`` in
-tests/conftest.py: a private MariaDB, and MySQL 8 in a container where Docker answers).
+tests/conftest.py: a private MariaDB, and the session's Oracle MySQL; tests/engines.py).
 
 * ``binlog_db`` -> :class:`tests.services.MySQLDatabase`: a fresh database on that server,
   dropped after the test (marked ``integration`` through ``binlog_server``).
@@ -11,12 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.binlog_server import MySQL8Container, PrivateMariaDB
+from tests.engines import BinlogServer
 from tests.services import MySQLDatabase, create_database, drop_database, new_database_name
 
 
 @pytest.fixture
-def binlog_db(binlog_server: PrivateMariaDB | MySQL8Container) -> Iterator[MySQLDatabase]:
+def binlog_db(binlog_server: BinlogServer) -> Iterator[MySQLDatabase]:
     db = create_database(binlog_server.url, new_database_name())
     try:
         yield db

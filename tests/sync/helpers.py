@@ -26,6 +26,12 @@ def master_position(db: Any) -> BinlogPosition:
     return BinlogPosition(*end)
 
 
+def log_base(db: Any) -> str:
+    """The binary log's file names before the number, dot included: ``mysql-bin.`` (the
+    private MariaDB), ``binlog.`` (MySQL's default)."""
+    return master_position(db).file.rsplit(".", 1)[0] + "."
+
+
 def wkt_of(src: Any) -> Any:
     from migrator.sync.follow import wkt_function
 

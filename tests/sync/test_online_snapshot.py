@@ -25,6 +25,7 @@ from migrator.errors import MigratorError
 from migrator.mapping.loader import parse_mapping
 from migrator.sync.figures import SyncFigures
 from tests.faults import wait_for
+from tests.sync.helpers import log_base
 from tests.sync.workload import MAPPING, SCHEMA, Writer
 
 _ids = iter(range(9100, 9400))
@@ -254,7 +255,7 @@ def test_the_default_first_load_is_phase_loading_until_its_last_table(  # type: 
                                                    s.online_snapshot)))  # fmt: skip
     during = [x for x in seen if x[3] is not None]
     assert during and all(x[:2] == ("loading", "loading") for x in during), during[:3]
-    assert all(x[2].startswith("mysql-bin.") for x in during)
+    assert all(x[2].startswith(log_base(binlog_db)) for x in during)
     assert max(x[3]["chunk"] for x in during if x[3]["table"] == "emp") >= 5
     last = max(i for i, x in enumerate(seen) if x[3] is not None)
     assert all(x[0] != "loading" and x[1] != "loading" for x in seen[last + 1 :])

@@ -355,7 +355,9 @@ def test_retries_past_the_threshold_turn_healthz_503_until_redis_is_back(  # typ
         assert "redis_connection_lost" in kinds, kinds
 
 
-def test_a_cascade_reads_from_redis_count_as_round_trips(binlog_db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_cascade_reads_from_redis_count_as_round_trips(
+    binlog_db, binlog_server, redis_url: str
+) -> None:  # type: ignore[no-untyped-def]
     """A parent's DELETE that cascades: one group, and the two reads of the child rows it
     needs (the child set, then the children's hashes), are three round trips."""
     binlog_db.run(
@@ -374,5 +376,12 @@ def test_a_cascade_reads_from_redis_count_as_round_trips(binlog_db, redis_url: s
                   server_id=sid, figures=figures)  # fmt: skip
     d = figures.as_dict()
     assert report.transactions == 1 and d["transactions"] == 1
-    assert d["row_changes"] == {"parent": {"insert": 0, "update": 0, "delete": 1}}
-    assert d["redis_round_trips"] == 3
+    changes = {"parent": {"insert": 0, "update": 0, "delete": 1}}
+    trips = 3
+    if binlog_server.kind != "mariadb":
+        # MySQL 9.7's SQL-layer foreign keys log the cascaded deletes as row changes of
+        # their own: sync applies them as logged and reads nothing
+        changes["child"] = {"insert": 0, "update": 0, "delete": 2}
+        trips = 1
+    assert d["row_changes"] == changes
+    assert d["redis_round_trips"] == trips

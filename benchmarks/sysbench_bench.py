@@ -1,0 +1,295 @@
+"""sync against small OLTP transactions: sysbench ``oltp_write_only`` at the source's full speed.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/sysbench_bench.py [--engine mariadb|mysql]
+        [--seconds 30] [--threads 4] [--live 20] [--runs 1]
+
+Needs Debian's ``sysbench`` (``apt-get install -y sysbench``; installed here when missing and
+apt-get may run). Starts its own source — a private MariaDB with the row binary log
+(tests/binlog_server.py), or a private Oracle MySQL (scripts/mysql-server.sh, or the script
+``MYSQL_SERVER_SH`` names, on ``--port``) — with relaxed durability (no fsync per
+commit), and its own redis-server; removes them at the end.
+
+The tables: sysbench's ``sbtest1..4`` of 50,000 rows each, mapped to a row hash each and an
+index on ``k``. ``oltp_write_only``: each transaction updates one row's ``k`` (the index
+moves), updates one row's ``c``, deletes one row and inserts it again — four row changes.
+
+1. Backlog: sync loads the tables, then stops; sysbench writes at full speed for
+   ``--seconds`` (the source's txn/s); then ``sync --until-caught-up`` applies the backlog:
+   its txn/s and row changes/s, their ratio to the source's rate, and the CPU per 1,000
+   transactions of sync's reader thread and of its applying thread.
+2. Live (``--live`` seconds, 0: skip): sync follows while sysbench writes at full speed.
+   The lag is measured independently of sync: every 20 ms the source's log end
+   (``SHOW MASTER STATUS`` / ``SHOW BINARY LOG STATUS``) is noted with the time; the lag at a
+   moment is the time since the source's log first reached past what sync had applied then.
+   Printed: sysbench's rate, the lag's p50/p99/max, and whether it stayed bounded (its last
+   seconds of writing no higher than its first).
+
+The machine's load average is printed with every figure: on a shared machine they are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.sync_bench import PrivateRedis
+from migrator.commands.sync import sync
+from migrator.mapping.loader import parse_mapping
+from migrator.source.binlog import Transaction
+from migrator.sync.figures import SyncFigures
+from tests.binlog_server import PrivateMariaDB
+
+TABLES, ROWS = 4, 50_000
+MAPPING = "version: 1\ntables:\n" + "".join(
+    f'  sbtest{i}:\n    key: "sb{i}:{{id}}"\n    indexes: [k]\n' for i in range(1, TABLES + 1)
+)
+RELAXED = ("--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0",
+           "--innodb-buffer-pool-size=256M")  # fmt: skip
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} cores)"
+
+
+def ensure_sysbench() -> str:
+    found = shutil.which("sysbench")
+    if found:
+        return found
+    subprocess.run(["apt-get", "install", "-y", "sysbench"], check=True,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    found = shutil.which("sysbench")
+    if not found:
+        raise SystemExit("sysbench is not installed: apt-get install -y sysbench")
+    return found
+
+
+class Source:
+    """The private source server: ``url`` (SQLAlchemy), ``host``/``port``, ``stop()``."""
+
+    def __init__(self, engine: str, port: int) -> None:
+        self.engine, self.port = engine, port
+        self.maria: PrivateMariaDB | None = None
+        if engine == "mariadb":
+            self.maria = PrivateMariaDB(options=RELAXED)
+            self.maria.start()
+            self.port = self.maria.port
+        else:
+            script = Path(os.environ.get("MYSQL_SERVER_SH", ROOT / "scripts" / "mysql-server.sh"))
+            if not script.exists():
+                raise SystemExit(f"{script} is missing: set MYSQL_SERVER_SH to mysql-server.sh")
+            self.script = script
+            subprocess.run([str(script), "--port", str(port), "--fresh", "start", "--",
+                            "--innodb-buffer-pool-size=256M"], check=True,
+                           stdout=subprocess.DEVNULL)  # fmt: skip
+        self.connect().cursor().execute("CREATE DATABASE sbtest")
+
+    @property
+    def url(self) -> str:
+        return f"mysql+pymysql://root@127.0.0.1:{self.port}/sbtest"
+
+    def connect(self) -> Any:
+        return pymysql.connect(host="127.0.0.1", port=self.port, user="root", autocommit=True)
+
+    def head(self, conn: Any) -> tuple[str, int]:
+        with conn.cursor() as cur:
+            cur.execute("SHOW MASTER STATUS" if self.engine == "mariadb"
+                        else "SHOW BINARY LOG STATUS")  # fmt: skip
+            row = cur.fetchone()
+        return str(row[0]), int(row[1])
+
+    def stop(self) -> None:
+        if self.maria is not None:
+            self.maria.stop()
+        else:
+            subprocess.run([str(self.script), "--port", str(self.port), "clean"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
+def sysbench(src: Source, command: str, threads: int, seconds: float = 0) -> float:
+    """Run sysbench ``oltp_write_only`` ``command``; for ``run``, the transactions per second."""
+    args = [ensure_sysbench(), "oltp_write_only", "--db-driver=mysql", "--mysql-host=127.0.0.1",
+            f"--mysql-port={src.port}", "--mysql-user=root", "--mysql-db=sbtest",
+            f"--tables={TABLES}", f"--table-size={ROWS}", f"--threads={threads}",
+            f"--time={int(seconds)}", "--report-interval=0", command]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"sysbench {command} failed:\n{done.stdout[-1500:]}{done.stderr}")
+    if command != "run":
+        return 0.0
+    found = re.search(r"transactions:\s+(\d+)\s+\(([\d.]+) per sec", done.stdout)
+    assert found, done.stdout
+    return float(found.group(2))
+
+
+class ThreadCPU:
+    """CPU seconds of threads of this process, by native id, sampled until ``stop()``
+    (a thread's figures vanish when it ends: the last sample is kept)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, float] = {}  # thread name -> CPU seconds at the last sample
+        self.done = threading.Event()
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.is_set():
+            for t in threading.enumerate():
+                if t.native_id is None:
+                    continue
+                try:
+                    stat = Path(f"/proc/self/task/{t.native_id}/stat").read_text()
+                except OSError:
+                    continue
+                fields = stat.rsplit(")", 1)[1].split()
+                self.seen[t.name] = (int(fields[11]) + int(fields[12])) / self.tick
+            time.sleep(0.05)
+
+    def stop(self) -> dict[str, float]:
+        self.done.set()
+        self.thread.join()
+        return self.seen
+
+
+def backlog(
+    src: Source, target: str, seconds: float, threads: int, server_id: int
+) -> dict[str, float]:
+    mapping = parse_mapping(MAPPING, name="sysbench")
+    rate = sysbench(src, "run", threads, seconds)
+    written_load = load()
+    cpu = ThreadCPU()
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        t0 = time.perf_counter()
+        out["report"] = sync(mapping, source=src.url, target=target, until_caught_up=True,
+                             server_id=server_id)  # fmt: skip
+        out["seconds"] = time.perf_counter() - t0
+
+    runner = threading.Thread(target=run, name="applier")
+    runner.start()
+    runner.join()
+    threads_cpu = cpu.stop()
+    report, secs = out["report"], out["seconds"]
+    txns, rows = report.transactions, report.rows_changed
+    drain = txns / secs
+    reader = threads_cpu.get("binlog-reader", 0.0)
+    applier = threads_cpu.get("applier", 0.0)
+    print(
+        f"[{src.engine}] source (sysbench oltp_write_only, {threads} threads, {seconds:.0f} s): "
+        f"{rate:,.0f} txn/s; {written_load}"
+    )
+    print(f"[{src.engine}] sync --until-caught-up: {txns:,} transactions ({rows:,} row changes) "
+          f"in {secs:.2f} s = {drain:,.0f} txn/s, {rows / secs:,.0f} row changes/s; "
+          f"ratio {drain / rate:.2f}x the source's rate; CPU per 1,000 txn: reader "
+          f"{reader * 1000 / max(txns, 1) * 1000:.0f} ms, applier "
+          f"{applier * 1000 / max(txns, 1) * 1000:.0f} ms; {load()}")  # fmt: skip
+    return {"source": rate, "drain": drain, "ratio": drain / rate}
+
+
+def live(src: Source, target: str, seconds: float, threads: int, server_id: int) -> None:
+    mapping = parse_mapping(MAPPING, name="sysbench")
+    applied: list[tuple[str, int]] = [src.head(src.connect())]
+    heads: list[tuple[float, tuple[str, int]]] = []  # (time, the source's log end)
+    lags: list[tuple[float, float]] = []  # (time, lag)
+    reported: list[float] = []
+    figures = SyncFigures()
+
+    def on_applied(group: list[Transaction]) -> None:
+        p = group[-1].position
+        applied.append((p.file, p.pos))
+
+    done = threading.Event()
+
+    def watch() -> None:
+        conn = src.connect()
+        while not done.is_set():
+            now = time.time()
+            heads.append((now, src.head(conn)))
+            pos = applied[-1]
+            # the first moment the source's log was seen past the applied position
+            since = next((t for t, h in heads if h > pos), None)
+            lags.append((now, 0.0 if since is None else now - since))
+            reported.append(figures.lag())
+            time.sleep(0.02)
+        conn.close()
+
+    stop = threading.Event()
+    follower = threading.Thread(
+        target=sync, args=(mapping,),
+        kwargs={"source": src.url, "target": target, "stop": stop, "on_applied": on_applied,
+                "server_id": server_id, "figures": figures},
+    )  # fmt: skip
+    follower.start()
+    time.sleep(2.0)
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    t0 = time.time()
+    rate = sysbench(src, "run", threads, seconds)
+    t1 = time.time()
+    time.sleep(3.0)
+    done.set()
+    watcher.join()
+    stop.set()
+    follower.join(30)
+    during = [lag for t, lag in lags if t0 <= t <= t1]
+    during.sort()
+    first = [lag for t, lag in lags if t0 <= t <= t0 + seconds / 4]
+    last = [lag for t, lag in lags if t1 - seconds / 4 <= t <= t1]
+    bounded = max(last, default=0) <= max(2 * max(first, default=0), 1.0)
+    p99 = during[int(len(during) * 0.99) - 1] if during else 0.0
+    print(f"[{src.engine}] live: sysbench {rate:,.0f} txn/s for {seconds:.0f} s while sync "
+          f"follows; lag (measured against the source's log end, every 20 ms): p50 "
+          f"{statistics.median(during) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max "
+          f"{during[-1] * 1000:.0f} ms; {'bounded' if bounded else 'GROWING'} (first quarter "
+          f"max {max(first, default=0):.2f} s, last quarter max {max(last, default=0):.2f} s); "
+          f"sync reported max {max(reported, default=0):.2f} s; {load()}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine", choices=["mariadb", "mysql"], default="mariadb")
+    parser.add_argument("--port", type=int, default=3470, help="MySQL's port (--engine mysql)")
+    parser.add_argument("--seconds", type=float, default=30.0, help="sysbench's backlog run")
+    parser.add_argument("--threads", type=int, default=4, help="sysbench's client threads")
+    parser.add_argument("--live", type=float, default=20.0, help="seconds of live load (0: none)")
+    parser.add_argument("--runs", type=int, default=1, help="backlog runs (each a new backlog)")
+    args = parser.parse_args()
+    ensure_sysbench()
+    src = Source(args.engine, args.port)
+    target = PrivateRedis()
+    try:
+        sysbench(src, "prepare", 4)
+        sync(parse_mapping(MAPPING, name="sysbench"), source=src.url, target=target.url,
+             until_caught_up=True, server_id=9201)  # fmt: skip
+        ratios = [backlog(src, target.url, args.seconds, args.threads, 9202)["ratio"]
+                  for _ in range(args.runs)]  # fmt: skip
+        if args.runs > 1:
+            print(
+                f"[{src.engine}] ratio over {args.runs} runs: median "
+                f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f})"
+            )
+        if args.live:
+            live(src, target.url, args.live, args.threads, 9203)
+    finally:
+        target.stop()
+        src.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""Table maps and row events from raw bytes: the mapped tables' rows, the rest skipped.
+
+A table map comes before the rows of every table in every transaction, and on a busy log
+it is nearly always the same bytes as the last one of its table. ``TableMaps`` keeps what
+it made of each distinct table map, keyed by the map's bytes: the first time, the
+replication library parses it (``TableMapEvent``: column types, names, charsets, ENUM/SET
+labels from the optional metadata), and the mapped table's fast decoder
+(``binlog_rows``) and encoders are chosen; afterwards a dictionary look-up is all a table
+map costs. A map of a table the mapping does not name costs the slicing of its names, and
+its rows events only the read of their table id.
+
+A rows event of a mapped table is cut into its present-columns bitmaps and its row images
+in place and handed to the generated decoders. A table whose columns the fast decoder does
+not know (MySQL's binary JSON, pre-5.6 temporal types) are decoded by the library, from the
+same bytes, with its zero-date and negative-TIME readers patched (``patch_zero_dates``).
+MySQL's partial JSON updates, and rows logged without all their columns, are refused.
+"""
+
+from __future__ import annotations
+
+import datetime
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+from pymysql.connections import MysqlPacket
+from pymysqlreplication import row_event as _row_event
+from pymysqlreplication.packet import BinLogPacketWrapper
+
+from migrator.source import binlog_guard
+from migrator.source.binlog_rows import RowFn, RowsDecoder
+from migrator.source.binlog_stream import (
+    HEADER_SIZE,
+    PARTIAL_UPDATE,
+    TABLE_MAP,
+    UPDATES,
+    V2,
+    WRITES,
+    RawEvent,
+    length_coded,
+)
+
+_HEADER = struct.Struct("<IBIIIH")
+MAX_CACHED_MAPS = 4096  # distinct table maps kept (a log of DDL churn must not grow it forever)
+
+
+@dataclass(eq=False)
+class Mapped:
+    """What a table map of a mapped table gives: the library's columns (their identity is
+    the map's structure: the same object for the same bytes), the fast decoder (None: the
+    library decodes) and the encoders of its rows."""
+
+    name: str
+    columns: list[Any]
+    table_obj: Any  # the library's Table, for its decoding
+    table: Any  # binlog.TableColumns (the columns wanted, in the plan's order)
+    fast: tuple[RowsDecoder, RowFn] | None
+    encoders: tuple[Callable[[Any], bytes], ...]
+
+
+class _Ctl:
+    """What the library's parsers ask of their control connection: the charset, the server
+    kind, and (only when the log names no columns) a cursor, opened on first use."""
+
+    charset = "utf8mb4"
+
+    def __init__(self, connect: Callable[[], Any]) -> None:
+        self.dbms, self.connect = "mysql", connect  # dbms: set once the stream is open
+        self.conn: Any = None
+
+    def _get_dbms(self) -> str:
+        return self.dbms
+
+    def cursor(self) -> Any:
+        if self.conn is None:
+            self.conn = self.connect()
+        return self.conn.cursor(pymysql.cursors.DictCursor)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+class TableMaps:
+    """The table maps read so far (per table id, since the last rotation) and the rows of
+    ``database``'s mapped ``tables`` (name -> ``binlog.TableColumns``)."""
+
+    def __init__(self, database: str, tables: dict[str, Any], connect: Callable[[], Any]) -> None:
+        self.database, self.tables = database, tables
+        self.by_id: dict[int, Mapped | None] = {}
+        self.by_bytes: dict[bytes, Mapped | None] = {}
+        self.ctl = _Ctl(connect)
+        self.library_map: dict[int, Any] = {}  # table id -> the library's Table
+        self.log_file: Callable[[], str] = lambda: "?"  # the stream's file, for messages
+        self.full: set[tuple[int, bytes]] = set()  # (columns, bitmap) seen naming them all
+
+    def rotated(self) -> None:
+        """Table ids are per server lifetime: after a restart (which rotates the log) the
+        same id may name another table."""
+        self.by_id.clear()
+        self.library_map.clear()
+
+    def table_map(self, event: RawEvent) -> Mapped | None:
+        body = event.body
+        table_id = int.from_bytes(body[:6], "little")
+        try:
+            found = self.by_bytes[body]
+        except KeyError:
+            found = self._new(event, table_id)
+            if len(self.by_bytes) >= MAX_CACHED_MAPS:
+                self.by_bytes.clear()
+            self.by_bytes[body] = found
+        self.by_id[table_id] = found
+        if found is not None:
+            self.library_map[table_id] = found.table_obj
+        return found
+
+    def _new(self, event: RawEvent, table_id: int) -> Mapped | None:
+        body = event.body
+        n = body[8]
+        schema = body[9 : 9 + n].decode()
+        m = body[10 + n]
+        name = body[11 + n : 11 + n + m].decode()
+        table = self.tables.get(name)
+        if table is None or schema != self.database:
+            return None
+        parsed = self._library(event, TABLE_MAP, {})
+        columns = parsed.columns
+        if any(getattr(c, "name", None) is None for c in columns):
+            raise binlog_guard.UnsafeLog(
+                f"the binary log's table map of {schema}.{name} at {self.where(event)} names "
+                "no columns (binlog_row_metadata=MINIMAL): its rows cannot be matched to "
+                "columns exactly",
+                f"SET GLOBAL binlog_row_metadata = 'FULL' (and in my.cnf); {binlog_guard.RELOAD}",
+            )
+        return Mapped(name, columns, parsed.table_obj, table, table.decoder_of(columns),
+                      table.encoders_of(columns))  # fmt: skip
+
+    def _library(self, event: RawEvent, type_: int, table_map: dict[int, Any]) -> Any:
+        """The library's event made of ``event``'s bytes (a dummy checksum appended: its
+        table-map parser stops 4 bytes before the end)."""
+        size = HEADER_SIZE + len(event.body) + 4
+        timestamp, _, server, _, next_pos, flags = _HEADER.unpack(event.header)
+        header = _HEADER.pack(timestamp, type_, server, size, next_pos, flags)
+        packet = MysqlPacket(b"\x00" + header + event.body + b"\x00\x00\x00\x00", "utf8mb4")
+        cls = _LIBRARY[type_]
+        wrapped = BinLogPacketWrapper(
+            packet, table_map, self.ctl, (8, 0, 0), True, {cls}, None, None, None, None,
+            False, False, False, True, False,
+        )  # fmt: skip
+        if wrapped.event is None:
+            raise ValueError(f"the library could not read a binary log event of type {type_}")
+        return wrapped.event
+
+    def rows(self, event: RawEvent) -> tuple[Mapped, Any] | None:
+        """A mapped table's rows event: (its table, the rows as ``binlog.Change``s are made
+        of them: ``("fast", images)`` or ``("library", event)``); None for other tables."""
+        body = event.body
+        found = self.by_id.get(int.from_bytes(body[:6], "little"))
+        if found is None:
+            return None
+        type_ = event.type
+        off = 8 + (body[8] | body[9] << 8) if type_ in V2 else 8
+        n, off = length_coded(body, off)
+        size = (n + 7) >> 3
+        presents = [body[off : off + size]]
+        off += size
+        if type_ in UPDATES:
+            presents.append(body[off : off + size])
+            off += size
+        for present in presents:
+            if (n, present) not in self.full:
+                self._whole(present, n, found.name, event)
+        if type_ == PARTIAL_UPDATE:  # rows made whole (JSON logged whole or unchanged), or refused
+            library = self._library(event, type_, self.library_map)
+            binlog_guard.partial_json(library, self.log_file())
+            return found, ("library", library)
+        if found.fast is None:
+            return found, ("library", self._library(event, type_, self.library_map))
+        return found, ("fast", found.fast[0].images(body[off:], presents))
+
+    def _whole(self, present: bytes, n: int, table: str, event: RawEvent) -> None:
+        """Raise unless a present-columns bitmap names all ``n`` columns: sync needs the
+        whole row before and after (binlog_row_image=FULL; a session may set MINIMAL)."""
+        if binlog_guard.full(present, n):
+            self.full.add((n, present))
+            return
+        raise binlog_guard.UnsafeLog(
+            f"a row change of {self.database}.{table} at {self.where(event)} is logged without "
+            "all of its columns (binlog_row_image=MINIMAL or NOBLOB, set by the server or a "
+            "session): sync needs the whole row before and after",
+            "SET GLOBAL binlog_row_image = 'FULL' (and in my.cnf), and make sure no session "
+            f"changes it (SET SESSION binlog_row_image); {binlog_guard.RELOAD}",
+        )
+
+    def where(self, event: RawEvent) -> str:
+        """Where ``event`` starts in the log (``file:offset``), for messages."""
+        _, _, _, size, next_pos, _ = _HEADER.unpack(event.header)
+        return f"{self.log_file()}:{next_pos - size}"
+
+    def close(self) -> None:
+        self.ctl.close()
+
+
+_LIBRARY: dict[int, Any] = {
+    TABLE_MAP: _row_event.TableMapEvent,
+    **dict.fromkeys(WRITES, _row_event.WriteRowsEvent),
+    **dict.fromkeys(UPDATES - {PARTIAL_UPDATE}, _row_event.UpdateRowsEvent),
+    PARTIAL_UPDATE: _row_event.PartialUpdateRowsEvent,
+    25: _row_event.DeleteRowsEvent,
+    32: _row_event.DeleteRowsEvent,
+}
+
+
+def patch_zero_dates() -> None:
+    """Make the library return zero and partly-zero dates (``0000-00-00``, ``2020-00-15``)
+    as their text instead of None, so they are written as MySQL prints them (docs/values.md), and
+    read negative TIME(n) fractions right. Patches its DATE, DATETIME, DATETIME2 and TIME2
+    readers (python-mysql-replication 1.0.x; tests/sync/test_binlog_values.py checks them)."""
+    cls: Any = _row_event.RowsEvent
+    if getattr(cls, "_migrator_zero_dates", False):
+        return
+
+    def read_date(self: Any) -> Any:
+        v = self.packet.read_uint24()
+        year, month, day = v >> 9, (v >> 5) & 15, v & 31
+        try:
+            return datetime.date(year, month, day)
+        except ValueError:
+            return f"{year:04d}-{month:02d}-{day:02d}"
+
+    def read_datetime(self: Any) -> Any:
+        v = self.packet.read_uint64()
+        date, time = divmod(v, 1000000)
+        year, md = divmod(date, 10000)
+        month, day = divmod(md, 100)
+        hour, ms = divmod(time, 10000)
+        minute, second = divmod(ms, 100)
+        try:
+            return datetime.datetime(year, month, day, hour, minute, second)
+        except ValueError:
+            return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}"
+
+    def read_datetime2(self: Any, column: Any) -> Any:
+        v = _uint_be(self.packet.read(5)) - 0x8000000000
+        ymd, hms = v >> 17, v % (1 << 17)
+        ym, day = ymd >> 5, ymd % 32
+        year, month = divmod(ym, 13)
+        hour, minute, second = hms >> 12, (hms >> 6) % 64, hms % 64
+        micro = self._RowsEvent__read_fsp(column)
+        try:
+            return datetime.datetime(year, month, day, hour, minute, second, micro)
+        except ValueError:
+            fsp = column.fsp or 0
+            frac = f".{micro:06d}"[: fsp + 1] if fsp else ""
+            return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}{frac}"
+
+    def read_time2(self: Any, column: Any) -> Any:
+        # MySQL's my_time_packed_from_binary: the fraction shares the sign of the whole
+        # (the library reads it as positive, so '-00:00:00.001' came out as -0.999 s)
+        fsp = column.fsp or 0
+        if fsp >= 5:
+            packed = _uint_be(self.packet.read(6)) - 0x800000000000
+        else:
+            intpart = _uint_be(self.packet.read(3)) - 0x800000
+            frac, unit = 0, 0
+            if fsp:
+                size = 1 if fsp <= 2 else 2
+                frac, unit = _uint_be(self.packet.read(size)), 10000 if size == 1 else 100
+                if intpart < 0 and frac:
+                    intpart, frac = intpart + 1, frac - (0x100 if size == 1 else 0x10000)
+            packed = (intpart << 24) + frac * unit
+        sign, packed = (-1 if packed < 0 else 1), abs(packed)
+        hms, micro = packed >> 24, packed % (1 << 24)
+        hours, minutes, seconds = (hms >> 12) % 1024, (hms >> 6) % 64, hms % 64
+        return sign * datetime.timedelta(
+            hours=hours, minutes=minutes, seconds=seconds, microseconds=micro
+        )
+
+    cls._RowsEvent__read_date = read_date
+    cls._RowsEvent__read_time2 = read_time2
+    cls._RowsEvent__read_datetime = read_datetime
+    cls._RowsEvent__read_datetime2 = read_datetime2
+    cls._migrator_zero_dates = True
+
+
+def _uint_be(raw: bytes) -> int:
+    return int.from_bytes(raw, "big")

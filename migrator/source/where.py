@@ -1,0 +1,82 @@
+"""A row filter (mapping/where.py) as a SQLAlchemy condition for every read of a table.
+
+Identifiers are SQLAlchemy columns and values bound parameters: nothing is pasted into SQL.
+Each test is written so that MySQL computes exactly what ``migrator.plan.where`` computes
+for a row of the binary log:
+
+* numbers compare with an exact integer or DECIMAL literal;
+* dates and times with ``CAST(:value AS DATETIME(6))`` (a DATE column at midnight);
+* text under a case-insensitive collation with ``=`` and, besides, ``col COLLATE
+  <charset>_bin NOT REGEXP '[^ -~]'``: only printable ASCII values can be equal, compared
+  ignoring case (the collation's trailing-space rule applies); ``!=``, ``IN`` and ``NOT IN``
+  are built from that ``=``.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+
+from migrator.mapping.kinds import Kind
+from migrator.mapping.resolve import Resolved
+from migrator.mapping.schema import TableSchema
+from migrator.mapping.where import And, Compare, Filter, In, IsNull, Lit, Node, Not, Or, text_rule
+
+#: a character that is not printable ASCII
+NOT_PRINTABLE = "[^ -~]"
+
+
+def clause(resolved: Resolved) -> Any:
+    """The table's filter as a condition, or None when it has none."""
+    f = resolved.table.where
+    return None if f is None else condition(f, resolved.schema)
+
+
+def condition(f: Filter, ts: TableSchema) -> Any:
+    return _node(f.tree, ts)
+
+
+def _node(node: Node, ts: TableSchema) -> Any:
+    if isinstance(node, And):
+        return sa.and_(*(_node(n, ts) for n in node.items))
+    if isinstance(node, Or):
+        return sa.or_(*(_node(n, ts) for n in node.items))
+    if isinstance(node, Not):
+        return sa.not_(_node(node.item, ts))
+    col: Any = sa.column(node.column)
+    if isinstance(node, IsNull):
+        return col.is_not(None) if node.negated else col.is_(None)
+    if isinstance(node, In):
+        found = sa.or_(*(_equal(col, node.column, v, ts) for v in node.values))
+        return sa.not_(found) if node.negated else found
+    assert isinstance(node, Compare)
+    if node.op == "=":
+        return _equal(col, node.column, node.value, ts)
+    if node.op == "!=":
+        return sa.not_(_equal(col, node.column, node.value, ts))
+    value = _value(node.value)
+    return {
+        "<": col < value, "<=": col <= value, ">": col > value, ">=": col >= value,
+    }[node.op]  # fmt: skip
+
+
+def _equal(col: Any, name: str, lit: Lit, ts: TableSchema) -> Any:
+    column = ts.column(name)
+    if column.kind is Kind.TEXT:
+        rule = text_rule(column)
+        if rule is not None and rule.insensitive:
+            ascii_only = sa.not_(col.collate(f"{rule.charset}_bin").regexp_match(NOT_PRINTABLE))
+            return sa.and_(col == sa.literal(lit.value), ascii_only)
+    return col == _value(lit)
+
+
+def _value(lit: Lit) -> Any:
+    if lit.kind == "number":
+        number: Any = int(lit.value) if "." not in lit.value else Decimal(lit.value)
+        return sa.literal(number)
+    if lit.kind in ("date", "datetime"):
+        return sa.cast(sa.literal(lit.value), mysql.DATETIME(fsp=6))
+    return sa.literal(lit.value)
