@@ -298,15 +298,15 @@ class Source:
         def group(c: Column, of: Any) -> Any:
             return sa.cast(_expr(c, of), mysql.BINARY()) if c.kind is Kind.TEXT else _expr(c, of)
 
-        names = [f"v{i}" for i in range(len(columns))]  # grouped by alias: only_full_group_by
+        labels = [f"v{i}" for i in range(len(columns))]  # grouped by alias: only_full_group_by
         shared = (
-            sa.select(*(group(c, inner).label(n) for c, n in zip(columns, names)))
+            sa.select(*(group(c, inner).label(n) for c, n in zip(columns, labels)))
             .where(*(inner.c[c.name].is_not(None) for c in columns))
-            .group_by(*(sa.literal_column(n) for n in names))
+            .group_by(*(sa.literal_column(n) for n in labels))
             .having(sa.func.count() > 1)
             .subquery("d")
         )
-        values = sa.select(*(shared.c[n] for n in names))
+        values = sa.select(*(shared.c[n] for n in labels))
         mine = [group(c, t) for c in columns]
         cond = (mine[0] if len(mine) == 1 else sa.tuple_(*mine)).in_(values)
         stmt = sa.select(*(_expr(c, t) for c in selector.columns)).where(cond).limit(limit)
