@@ -6,6 +6,9 @@ EXIT_OK = 0
 EXIT_DIFFERENCE = 1
 EXIT_USAGE = 2
 EXIT_CONNECT = 3
+#: Redis refuses writes for a condition of its own (out of memory under ``maxmemory``, a
+#: failed background save, a read-only replica): fixed in Redis, then the command goes on
+EXIT_TARGET = 4
 
 #: where the documentation is read once installed (pyproject's [project.urls] Documentation):
 #: messages cite its pages by address, never a file of the repository that pip does not install
@@ -103,6 +106,15 @@ class TargetError(MigratorError):
     """Redis refused a write (wrong type at a key, out of memory...)."""
 
     exit_code = EXIT_DIFFERENCE
+
+
+class TargetFull(TargetError):
+    """Redis refuses writes for a condition of its own, not of the data: out of memory under
+    ``maxmemory`` (``OOM``), a failed background save (``MISCONF``), a read-only replica
+    (``READONLY``). Nothing of the refused batch or group is applied; once Redis is fixed,
+    the same command goes on (migrate ``--resume``; sync from its stored position)."""
+
+    exit_code = EXIT_TARGET
 
 
 class TargetLost(MigratorError):

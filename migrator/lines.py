@@ -189,6 +189,7 @@ class ProgressLines(NullProgress):
         self.done: dict[str, int] = {}
         self.first: dict[str, tuple[float, int]] = {}  # when the first batch came, its rows
         self.finished: set[str] = set()
+        self.last_note = ""  # what a tick says while no table has started (a removal)
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -227,6 +228,7 @@ class ProgressLines(NullProgress):
             self.finished.add(table)
 
     def note(self, table: str, message: str) -> None:
+        self.last_note = message
         self.write(f"note: {table}: {message}")
 
     def lines(self) -> list[str]:
@@ -238,7 +240,8 @@ class ProgressLines(NullProgress):
             if moving:
                 return [f"{head} {t} {self._table(t, now)}" for t in moving]
             if not self.done:
-                return [f"{head} no table started yet"]
+                doing = f" ({self.last_note})" if self.last_note else ""
+                return [f"{head} no table started yet{doing}"]
             n, rows = len(self.finished), sum(self.done.values())
             to_go = len(self.done) - n
             return [

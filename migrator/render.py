@@ -39,6 +39,7 @@ from migrator.commands.dryrun import DryRunReport
 from migrator.errors import docs
 from migrator.lines import (
     ARGUMENTS,
+    MIN_SPAN,
     WORDS,
     ProgressLines,
     fit,
@@ -139,6 +140,11 @@ class RichProgress:
         self.bars = Progress(*columns, console=console, transient=False)
         self.tasks: dict[str, TaskID] = {}
         self.noted: dict[str, float] = {}
+        #: per table, when its first batch came and the rows then: rows/s is counted from
+        #: there, as the summary's (not from the bar's start: with workers every table's bar
+        #: starts at once, and a table whose rows come last showed a tiny rate)
+        self.first: dict[str, tuple[float, int]] = {}
+        self.clock = time.monotonic
         self.widest = (0, 0)  # the longest name and done/total text so far
 
     def _make_room(self, table: str, total: int | None) -> None:
@@ -161,7 +167,16 @@ class RichProgress:
     def __exit__(self, *exc: object) -> None:
         self.bars.stop()
 
+    def rate(self, table: str, completed: int) -> str:
+        """Rows/s since the table's first batch, once batches came for MIN_SPAN seconds."""
+        since, first = self.first.get(table, (self.clock(), completed))
+        span = self.clock() - since
+        return (
+            f"{(completed - first) / span:,.0f}" if completed > first and span >= MIN_SPAN else ""
+        )
+
     def start(self, table: str, total: int | None) -> None:
+        self.first.pop(table, None)
         if table in self.tasks:  # started again (a reload after the target lost data)
             self.bars.reset(self.tasks[table], total=total, rate="", done=_done(0, total))
             return
@@ -179,11 +194,11 @@ class RichProgress:
         task_id = self.tasks[table]
         self.bars.advance(task_id, rows)
         task = self.bars.tasks[task_id]
+        self.first.setdefault(table, (self.clock(), int(task.completed)))
         if task.total is not None and task.completed > task.total:
             self.bars.update(task_id, total=task.completed)
-        speed = task.speed
         done = _done(task.completed, task.total)
-        self.bars.update(task_id, rate=f"{speed:,.0f}" if speed else "", done=done)
+        self.bars.update(task_id, rate=self.rate(table, int(task.completed)), done=done)
         if table in self.noted and time.monotonic() - self.noted[table] > self.NOTE_SECONDS:
             del self.noted[table]
             self.bars.update(task_id, note="")
@@ -191,8 +206,7 @@ class RichProgress:
     def finish(self, table: str) -> None:
         task_id = self.tasks[table]
         task = self.bars.tasks[task_id]
-        elapsed = task.elapsed or 0
-        rate = f"{task.completed / elapsed:,.0f}" if elapsed else ""
+        rate = self.rate(table, int(task.completed))
         done = _done(task.completed, task.completed)
         self.bars.update(task_id, total=task.completed, rate=rate, done=done)
 
@@ -265,6 +279,10 @@ def render_migrate(report: MigrateReport) -> None:
                 )
             ]
             * bool(t.duplicate_rows)
+            + [
+                Text(f"unique {', '.join(v.columns)}: {plural(v.values, 'value')} shared", "red")
+                for v in t.shared
+            ]
             + [Text(t.status)] * (t.status != "done")
             + [Text(f"resumed after {t.resumed_from:,} rows")]
             * bool(t.resumed_from and t.status == "done")
@@ -311,6 +329,16 @@ def render_migrate(report: MigrateReport) -> None:
             "the declared primary_key is not unique in MySQL: declare columns that are; "
             f"'migrator verify {report.mapping}' prints the SQL that lists the duplicates",
         )
+    for t in report.tables:
+        for v in t.shared:
+            say(
+                "error",
+                f"{t.table}: {plural(v.values, 'value')} of unique {', '.join(v.columns)} held "
+                f"by several rows ({plural(v.rows, 'row')} beyond one per value): Redis holds "
+                "one entry per value, naming one of the rows; exit code 1",
+                "MySQL does not enforce this unique (no UNIQUE index): list the rows with: "
+                f"{v.sql}",
+            )
 
 
 def render_init(draft: Draft, text: str, output: str | None) -> None:
@@ -321,7 +349,8 @@ def render_init(draft: Draft, text: str, output: str | None) -> None:
         plain(
             f"rows with '{draft.separator}' inside a value of a composite key would be "
             f"rejected under the default escape: reject: {shown}; the draft sets "
-            "options.escape: backslash to write them escaped",
+            "escape: backslash on those tables alone, to write them escaped (the other "
+            "tables' keys stay as they are)",
             to_stderr=True,
         )
     if not output:

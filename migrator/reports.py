@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError
 from migrator.plan.batch import Reject
+from migrator.source.shared import SharedValues
 from migrator.source.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ class TableReport:
     # rows beyond one per such key (Redis holds one row per key)
     duplicate_keys: int = 0
     duplicate_rows: int = 0
+    # a unique: MySQL does not keep unique: per such unique, values several rows share
+    shared: list[SharedValues] = field(default_factory=list)
     retries: int = 0  # transient failures ridden out (retry.py)
     rejects: list[Reject] = field(default_factory=list)  # the first rejected rows, named
     readers: dict[str, int] = field(default_factory=dict)  # rows per driver that read them
@@ -51,6 +54,7 @@ class TableReport:
             "status": self.status,
             "duplicate_keys": self.duplicate_keys,
             "duplicate_rows": self.duplicate_rows,
+            "shared_unique_values": [s.as_dict() for s in self.shared],
             "retries": self.retries,
             "rejects": [r.as_dict() for r in self.rejects],
             "readers": self.readers,
@@ -89,8 +93,14 @@ class MigrateReport:
         return sum(t.duplicate_rows for t in self.tables)
 
     @property
+    def shared_rows(self) -> int:
+        """Rows beyond one per value of a ``unique:`` that several rows share."""
+        return sum(s.rows for t in self.tables for s in t.shared)
+
+    @property
     def exit_code(self) -> int:
-        return EXIT_DIFFERENCE if self.rejected or self.duplicate_rows else EXIT_OK
+        wrong = self.rejected or self.duplicate_rows or self.shared_rows
+        return EXIT_DIFFERENCE if wrong else EXIT_OK
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -1,20 +1,28 @@
 """Randomized fault schedules (issue 17 item 8), Jepsen-style, on servers the test starts.
 
 A schedule is one seed and one command (``migrate`` — with one or two workers, sometimes
-``--replace`` over an older load —, ``verify --fix`` or ``sync``), run as the CLI on a
+``--replace`` over an older load —, ``replace``: ``migrate --replace`` over an older load
+killed -9 in its first second, before it could write (issue 27 item 1), ``verify --fix``,
+``sync``, or ``sync-restart``: ``sync`` whose first fault is a MySQL restart during its
+online first load, which it must ride out (no exit 3: issue 27 item 3)), run as the CLI on a
 private ``mariadbd`` or MySQL 9.7 (row binary log) and a private ``redis-server`` (AOF), while
 a writer thread inserts, updates and deletes rows. From the seed come the table's size and a
 random sequence of faults at random moments, each one of ``FAULTS``: ``kill -9`` of the
 command, Redis restarted empty or from its AOF, Redis paused (SIGSTOP ... SIGCONT), Redis'
 client connections killed, MySQL ``KILL`` of every connection, MySQL restarted (SIGTERM or
 ``kill -9``). A command that ends before the schedule does is started again as its docs
-say (``migrate --resume``, ``verify --fix`` again, ``sync`` again: what an operator or a
-supervisor does). Then the writes stop, and the documented recovery runs:
+say (``migrate --resume``, with ``--replace`` for a replace as its hint says, ``verify
+--fix`` again, ``sync`` again: what an operator or a supervisor does). Then the writes stop,
+and the documented recovery runs:
 
-* ``migrate``: ``migrate --resume`` (exit 0), then ``verify --fix`` until it says Redis matches
+* ``migrate``: ``migrate --resume`` (exit 0) unless its last run finished (a ``--resume`` then
+  has nothing left to resume and refuses), then ``verify --fix`` until it says Redis matches
   (docs/consistency.md: "ends at exit 0 once the source is quiet for one run");
 * ``verify --fix``: the same ``verify --fix`` until exit 0;
 * ``sync``: ``sync --until-caught-up`` (exit 0; docs/sync.md's cut-over step 3).
+
+Before ``verify --fix`` (which would repair it), a ``--replace``'s load is checked for the row
+keys of the rows deleted before it began: a finished replace left none.
 
 Finally an **independent comparison**: MySQL's rows, read with PyMySQL, against Redis read
 key by key — row hashes, the unique hash, the index sets, the counter (never below the
@@ -27,6 +35,7 @@ timing does not, so a replay meets the same faults at nearly the same points.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -58,6 +67,13 @@ tables:
 SCHEMA = (
     "CREATE TABLE item (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(40) NOT NULL, grp INT,"
     " code VARCHAR(40), UNIQUE KEY (code), KEY (grp))"
+)
+#: ``replace`` schedules map a second table too, one nobody writes: its checkpoint stays
+#: trusted, so a --resume that skipped the removal is not saved by reloading from scratch
+STATIC = "  tag: {}\n"
+STATIC_SCHEMA = (
+    "CREATE TABLE tag (id INT PRIMARY KEY, name VARCHAR(20))",
+    "INSERT INTO tag VALUES (1, 'red'), (2, 'green')",
 )
 DATABASE = "sched"
 FAULTS = (
@@ -153,7 +169,7 @@ class Writer(threading.Thread):
 class Command:
     """``kind`` run as the CLI; each run's arguments, exit code and stderr are kept."""
 
-    kind: str  # migrate | verify | sync
+    kind: str  # migrate | replace | verify | sync
     servers: Servers
     mapping: Path
     workers: int = 1
@@ -165,9 +181,10 @@ class Command:
     def argv(self, again: bool) -> list[str]:
         base = [str(self.mapping), "--source", self.servers.source, "--target",
                 self.servers.redis.url]  # fmt: skip
-        if self.kind == "migrate":
+        if self.kind in ("migrate", "replace"):
             extra = ["--workers", str(self.workers)]
-            extra += ["--resume"] if again else ["--replace"] if self.replace else []
+            extra += ["--replace"] if self.replace else []
+            extra += ["--resume"] if again else []
             return ["migrate", *base, *extra]
         if self.kind == "verify":
             return ["verify", *base, "--fix"]
@@ -217,6 +234,18 @@ class Command:
             time.sleep(max(0.0, self.started + STARTUP_SECONDS - time.monotonic()))
             self.proc.send_signal(signal.SIGTERM)
         self.collect()
+
+
+def loading(servers: Servers, timeout: float = 120.0) -> None:
+    """Wait until sync's online first load has begun: its state holds the load's plan."""
+    client = servers.redis.client()
+    try:
+        deadline = time.monotonic() + timeout
+        while not json.loads(client.hget("migrator:sched:sync", "snapshot") or "[]"):
+            assert time.monotonic() < deadline, "sync's first load did not begin"
+            time.sleep(0.05)
+    finally:
+        client.close()
 
 
 def _env() -> dict[str, str]:
@@ -295,7 +324,16 @@ class Outcome:
 
 
 #: exit codes a run may end with while faults go on (anything else is a bug in itself)
-ALLOWED = {"migrate": {0, 3, -9}, "verify": {0, 1, 3, -9}, "sync": {0, 3, -9, 130}}
+ALLOWED = {
+    "migrate": {0, 3, -9}, "replace": {0, 3, -9}, "verify": {0, 1, 3, -9},
+    "sync": {0, 3, -9, 130}, "sync-restart": {0, -9, 130},
+}  # fmt: skip
+#: how long a ``replace`` schedule's first run lives before its kill -9 (its imports take
+#: longer: it has written nothing)
+EARLY_SECONDS = (0.05, 0.6)
+#: when a ``sync-restart`` schedule restarts MySQL, once the first load has stored its plan
+#: (it then reads 8,000-20,000 rows online in a few seconds)
+RESTART_SECONDS = (0.0, 0.5)
 
 
 def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
@@ -309,10 +347,18 @@ def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
 
     prepare(servers, rows)
     mapping = tmp / "sched.yaml"
-    mapping.write_text(MAPPING)
-    command = Command(kind, servers, mapping, workers=rng.choice([1, 1, 2]))
+    text = MAPPING + STATIC * (kind == "replace")
+    if kind == "sync-restart":  # retries enough for a restart on a busy machine (~60 s)
+        text = text.replace("attempts: 8", "attempts: 35")
+    mapping.write_text(text)
+    if kind == "replace":
+        servers.sql(*STATIC_SCHEMA)
+    base = "sync" if kind == "sync-restart" else kind
+    command = Command(base, servers, mapping, workers=rng.choice([1, 1, 2]))
     # drawn apart from the faults' stream, so that adding a variant keeps each seed's faults
-    command.replace = kind == "migrate" and random.Random(f"{seed}-replace").random() < 0.4
+    command.replace = kind == "replace" or (
+        kind == "migrate" and random.Random(f"{seed}-replace").random() < 0.4
+    )
     if kind == "verify" or command.replace:  # an earlier load to repair or to replace
         code, err = cli(*Command("migrate", servers, mapping).argv(False))
         assert code == 0, err
@@ -322,11 +368,21 @@ def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
     try:
         command.start(again=False)
         event(f"start {command.runs[-1][0]}")
-        for _ in range(rng.randint(2, 4)):
+        if kind == "replace":  # stopped before it could write: only the older load's checkpoint
+            time.sleep(random.Random(f"{seed}-early").uniform(*EARLY_SECONDS))
+            command.kill9()
+            event("kill -9 in its first second")
+        if kind == "sync-restart":  # MySQL restarted while the first load reads online
+            loading(servers)
+            time.sleep(random.Random(f"{seed}-restart").uniform(*RESTART_SECONDS))
+            event("mysql restart (in the first load)")
+            inject("mysql restart", rng, servers, command)  # (the only fault: retries in a
+            # row are bounded, and more restarts could outlast them, as docs/sync.md says)
+        for _ in range(rng.randint(2, 4) if kind != "sync-restart" else 0):
             time.sleep(rng.uniform(0.3, 2.0))
             if command.proc is not None and command.ended():
                 command.collect()
-            loaded = kind == "migrate" and command.runs[-1][1] == 0
+            loaded = kind in ("migrate", "replace") and command.runs[-1][1] == 0
             if command.proc is None and not loaded:  # ended (or killed): go on as documented
                 command.start(again=True)
                 event(f"ended {command.runs[-2][1]}; start {command.runs[-1][0]}")
@@ -345,7 +401,7 @@ def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
             out.problems.append(f"{what} ended with exit {code}")
         if "Traceback" in err:
             out.problems.append(f"{what} printed a traceback")
-    recover(kind, command, out)
+    recover(base, command, out)
     out.differences = compare(servers)
     return out
 
@@ -362,11 +418,29 @@ def recover(kind: str, command: Command, out: Outcome) -> None:
         if step([*command.argv(False), "--until-caught-up"]) != 0:
             out.problems.append("sync --until-caught-up did not exit 0")
         return
-    if kind == "migrate" and step(command.argv(True)) != 0:
+    finished = command.runs[-1][1] == 0  # (a --resume has nothing left to resume)
+    if kind in ("migrate", "replace") and not finished and step(command.argv(True)) != 0:
         out.problems.append("migrate --resume did not exit 0")
+    if command.replace and (stale := stale_keys(command.servers, out.rows)):
+        out.problems.append(
+            f"the --replace ended at exit 0 with {stale} keys of rows deleted before it began"
+        )
     fix = Command("verify", command.servers, command.mapping).argv(False)
     if not any(step(fix) == 0 for _ in range(2)):
         out.problems.append("verify --fix did not reach exit 0 in two runs on a quiet source")
+
+
+def stale_keys(servers: Servers, rows: int) -> int:
+    """The row keys left of the rows deleted before a ``--replace`` began (``id % 5 = 0``; the
+    writer's inserts take new ids): a finished replace removed every one."""
+    client = servers.redis.client(timeout=30)
+    try:
+        pipe = client.pipeline(transaction=False)
+        for i in range(5, rows + 1, 5):
+            pipe.exists(f"item:{i}")
+        return sum(pipe.execute())
+    finally:
+        client.close()
 
 
 def prepare(servers: Servers, rows: int) -> None:

@@ -133,3 +133,45 @@ def test_two_varying_values_hold_no_separator_they_are_rejected() -> None:
 
 def test_escaped_values_hold_no_bare_separator() -> None:
     assert problems('  grp: {key: "g:{gid}:{member}"}\n' + ITEM, "escape: backslash") == []
+
+
+def test_an_integer_is_never_empty_in_an_example() -> None:
+    """An example key that can occur (issue 27 item 6): a number, a date, is never the empty
+    string; text may be."""
+    digits = frozenset("-0123456789")
+
+    def num(c: str) -> frozenset[str]:
+        return digits
+
+    def text(c: str) -> None:
+        return None
+
+    def never(c: str) -> bool:
+        return False
+
+    a, b = Template.parse("item:{id}:x"), Template.parse("item::x")
+    assert example(a, b, ":", num, text) == "item::x"  # (an empty id: what it said before)
+    assert example(a, b, ":", num, text, never) is None
+    c = Template.parse("item:{id}{code}")
+    got = example(c, Template.parse("item:7"), ":", num, text, never, never)
+    assert got is None  # two non-empty values make at least two characters
+    assert example(c, Template.parse("item:75"), ":", num, text, never, never) == "item:75"
+
+
+def test_an_enum_in_a_key_holds_its_values_alone() -> None:
+    """ENUM columns in a key are no free text: a composite of ENUM('red','green') values
+    cannot write the unique hash 'tag:uniques:email' (before: a warning with that
+    example); one whose values hold those letters still can."""
+
+    def schema(colours: str, sizes: str = "'s','m'") -> Schema:
+        cols = (
+            Column("a", Kind.TEXT, False, f"enum({colours})"),
+            Column("b", Kind.TEXT, False, f"enum({sizes})"),
+            Column("email", Kind.TEXT, True, "varchar(60)"),
+        )
+        return Schema("test", {"tag": TableSchema("tag", cols, ("a", "b"), (), ())}, ())
+
+    m = parse_mapping("version: 1\ntables:\n  tag: {unique: [email]}\n", file="m.yaml")
+    assert check_collisions(m, schema("'red','green'")) == []
+    (found,) = check_collisions(m, schema("'uniques','red'", "'email','m'"))
+    assert found.level == "warning" and "can write the same key" in found.message

@@ -22,7 +22,7 @@ import redis
 
 from migrator.commands.migrate import migrate
 from migrator.commands.verify import verify
-from migrator.errors import ConnectError
+from migrator.errors import ConnectError, MigratorError
 from tests.faults import wait_for
 from tests.services import MySQLDatabase
 
@@ -359,10 +359,10 @@ def test_an_interrupted_replace_is_finished_by_resume(
     monkeypatch.undo()
     report = migrate(path, source=db.url, target=redis_url, workers=1, resume=True)
     assert report.removed is not None and report.removed > ROWS - 100
-    assert not redis_client.hexists("migrator:shop:checkpoint", "#replace")
+    assert b'"done": true' in redis_client.hget("migrator:shop:checkpoint", "#replace")
     assert verify(path, source=db.url, target=redis_url).ok
-    again = migrate(path, source=db.url, target=redis_url, workers=1, resume=True)
-    assert again.removed is None  # nothing left to remove: the replace was finished
+    with pytest.raises(MigratorError, match="nothing is left to resume"):
+        migrate(path, source=db.url, target=redis_url, workers=1, resume=True)
 
 
 def test_one_worker_reads_everything_on_the_snapshots_one_connection(

@@ -31,8 +31,15 @@ pytestmark = [
 #: fault: migrate 13: MySQL restart, Redis restarted empty, kill -9 (one worker); migrate 3:
 #: over an older load with --replace, two workers, Redis clients killed, kill -9, Redis
 #: paused; verify 72: Redis restarted from its AOF, MySQL KILL, Redis clients killed; sync 104:
-#: Redis paused, MySQL restart, Redis restarted empty, MySQL KILL.
-SHORT = [("migrate", 13), ("migrate", 3), ("verify", 72), ("sync", 104)]
+#: Redis paused, MySQL restart, Redis restarted empty, MySQL KILL; replace 1: a --replace
+#: killed in its first second over an older load, then --replace --resume (before issue 27
+#: item 1 it skipped the removal: 2,040 keys of deleted rows left at exit 0); sync-restart 1:
+#: MySQL restarted as sync's online first load runs (before issue 27 item 3: exit 3, "cannot
+#: reach MySQL", after one try: the load's connection was opened outside the retries).
+SHORT = [
+    ("migrate", 13), ("migrate", 3), ("verify", 72), ("sync", 104), ("replace", 1),
+    ("sync-restart", 1),
+]  # fmt: skip
 #: all but the first are long (make test-long): each fault they meet has a test of its own in
 #: tests/test_faults*.py and tests/sync/test_sync_faults.py, and migrate 13 keeps the harness
 #: in the default suite

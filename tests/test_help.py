@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -55,3 +56,15 @@ def test_installed_command_prints_the_package_version() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"migrator {migrator.__version__}\n"
     assert importlib.metadata.version("migrator") == migrator.__version__
+
+
+@pytest.mark.parametrize("command", ["migrate", "verify", "sync", "init", "validate", "dry-run"])
+def test_help_at_80_columns_cuts_no_value(command: str) -> None:
+    """No option's help is cut with '…' on an 80-column terminal (issue 27 item 6: sync's
+    --online-load/--consistent-load pair took a column of its own and squeezed the help
+    text until URLs and environment variables were cut)."""
+    done = subprocess.run([sys.executable, "-m", "migrator", command, "--help"],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "COLUMNS": "80", "TERM": "dumb"})  # fmt: skip
+    assert done.returncode == 0 and "--help" in done.stdout, done.stderr
+    assert "…" not in done.stdout, done.stdout

@@ -108,9 +108,10 @@ def test_resume_continues_after_the_checkpoint(
     assert redis_client.get("e:id") == b"50"
     state = Checkpoint(redis_client, "resumable").load()["e"]
     assert state.done and state.rows == 50
-    # a second --resume finds the table done; a fresh run starts over
-    again = migrate(mapping, source=mysql_db.url, target=redis_url, resume=True)
-    assert again.tables[0].rows == 0 and again.tables[0].status == "done earlier"
+    # a second --resume finds the run finished: nothing is left to resume (issue 27 item 1);
+    # a fresh run starts over
+    with pytest.raises(MigratorError, match="nothing is left to resume"):
+        migrate(mapping, source=mysql_db.url, target=redis_url, resume=True)
     fresh = migrate(mapping, source=mysql_db.url, target=redis_url, batch_size=7)
     assert fresh.tables[0].rows == 50 and redis_client.exists("e:30")
 

@@ -177,6 +177,24 @@ def test_progress_bars_narrow_or_drop_the_bar_for_a_long_name(name: str) -> None
     assert ("rows/s" in line) == (len(name) < 30), line  # the words go for the longest
 
 
+def test_progress_bar_rates_count_from_the_tables_first_batch() -> None:
+    """A table whose bar started long before its rows came (with workers every bar starts
+    at once) shows the rows/s of its batches, as the summary does (issue 27 item 6: it
+    showed '7 rows/s' where the summary said 4,711)."""
+    console = Console(width=120, record=True, force_terminal=False)
+    now = [100.0]
+    with render.RichProgress(console) as progress:
+        progress.clock = lambda: now[0]
+        progress.start("t", 10_000)
+        now[0] += 60.0  # waiting for a worker
+        progress.advance("t", 1_000)
+        now[0] += 2.0
+        progress.advance("t", 9_000)
+        progress.finish("t")
+    (line,) = {x.rstrip() for x in console.export_text().splitlines() if "10,000/10,000" in x}
+    assert "4,500 rows/s" in line, line
+
+
 # -- progress lines in a log ------------------------------------------------------------------
 
 PROGRESS = re.compile(r"^progress (\d+\.\d)s: ")

@@ -362,7 +362,7 @@ def test_a_password_variable_is_percent_encoded_in_the_url(
         assert draft.returncode == 0
         source_line = next(x for x in draft.stdout.splitlines() if x.startswith("source:"))
         body = draft.stdout.replace(source_line, f"source: {tag_db.url}")
-        assert "\n  escape: backslash\n" in body  # init proposes it: rows would be rejected
+        assert "\n    escape: backslash\n" in body  # init proposes it: rows would be rejected
         target = f"target: redis://app:${{REDIS_PASSWORD}}@127.0.0.1:{server.port}/0\n"
         path.write_text(target + body)
         done = cli_run("migrate", str(path), REDIS_PASSWORD=password)

@@ -127,13 +127,17 @@ def test_init_proposes_backslash_only_where_rows_would_be_rejected(
     )
     d = init(mysql_db.url)
     assert d.rejects == {"pair": 2}
-    assert yaml.safe_load(d.render())["options"]["escape"] == "backslash"
+    drafted = yaml.safe_load(d.render())
+    # on that table alone (issue 27 item 6): the other tables' keys stay as they are
+    assert "escape" not in drafted["options"]
+    escapes = {name: (body or {}).get("escape") for name, body in drafted["tables"].items()}
+    assert escapes["pair"] == "backslash" and set(escapes.values()) == {"backslash", None}
     out = tmp_path / "drafted.yaml"
     done = cli_run("init", "--source", mysql_db.url, "-o", str(out))
     assert done.returncode == 0, done.stderr
     said = " ".join(done.stderr.split())
     assert "would be rejected under the default escape: reject: pair (2)" in said
-    assert "options.escape: backslash" in said
+    assert "sets escape: backslash on those tables alone" in said
     assert "escape: backslash" in out.read_text()
 
 
@@ -198,3 +202,24 @@ def test_a_reference_finds_its_escaped_parent(
     migrate(path, workers=1)
     report = verify(path)
     assert report.exit_code == 0, report.as_dict()
+
+
+def test_a_tables_own_escape_changes_its_keys_alone(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """``escape: backslash`` on one table (as init drafts it, issue 27 item 6): that table's
+    keys are escaped; another table's stay as under the default (its row with a separator
+    rejected, its other keys as before)."""
+    mysql_db.run(
+        "CREATE TABLE pair (a VARCHAR(20), b VARCHAR(20), n INT, PRIMARY KEY (a, b));"
+        "CREATE TABLE duo (a VARCHAR(20), b VARCHAR(20), n INT, PRIMARY KEY (a, b));"
+        "INSERT INTO pair VALUES ('a:b', 'c', 1), ('x\\\\y', 'z', 2);"
+        "INSERT INTO duo VALUES ('a:b', 'c', 1), ('x\\\\y', 'z', 2);"
+    )
+    path = tmp_path / "own.yaml"
+    path.write_text("version: 1\ntables:\n  pair:\n    escape: backslash\n  duo: {}\n")
+    report = migrate(path, source=mysql_db.url, target=redis_url, workers=1)
+    assert redis_client.exists(b"pair:a\\:b:c", b"pair:x\\\\y:z") == 2
+    assert redis_client.exists(b"duo:x\\y:z") and not redis_client.keys(b"duo:a*")
+    assert {t.table: sum(t.rejected.values()) for t in report.tables} == {"pair": 0, "duo": 1}
+    assert verify(path, source=mysql_db.url, target=redis_url).tables[0].different == 0

@@ -38,12 +38,18 @@ def unit() -> configparser.ConfigParser:
 def test_the_unit_restarts_on_failure_except_the_codes_a_person_must_act_on() -> None:
     service = unit()["Service"]
     assert service["Restart"] == "on-failure"
-    # 1 (DDL) and 2 (usage, settings) need a person; 3 and signals are restarted
-    assert service["RestartPreventExitStatus"].split() == ["1", "2"]
+    # 1 (DDL), 2 (usage, settings), 4 (Redis refuses writes: out of memory...) need a
+    # person, 130 was asked for; 3 and signals are restarted
+    assert service["RestartPreventExitStatus"].split() == ["1", "2", "4", "130"]
     table = SECTION.split("| exit |", 1)[1]
-    for code, restart in (("0", "no"), ("1", "no"), ("2", "no"), ("3", "yes")):
+    for code, restart in (("0", "no"), ("1", "no"), ("2", "no"), ("3", "yes"), ("4", "no"),
+                          ("130", "no")):  # fmt: skip
         row = next(line for line in table.splitlines() if line.startswith(f"| {code} |"))
         assert row.rstrip(" |").split("|")[-1].strip().startswith(restart), row
+    # every code the table says not to restart on, and no other, is in the unit
+    rows = [line.split("|")[1:] for line in table.splitlines() if re.match(r"\| \d+ \|", line)]
+    prevented = {cells[0].strip() for cells in rows if cells[-2].strip().startswith("no")}
+    assert prevented - {"0"} == set(service["RestartPreventExitStatus"].split())
     assert "--metrics 127.0.0.1:9108" in service["ExecStart"]
     # secrets from the environment file, none on the command line
     assert service["EnvironmentFile"] == "/etc/migrator/shop.env"

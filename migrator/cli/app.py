@@ -211,7 +211,8 @@ def main() -> None:
             fail(mistake, as_json="--json" in sys.argv[1:])
         except typer.Exit as done:
             sys.exit(done.exit_code)
-    except typer.Abort:
+    except typer.Abort:  # an interrupt outside a command's run (parsing its options...)
+        err.print("error: interrupted: nothing was done")
         sys.exit(130)
     except MigratorError as e:  # raised outside a command (should not happen)
         err.print(f"error: {e}")

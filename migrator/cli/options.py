@@ -26,7 +26,7 @@ SourceOpt = Annotated[
     typer.Option(
         "--source",
         metavar="URL",
-        help="MySQL URL, e.g. mysql+pymysql://user:pw@host:3306/db; overrides the mapping.",
+        help="MySQL URL, e.g. mysql+pymysql://u:pw@db/shop; overrides the mapping.",
         envvar="MIGRATOR_SOURCE_URL",
         show_envvar=True,
     ),

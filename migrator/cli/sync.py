@@ -23,6 +23,7 @@ from migrator.cli.options import (
     TargetOpt,
 )
 from migrator.commands.sync import sync as sync_command
+from migrator.errors import MigratorError
 from migrator.render import (
     progress_bars,
 )
@@ -131,19 +132,28 @@ def sync(
             "--chunk-rows 10000.",
         ),
     ] = 50_000,
+    consistent_load: Annotated[
+        bool,
+        typer.Option(
+            "--consistent-load",
+            help="How a first run (or --reload) reads the tables. Online (the default, "
+            "--online-load): the log's position first, then each table in primary-key chunks "
+            "while following the log; no long transaction, and Ctrl-C or a crash resumes at "
+            "its chunk. Consistent: every table in one snapshot, as migrate reads it (one "
+            "moment of the source throughout); for tables small enough to read in one go, "
+            "and the exact choice on MySQL, whose snapshots carry no binary-log position, "
+            "e.g. migrator sync m.yaml --consistent-load.",
+        ),
+    ] = False,
     online_load: Annotated[
         bool,
         typer.Option(
-            "--online-load/--consistent-load",
-            help="How a first run (or --reload) reads the tables. Online (the default): the "
-            "log's position first, then each table in primary-key chunks while following the "
-            "log; no long transaction, and Ctrl-C or a crash resumes at its chunk. Consistent: "
-            "every table in one snapshot, as migrate reads it (one moment of the source "
-            "throughout); for tables small enough to read in one go, and the exact choice on "
-            "MySQL, whose snapshots carry no binary-log position, e.g. migrator sync m.yaml "
-            "--consistent-load.",
+            "--online-load",
+            hidden=True,  # the default, named: its own column would squeeze the help text
+            help="The default first load, named (see --consistent-load), e.g. migrator sync "
+            "m.yaml --online-load.",
         ),
-    ] = True,
+    ] = False,
     debug: DebugOpt = False,
 ) -> None:
     """Keep Redis in step with MySQL: load the tables on the first run (online, in chunks,
@@ -156,11 +166,16 @@ def sync(
         mapping,
         {"--source": source, "--target": target, "--server-id": server_id, "--retries": retries,
          "--until-caught-up": until_caught_up, "--json": as_json,
-         "--consistent-load": not online_load},
+         "--consistent-load": consistent_load},
         "sync", "",
     )  # fmt: skip
 
     def go() -> int:
+        if online_load and consistent_load:
+            raise MigratorError(
+                "--online-load and --consistent-load exclude each other",
+                "give one of them (online is the default)",
+            )
         note_default_target(mapping, target)
         stop = threading.Event()
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
@@ -179,7 +194,7 @@ def sync(
                     reload=reload, retries=retries, again=again, metrics=metrics,
                     figures=SyncFigures(HealthRules(health_stall, health_retries)),
                     resnapshot_tables=tuple(resnapshot or ()), chunk_rows=chunk_rows,
-                    online_load=online_load,
+                    online_load=not consistent_load,
                 )  # fmt: skip
         finally:
             for sig, handler in previous.items():

@@ -18,7 +18,7 @@ def init(source: str, tables: list[str] | None = None) -> Draft:
     (``mapping.profile``: one scan per table asked about), and draft its mapping. Where the
     draft would reject rows (a separator inside a value of an ambiguous composite under the
     default ``escape: reject``), the draft says how many per table and sets
-    ``escape: backslash``."""
+    ``escape: backslash`` on those tables alone (the other tables' keys stay as they are)."""
     with Source(source) as src:
         schema = src.schema()
         names = [n for n in schema.tables if not tables or n in tables]

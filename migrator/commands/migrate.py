@@ -42,12 +42,18 @@ from migrator.scaleout import dask_tasks as scaleout
 from migrator.scaleout.workers import default_workers, load_tables
 from migrator.source.chunks import CHUNK_ROWS
 from migrator.source.mysql import Source
-from migrator.store.checkpoint import Checkpoint, TableState
+from migrator.store.checkpoint import (
+    REPLACING,
+    Checkpoint,
+    TableState,
+    removal_pending,
+    tables_of,
+)
 from migrator.store.cluster import connect_any
 from migrator.store.cluster_sink import sink_for
 from migrator.store.guard import Guard, run_id
 from migrator.store.keys import remove_owned
-from migrator.store.sink import Client, retry, transient
+from migrator.store.sink import Client, transient
 from migrator.urls import mask
 
 
@@ -141,6 +147,7 @@ def migrate(
         first.over()
         run, checkpoint, state, guard = begun.run, begun.checkpoint, begun.state, begun.guard
         report.recoveries = begun.recoveries
+        report.notes += begun.notes
         common: dict[str, Any] = {
             "source": source_url(m, source),
             "target": target_url(m, target),
@@ -154,16 +161,16 @@ def migrate(
         }
         for what in report.recoveries:
             progress.note(what.split(":", 1)[0], what)
-        resumed = bool(state)
+        resumed = bool(tables_of(state))
         try:
-            removing = (replace and not (resume and state)) or REPLACING in state
+            removing = removal_pending(state)
             losses = 0
             while True:
                 try:
                     if removing:
                         removed = _replace(m, src, client, checkpoint, resolved, retrying)
                         report.removed = (report.removed or 0) + removed
-                        state.pop(REPLACING, None)
+                        state[REPLACING] = TableState(None, 0, True)
                         removing = False
                     if n_workers == 1 and report.snapshot is None:
                         report.snapshot = src.snapshot()
@@ -183,10 +190,10 @@ def migrate(
                     losses += 1
                     if losses > policy.attempts:
                         raise
-                    state, what = recover(client, checkpoint, guard, run, policy)
+                    state, what = recover(client, checkpoint, guard, run, policy, replace)
                     # a removal cut short, or a target whose run marker went with its data
                     # (it may hold keys of an older state again): remove before loading
-                    removing = removing or REPLACING in state or (replace and not state)
+                    removing = removing or removal_pending(state)
                     report.recoveries.append(f"{e.message}; {what}")
                     common["run_id"] = guard.run_id
                     for r in resolved:
@@ -225,10 +232,6 @@ def _cluster(address: str | None) -> Iterator[scaleout.Connecting | None]:
         connecting.close()
 
 
-#: checkpoint field of a --replace whose removal has not finished
-REPLACING = "#replace"
-
-
 def _replace(
     m: Mapping,
     src: Source,
@@ -238,17 +241,19 @@ def _replace(
     retrying: Retrying,
 ) -> int:
     """Remove every key the mapping owns under the loaded tables' key spaces; the mark in
-    the checkpoint makes a ``--resume`` finish the removal before it loads. Redis going away
-    is retried as ``retrying`` says; a target that lost data raises TargetLost (the caller
-    recovers and removes again)."""
-    sink_for(client, retrying).write([checkpoint.command(REPLACING, None, 0)])
+    the checkpoint (written with the run's marker) makes a ``--resume`` finish the removal
+    before it loads, and says once it is ``done``. Redis going away is retried as
+    ``retrying`` says; a target that lost data raises TargetLost (the caller recovers and
+    removes again)."""
+    sink = sink_for(client, retrying)
+    sink.write([checkpoint.command(REPLACING, None, 0)])
     try:  # every table's patterns say who owns a key
         everything = resolve(m, src.schema())
     except MigratorError:  # another table does not resolve (--tables left it out)
         everything = resolved
     space = KeySpace([TablePlan(r) for r in everything], m.options.ignore)
     removed = remove_owned(client, space, [r.name for r in resolved], retrying=retrying)
-    retry(lambda: client.hdel(checkpoint.key, REPLACING), retrying=retrying)
+    sink.write([checkpoint.command(REPLACING, None, 0, done=True)])
     return removed
 
 
@@ -280,13 +285,19 @@ def rerun_note(m: Mapping, earlier: dict[str, TableState], resolved: list[Resolv
 
 
 def recover(
-    client: Client, checkpoint: Checkpoint, guard: Guard, run: dict[str, Any], policy: Retries
+    client: Client,
+    checkpoint: Checkpoint,
+    guard: Guard,
+    run: dict[str, Any],
+    policy: Retries,
+    replace: bool = False,
 ) -> tuple[dict[str, TableState], str]:
-    """After the target lost data: wait for it, then continue from what it still holds."""
+    """After the target lost data: wait for it, then continue from what it still holds
+    (a ``--replace`` run that starts over records its removal again)."""
     guard.armed = False  # the next connections are expected to meet the new server
 
     def reconcile() -> tuple[dict[str, TableState], str]:
-        states, what = checkpoint.reconcile(run)
+        states, what = checkpoint.reconcile(run, replace)
         guard.run_id = run_id(client)
         return states, what
 

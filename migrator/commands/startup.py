@@ -14,11 +14,18 @@ from migrator.errors import MigratorError, TargetLost
 from migrator.mapping.fingerprint import changes, fingerprint
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
+from migrator.plan.layout import TableLayout
 from migrator.plan.planner import TablePlan
 from migrator.scaleout.workers import RANGE
 from migrator.source.mysql import Source
 from migrator.source.where import clause
-from migrator.store.checkpoint import Checkpoint, TableState
+from migrator.store.checkpoint import (
+    REPLACING,
+    Checkpoint,
+    TableState,
+    removal_pending,
+    tables_of,
+)
 from migrator.store.guard import Guard, new_token, run_id
 from migrator.store.sink import Client, transient
 
@@ -36,6 +43,7 @@ class Begun:
     state: dict[str, TableState]
     guard: Guard
     recoveries: list[str]
+    notes: list[str]
 
 
 def start_up(
@@ -59,7 +67,8 @@ def start_up(
         check_memory(client, src, resolved)
     run = {"mapping": fingerprint(m, resolved), "source": src.identity()}
     checkpoint = Checkpoint(client, m.name)
-    state = begin(checkpoint, run, resume, m)
+    notes: list[str] = []
+    state = begin(checkpoint, run, resume, m, resolved, replace=replace, notes=notes)
     recoveries = untrusted(src, client, checkpoint, resolved, state)
     assert checkpoint.token is not None
     guard = Guard(checkpoint.key, checkpoint.token, run_id(client))
@@ -68,7 +77,7 @@ def start_up(
     except TargetLost:
         guard.armed = False  # its check stays on the client's connections: off for a retry
         raise
-    return Begun(run, checkpoint, state, guard, recoveries)
+    return Begun(run, checkpoint, state, guard, recoveries, notes)
 
 
 def lost_or_transient(e: BaseException) -> str | None:
@@ -78,10 +87,23 @@ def lost_or_transient(e: BaseException) -> str | None:
 
 
 def begin(
-    checkpoint: Checkpoint, run: dict[str, Any], resume: bool, m: Mapping
+    checkpoint: Checkpoint,
+    run: dict[str, Any],
+    resume: bool,
+    m: Mapping,
+    resolved: list[Resolved],
+    *,
+    replace: bool,
+    notes: list[str],
 ) -> dict[str, TableState]:
     """The table states to start from: none for a fresh run (its marker and binding
-    written), else the checkpoint's, once it is proven bound to this mapping and source."""
+    written; a ``--replace`` run's removal recorded with them, before anything could be
+    skipped on its account), else the checkpoint's, once it is proven bound to this mapping
+    and source and to be a run still to finish (issue 27 item 1): a ``--replace --resume``
+    resumes only a ``--replace`` run's checkpoint (any other starts the replace over), and a
+    plain ``--resume`` refuses a checkpoint whose run had finished, for a run stopped before
+    its first write (in its first second) leaves no checkpoint of its own: resuming the one
+    before it would pass off that run's load, unremoved keys and all, as this one's."""
     if resume:
         marker, was = checkpoint.run()
         states = checkpoint.load()
@@ -92,17 +114,38 @@ def begin(
                 f"start over without --resume: migrator migrate {m.file or 'MAPPING'}",
             )
         if marker is not None and was is not None:
-            refuse_changed(was, run, states, m)
-            bound = {**was, "source": run["source"]}
-            bound["mapping"] = {
-                "options": run["mapping"]["options"],
-                "tables": {**was["mapping"].get("tables", {}), **run["mapping"]["tables"]},
-            }
-            checkpoint.token = marker
-            checkpoint.bind(bound)
-            return states
-    checkpoint.begin(new_token(), run)
-    return {}
+            refuse_changed(was, run, tables_of(states), m)
+            done = [states.get(r.name) for r in resolved]
+            finished = not removal_pending(states) and all(s and s.done for s in done)
+            if replace and (REPLACING not in states or finished):
+                why = "it had finished" if finished else "it was not a --replace"
+                notes.append(
+                    f"--resume found no --replace to finish in the target's checkpoint ({why}): "
+                    "this --replace starts over, removing every key the mapping owns, then "
+                    "loading every table"
+                )
+            elif finished:
+                name = m.file or "MAPPING"
+                raise MigratorError(
+                    "--resume refused: nothing is left to resume: the checkpoint in the target "
+                    f"({checkpoint.key}) records a run that finished. A run stopped before its "
+                    "first write (in its first second) leaves no checkpoint of its own, so "
+                    "which load you meant to finish cannot be told",
+                    f"load again: migrator migrate {name} --replace (removes the keys the "
+                    "mapping owns first: Redis then matches MySQL), or migrator migrate "
+                    f"{name} (overwrites; keys of rows deleted since stay)",
+                )
+            else:
+                bound = {**was, "source": run["source"]}
+                bound["mapping"] = {
+                    "options": run["mapping"]["options"],
+                    "tables": {**was["mapping"].get("tables", {}), **run["mapping"]["tables"]},
+                }
+                checkpoint.token = marker
+                checkpoint.bind(bound)
+                return states
+    checkpoint.begin(new_token(), run, replacing=replace)
+    return checkpoint.load()
 
 
 def untrusted(
@@ -141,8 +184,15 @@ def untrusted(
 
 
 def row_key(r: Resolved, pk: tuple[bytes, ...]) -> bytes:
-    values = {c: v.decode("utf-8", "surrogateescape") for c, v in zip(r.primary_key, pk)}
-    return r.key.render(values).encode("utf-8", "surrogateescape")
+    """The row key of the row whose primary key is ``pk`` (raw text), made as the load
+    makes it: under ``escape: backslash`` its values escaped (issue 27 item 4)."""
+    layout = TableLayout(r)
+    row: list[bytes | None] = [None] * len(layout.select)
+    for column, value in zip(r.primary_key, pk):
+        row[layout.pos[column]] = value
+    key = layout.row_key(row)
+    assert key is not None  # (every column of the key is in the primary key)
+    return key
 
 
 def refuse_changed(

@@ -60,14 +60,14 @@ def cascades(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Pro
     """A warning per reason sync refuses a mapped table (plan/cascade.py): the child of a
     foreign key whose CASCADE or SET NULL sync cannot apply exactly from the parent's change,
     or transaction-precise system versioning."""
-    plans = {}
+    plans, failed = {}, set()
     for table in mapping.tables:
         try:
             plans.update({r.name: TablePlan(r) for r in resolve(mapping, schema, [table.name])})
         except MigratorError:
-            continue  # problems of its own
+            failed.add(table.name)  # problems of its own
     out = []
-    for u in followable(plans, logged=logged)[1]:
+    for u in followable(plans, logged=logged, failed=failed)[1]:
         where = f"tables.{u.table}"
         message = f"sync refuses this table: {u.what} ({u.why})"
         out.append(Problem("warning", message, where, mapping.file, mapping.line_of(where), u.fix))

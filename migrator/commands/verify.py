@@ -141,7 +141,7 @@ def _pass(
     and the number
     of keys of the tables that Redis holds (as a full pass counts them)."""
     snapshot = src.snapshot()
-    checker = Checker(src, reader, plans, space, fix=fix)
+    checker = Checker(src, reader, plans, space, fix=fix, progress=progress)
     # the stray-key SCAN runs alongside the pass; stopped here, whether its tally was used
     # (stale), not needed (DBSIZE settled it) or the pass failed
     names = [r.name for r in resolved]

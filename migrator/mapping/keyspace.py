@@ -112,13 +112,43 @@ def value_chars(kind: object) -> Chars:
     return frozenset(shape[0]) if shape is not None else _ANY
 
 
-def _tokens(template: Template, chars: Callable[[str], Chars]) -> tuple[object, ...]:
+_ENUM = re.compile(r"^\s*enum\s*\((.*)\)\s*$", re.I | re.S)
+
+
+def enum_members(column_type: str) -> list[str] | None:
+    """The values an ENUM column can hold (``enum('a','b')`` -> ``['a', 'b']``), else None."""
+    m = _ENUM.match(column_type or "")
+    if m is None:
+        return None
+    return [v.replace("''", "'") for v in re.findall(r"'((?:[^']|'')*)'", m.group(1))]
+
+
+def column_chars(kind: object, column_type: str) -> Chars:
+    """``value_chars``, and for an ENUM the characters of its values alone (it is no free
+    text: ``status`` of ENUM('active', 'closed') never writes ``t:uniques:email``)."""
+    members = enum_members(column_type)
+    return frozenset("".join(members)) if members is not None else value_chars(kind)
+
+
+def may_be_empty(kind: object, column_type: str) -> bool:
+    """Whether a value of the column can be the empty string: never a number or a date; an
+    ENUM only when '' is one of its values; text can."""
+    members = enum_members(column_type)
+    if members is not None:
+        return "" in members
+    return kind_name(kind) not in KIND_TEXT
+
+
+def _tokens(
+    template: Template, chars: Callable[[str], Chars], empty: Callable[[str], bool]
+) -> tuple[object, ...]:
     out: list[object] = []
     for p in template.parts:
         if isinstance(p, str):
             out.extend(p)
         else:
-            out.append(("*", chars(template.columns[p])))
+            column = template.columns[p]
+            out.append(("*", chars(column), empty(column)))
     return tuple(out)
 
 
@@ -150,43 +180,50 @@ def example(
     sep: str,
     chars1: Callable[[str], Chars],
     chars2: Callable[[str], Chars],
+    empty1: Callable[[str], bool] = lambda column: True,
+    empty2: Callable[[str], bool] = lambda column: True,
 ) -> str | None:
-    """A key both templates can render (placeholders holding ``chars``), or None.
+    """A key both templates can render (placeholders holding ``chars``, and standing for
+    the empty string only where ``empty`` says a value can be empty), or None.
 
-    A dynamic program over (position in t1, position in t2): a placeholder may stand for the
-    empty string, swallow the other side's next literal character if its class holds it, or
-    meet the other side's placeholder on a character both classes hold. Any common key can
-    be shortened to one found this way, so None means the templates never meet."""
-    a, b = _tokens(t1, chars1), _tokens(t2, chars2)
+    A dynamic program over (position in t1, position in t2, whether each side's placeholder
+    has taken a character yet): a placeholder may swallow the other side's next literal
+    character if its class holds it, meet the other side's placeholder on a character both
+    classes hold, and end once it holds a character (or at once, where its value may be
+    empty). Any common key can be shortened to one found this way, so None means the
+    templates never meet."""
+    a, b = _tokens(t1, chars1, empty1), _tokens(t2, chars2, empty2)
 
     @cache
-    def walk(i: int, j: int) -> str | None:
+    def walk(i: int, j: int, ti: bool, tj: bool) -> str | None:
         if i == len(a) and j == len(b):
             return ""
         x = a[i] if i < len(a) else None
         y = b[j] if j < len(b) else None
-        options: list[tuple[str, int, int]] = []
+        options: list[tuple[str, int, int, bool, bool]] = []
         if isinstance(x, str) and isinstance(y, str) and x == y:
-            options.append((x, i + 1, j + 1))
+            options.append((x, i + 1, j + 1, False, False))
         if isinstance(x, tuple) and isinstance(y, tuple):
             ch = _common(x[1], y[1], sep)
-            if ch is not None:
-                options.append((ch, i + 1, j + 1))
+            if ch is not None:  # both take it; then both end, or one goes on
+                options.append((ch, i + 1, j + 1, False, False))
+                options.append((ch, i, j + 1, True, False))
+                options.append((ch, i + 1, j, False, True))
         if isinstance(x, tuple) and isinstance(y, str) and _holds(x[1], y, sep):
-            options.append((y, i, j + 1))
+            options.append((y, i, j + 1, True, tj))
         if isinstance(y, tuple) and isinstance(x, str) and _holds(y[1], x, sep):
-            options.append((x, i + 1, j))
-        if isinstance(x, tuple):
-            options.append(("", i + 1, j))  # x stands for nothing
-        if isinstance(y, tuple):
-            options.append(("", i, j + 1))
-        for text, ni, nj in options:
-            rest = walk(ni, nj)
+            options.append((x, i + 1, j, ti, True))
+        if isinstance(x, tuple) and (ti or x[2]):
+            options.append(("", i + 1, j, False, tj))  # x ends
+        if isinstance(y, tuple) and (tj or y[2]):
+            options.append(("", i, j + 1, ti, False))
+        for text, ni, nj, ni_took, nj_took in options:
+            rest = walk(ni, nj, ni_took, nj_took)
             if rest is not None:
                 return text + rest
         return None
 
-    return walk(0, 0)
+    return walk(0, 0, False, False)
 
 
 def same_shape(t1: Template, t2: Template) -> bool:

@@ -42,7 +42,7 @@ ESCAPES = ("reject", "backslash")  # migrator/plan/escape.py
 MAX_BATCH_SIZE = 1_000_000
 TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
-    "references", "sorted", "latest", "sets", "where", "fields", "formats",
+    "references", "sorted", "latest", "sets", "where", "fields", "formats", "escape",
 )  # fmt: skip
 #: per-column formats (migrator/plan/values.py: FORMATS)
 FORMATS = ("epoch", "epoch_ms", "iso8601", "boolean", "number")
@@ -150,7 +150,11 @@ def yaml_hint(e: yaml.YAMLError, problem: str, line: int | None) -> str | None:
             "a table's settings sit 2 spaces deeper than its name (e.g. 'tables:', '  emp:', "
             "'    columns: [...]'); indent with spaces, not tabs"
         )
-    return None
+    where = f"line {line} and the line above it" if line else "the file"
+    return (
+        f"check {where}: a value that starts with {{ [ * & ! | > % @ or a backquote, or holds "
+        "': ' or ' #', needs quotes (key: \"emp:{id}\"); brackets and braces must be closed"
+    )
 
 
 def _record_lines(node: yaml.Node, path: str, lines: dict[str, int], file: str) -> None:
@@ -281,7 +285,12 @@ class _Builder:
         if "version" not in top:
             raise self.error("", "'version' is required (write 'version: 1' at the top)")
         if top["version"] != 1:
-            raise self.error("version", f"unsupported version {top['version']!r}; expected 1")
+            raise self.error(
+                "version",
+                f"unsupported version {top['version']!r}; expected 1",
+                "this migrator reads mappings of version 1, the only version there is: write "
+                f"'version: 1' (the format: {docs('mapping.md')})",
+            )
         source = top.get("source")
         target = top.get("target")
         options = self.options(top.get("options"), "options")
@@ -335,18 +344,7 @@ class _Builder:
                 f"{path}.ignore",
                 f"expected a list of key globs such as ['acct:session:*'], got {ignore!r}",
             )
-        escape = d.get("escape", "reject")
-        if escape not in ESCAPES:
-            raise self.error(
-                f"{path}.escape",
-                f"unknown escape policy {escape!r}; expected one of: {', '.join(ESCAPES)}",
-                suggest(escape, ESCAPES),
-            )
-        if escape == "backslash" and "\\" in sep:
-            raise self.error(
-                f"{path}.separator",
-                "with 'escape: backslash' the separator cannot contain a backslash",
-            )
+        escape = self.policy(d.get("escape", "reject"), f"{path}.escape", sep)
         retries = self.retries(d.get("retries"), f"{path}.retries")
         return Options(
             separator=sep,
@@ -356,6 +354,25 @@ class _Builder:
             retries=retries,
             escape=escape,
         )
+
+    def policy(self, escape: Any, path: str, sep: str) -> str:
+        """An ``escape`` policy (options', or a table's own)."""
+        if escape not in ESCAPES:
+            raise self.error(
+                path,
+                f"unknown escape policy {escape!r}; expected one of: {', '.join(ESCAPES)}",
+                suggest(escape, ESCAPES),
+            )
+        if escape == "backslash" and "\\" in sep:
+            raise self.error(
+                path.rsplit(".", 1)[0] + ".separator" if path.startswith("options") else path,
+                "with 'escape: backslash' the separator cannot contain a backslash",
+            )
+        return str(escape)
+
+    def escape(self, value: Any, path: str, options: Options) -> str | None:
+        """A table's own ``escape`` (None: the options' applies to it)."""
+        return None if value is None else self.policy(value, path, options.separator)
 
     def retries(self, value: Any, path: str) -> Retries:
         d = self.dict_of(value, path, RETRY_KEYS)
@@ -394,6 +411,7 @@ class _Builder:
         parse("key", optional("key", self.template))
         parse("columns", lambda: self._columns(d, path))
         parse("counter", lambda: self.counter(d, path, name))
+        parse("escape", lambda: self.escape(d.get("escape"), f"{path}.escape", options))
         parse("where", optional("where", self.where))
         parse("fields", lambda: self.fields(d.get("fields"), f"{path}.fields"))
         parse("formats", lambda: self.formats(d.get("formats"), f"{path}.formats"))

@@ -198,6 +198,9 @@ class Table:
     formats: tuple[tuple[str, str], ...] = ()
     #: only the rows this filter keeps are in Redis (mapping/where.py); None: every row
     where: Filter | None = None
+    #: this table's own ``escape`` policy (None: ``options.escape``): the keys of the other
+    #: tables stay as they are
+    escape: str | None = None
 
 
 @dataclass(frozen=True)

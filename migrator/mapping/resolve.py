@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from migrator.errors import MappingError, MappingErrors
 from migrator.mapping.loader import suggest
-from migrator.mapping.model import Index, Mapping, Table, Template
+from migrator.mapping.model import Index, Mapping, Table, Template, Unique
 from migrator.mapping.schema import Schema, TableSchema
 
 
@@ -48,6 +48,12 @@ class Resolved:
         """The primary key is the mapping's declaration, which MySQL does not keep unique:
         rows may share a key (migrate and verify count them)."""
         return self.table.kind != "none" and not self.schema.is_unique(self.primary_key)
+
+    @property
+    def unenforced_uniques(self) -> tuple[Unique, ...]:
+        """The ``unique:`` entries whose columns MySQL does not keep unique: a value several
+        rows hold has one entry naming one of them (migrate, verify and sync count them)."""
+        return tuple(u for u in self.table.unique if not self.schema.is_unique(u.columns))
 
     def index_sets(self) -> tuple[Index, ...]:
         """Non-unique indexes plus references, each column list once (never twice)."""
@@ -118,7 +124,7 @@ def resolve(mapping: Mapping, schema: Schema, only: list[str] | None = None) -> 
         resolved = dataclasses.replace(
             table, primary_key=tuple(pk), key=key, columns=columns, counter=counter
         )
-        out.append(Resolved(resolved, ts, sep, mapping.options.escape))
+        out.append(Resolved(resolved, ts, sep, table.escape or mapping.options.escape))
     if errors:
         raise MappingErrors(errors) if len(errors) > 1 else errors[0]
     return out

@@ -74,7 +74,8 @@ class Draft:
     separator: str
     tables: list[TableDraft]
     views: tuple[str, ...]
-    #: table -> rows the default ``escape: reject`` would not write (then: escape: backslash)
+    #: table -> rows the default ``escape: reject`` would not write (then that table, and
+    #: only it, gets ``escape: backslash``: the other tables' keys stay as they are)
     rejects: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -89,9 +90,12 @@ class Draft:
             "options": {
                 "separator": self.separator,
                 "batch_size": BatchSize,
-                **({"escape": "backslash"} if self.rejects else {}),
             },
-            "tables": {t.name: t.body for t in self.mapped},
+            "tables": {
+                t.name: {**t.body, **({"escape": "backslash"} if t.name in self.rejects else {})}
+                for t in self.mapped
+                if t.body is not None
+            },
         }
 
     def render(self) -> str:
@@ -335,15 +339,17 @@ def scalar(value: Any) -> str:
     return text.rstrip("\n")
 
 
-def _escape_lines(d: Draft) -> list[str]:
-    """``escape: backslash`` with the reason, where the default would reject rows."""
-    if not d.rejects:
+def _escape_lines(d: Draft, table: str) -> list[str]:
+    """``escape: backslash`` for ``table`` alone, with the reason, where the default would
+    reject some of its rows (the keys of the other tables stay as they are)."""
+    n = d.rejects.get(table)
+    if not n:
         return []
-    shown = ", ".join(f"{t} ({n:,})" for t, n in d.rejects.items())
     return [
-        f"  # rows with {d.separator!r} inside a value of a composite key, which the default",
-        f"  # escape: reject would not write: {shown}; backslash writes them escaped",
-        "  escape: backslash",
+        f"    # {n:,} rows hold {d.separator!r} inside a value of a composite key, which the",
+        "    # default escape: reject would not write; backslash writes them escaped (this",
+        "    # table's keys and members that join values; the other tables' stay as they are)",
+        "    escape: backslash",
     ]
 
 
@@ -366,7 +372,6 @@ def render(d: Draft) -> str:
         "options:",
         f"  separator: {scalar(d.separator)}",
         f"  batch_size: {BatchSize}",
-        *_escape_lines(d),
         "tables:",
     ]
     for t in d.tables:
@@ -384,6 +389,7 @@ def render(d: Draft) -> str:
             else:
                 out.append(f"    {key}: {scalar(value)}")
             out += [f"    # {c}" for c in t.comments.get(key, [])]
+        out += _escape_lines(d, t.name)
     if not d.mapped:
         out.append("  {}  # no table could be mapped (see the comments above)")
     return "\n".join(out) + "\n"

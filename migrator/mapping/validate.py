@@ -233,8 +233,11 @@ def _check_columns(table: Table, ts: TableSchema, problem: Any) -> list[Problem]
                     "warning",
                     f"{path}.unique[{i}]",
                     f"MySQL does not enforce {list(u.columns)} as unique in {table.name}: "
-                    "rows with the same value would overwrite each other's entry",
-                    "use 'indexes' for a non-unique column, or add a UNIQUE index in MySQL",
+                    "a value several rows hold gets one entry, naming one of them; migrate "
+                    "and verify count such values as differences (exit 1), and sync keeps the "
+                    "entry while any row holds the value",
+                    "use 'indexes' for a non-unique column, or add a UNIQUE index in MySQL; "
+                    "migrate and verify print the SQL that lists the rows",
                 )
             )
     return out

@@ -28,7 +28,7 @@ default) writes the cascaded child rows to the log itself, before the parent's r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,9 +85,17 @@ class Cascade:
 
 
 def _why_not(
-    fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], cluster: bool
+    fk: ForeignKey,
+    child: TablePlan,
+    plans: dict[str, TablePlan],
+    cluster: bool,
+    failed: Collection[str] = (),
 ) -> tuple[str, str]:
-    """Why sync cannot apply this key's rules exactly ("" when it can), and the fix."""
+    """Why sync cannot apply this key's rules exactly ("" when it can), and the fix;
+    ``failed``: mapped tables that did not pass validation (validate has no plan of them)."""
+    if fk.parent not in plans and fk.parent in failed:
+        why = f"the parent table {fk.parent} did not pass validation (see its error): fix it first"
+        return why, FIX
     why = _mapped(fk, child, plans, cluster)
     if why:
         return why, FIX
@@ -129,18 +137,22 @@ def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], clust
 
 
 def followable(
-    plans: dict[str, TablePlan], cluster: bool = False, logged: bool = False
+    plans: dict[str, TablePlan],
+    cluster: bool = False,
+    logged: bool = False,
+    failed: Collection[str] = (),
 ) -> tuple[list[Cascade], list[Unlogged]]:
     """The cascades sync applies, and every reason it refuses a mapped table (this module's
     docstring; transaction-precise versioning too). ``logged``: the server logs the rows its
-    cascades change (none to apply)."""
+    cascades change (none to apply); ``failed``: mapped tables without a plan because they
+    did not pass validation."""
     rules: list[Cascade] = []
     refused: list[Unlogged] = []
     for name, child in plans.items() if not logged else ():
         for fk in child.resolved.schema.foreign_keys:
             if not fk.unlogged_rules:
                 continue
-            why, fix = _why_not(fk, child, plans, cluster)
+            why, fix = _why_not(fk, child, plans, cluster, failed)
             what = f"foreign key {fk.name + ' ' if fk.name else ''}({', '.join(fk.columns)})"
             what += f" -> {fk.parent} {', '.join(fk.unlogged_rules)}"
             if why:

@@ -21,7 +21,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from migrator.errors import MigratorError
-from migrator.mapping.keyspace import ANY, example, gaps_without_separator, same_shape, value_chars
+from migrator.mapping.keyspace import (
+    ANY,
+    column_chars,
+    example,
+    gaps_without_separator,
+    may_be_empty,
+    same_shape,
+)
 from migrator.mapping.model import Mapping, Template
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.mapping.schema import Schema
@@ -63,7 +70,18 @@ def collisions(mapping: Mapping, resolved: Sequence[Resolved]) -> list[Problem]:
         plan = plans[p.table]
         schema = plan.resolved.schema
         free = set() if plan.esc is not None else _free(p.template, plan)
-        return lambda column: ANY if column in free else value_chars(schema.column(column).kind)
+
+        def of(column: str) -> object:
+            c = schema.column(column)
+            return ANY if column in free else column_chars(c.kind, c.column_type)
+
+        return of
+
+    def empty(p: KeyPattern) -> object:
+        schema = plans[p.table].resolved.schema
+        return lambda column: may_be_empty(
+            schema.column(column).kind, schema.column(column).column_type
+        )
 
     seen: set[tuple[str, str]] = set()
     for i, a in enumerate(patterns):
@@ -71,7 +89,7 @@ def collisions(mapping: Mapping, resolved: Sequence[Resolved]) -> list[Problem]:
             if not _heads_meet(a, b) or (a.table, a.template.text) == (b.table, b.template.text):
                 continue
             sep = mapping.options.separator
-            key = example(a.template, b.template, sep, chars(a), chars(b))  # type: ignore[arg-type]
+            key = example(a.template, b.template, sep, chars(a), chars(b), empty(a), empty(b))  # type: ignore[arg-type]
             if key is None:
                 continue
             pair = (
@@ -123,8 +141,10 @@ def _same_values(a: KeyPattern, b: KeyPattern, plans: dict[str, TablePlan]) -> b
     then the patterns meet whenever the values do, not only for odd ones."""
     ta, tb = a.template, b.template
     sa, sb = plans[a.table].resolved.schema, plans[b.table].resolved.schema
-    ca = [value_chars(sa.column(ta.columns[p]).kind) for p in ta.parts if isinstance(p, int)]
-    cb = [value_chars(sb.column(tb.columns[p]).kind) for p in tb.parts if isinstance(p, int)]
+    ca = [column_chars(sa.column(ta.columns[p]).kind, sa.column(ta.columns[p]).column_type)
+          for p in ta.parts if isinstance(p, int)]  # fmt: skip
+    cb = [column_chars(sb.column(tb.columns[p]).kind, sb.column(tb.columns[p]).column_type)
+          for p in tb.parts if isinstance(p, int)]  # fmt: skip
     return ca == cb
 
 

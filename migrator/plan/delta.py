@@ -72,6 +72,11 @@ class Delta:
     row_dels: dict[bytes, None] = field(default_factory=dict)
     counters: dict[bytes, int] = field(default_factory=dict)  # counter key -> highest pk seen
     dirty_latest: set[tuple[str, int]] = field(default_factory=set)
+    #: entries of a unique: MySQL does not enforce whose row let go of its value (deleted, or
+    #: the value changed): ``(table, index into table.unique, the old values)``; another row
+    #: may hold the value still, so the applier sets the entry from MySQL's rows (one that
+    #: holds it) or removes it (none does), after the group's own commands
+    dirty_unique: set[tuple[str, int, tuple[bytes, ...]]] = field(default_factory=set)
     rows: int = 0
     rejected: int = 0  # rows not written, as migrate: a NULL in the key, a separator (escape)
     #: the keys written to, in the order of their first write (the order of their commands)
@@ -131,6 +136,7 @@ class Delta:
         for key, value in other.counters.items():
             self.raise_counter(key, value)
         self.dirty_latest |= other.dirty_latest
+        self.dirty_unique |= other.dirty_unique
         self.rows += other.rows
         self.rejected += other.rejected
 
@@ -178,6 +184,12 @@ class TableDelta:
         counter = plan.table.counter
         self.counter_key = counter.render({}).encode() if counter else None
         self.latest_positions = [plan.pos[latest.order_by] for latest in plan.table.latest]
+        enforced = {u.columns for u in plan.resolved.unenforced_uniques}
+        self.shared_positions = [
+            (n, [plan.pos[c] for c in u.columns])
+            for n, u in enumerate(plan.table.unique)
+            if u.columns in enforced
+        ]
         self.npk = len(plan.resolved.primary_key)
         self.whole_rows = plan.table.kind == "hash"
         self.guarded = bool(plan.guards)
@@ -273,6 +285,12 @@ class TableDelta:
             for n, i in enumerate(self.latest_positions):
                 if _latest_may_change(before, after, i, self.npk):
                     delta.dirty_latest.add((self.name, n))
+        if before is not None:
+            for n, positions in self.shared_positions:
+                held = tuple(before[i] for i in positions)
+                let_go = after is None or tuple(after[i] for i in positions) != held
+                if let_go and all(v is not None for v in held):
+                    delta.dirty_unique.add((self.name, n, held))  # type: ignore[arg-type]
         return delta
 
     def _left_out(self, row: Row, delta: Delta) -> None:

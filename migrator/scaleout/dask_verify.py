@@ -114,6 +114,7 @@ class _Run:
             tv.finish()
             tv.flush()
             tv.shared_keys()
+            tv.shared_uniques()
             self.progress.finish(tv.name)
             tv.check.seconds = time.perf_counter() - started
         return list(self.verifiers.values())

@@ -51,6 +51,7 @@ from migrator.reports import TableReport
 from migrator.retry import Retrying
 from migrator.source.chunks import CHUNK_ROWS, Chunk, plan_chunks
 from migrator.source.mysql import Selector, Source, keyset_value
+from migrator.source.shared import shared_values
 from migrator.source.where import clause
 from migrator.store.checkpoint import Checkpoint, TableState, checkpoint_key
 from migrator.store.cluster import connect_any
@@ -461,6 +462,7 @@ def load_tables(
             report.duplicate_keys, report.duplicate_rows = src.shared_keys(name, pk, clause(r))
             if r.table.kind == "hash":  # a row sharing a key overwrote a hash: no new key
                 report.keys -= report.duplicate_rows
+        report.shared = shared_values(src, r)  # a unique: value several rows hold
         report.rejects = list(total.rejects)
         report.readers = dict(total.readers)
         report.seconds = time.perf_counter() - started.get(name, time.perf_counter())

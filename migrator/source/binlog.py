@@ -320,6 +320,9 @@ class BinlogReader:
                     if not began:  # a statement of its own (DDL...): it commits by itself
                         self.position = after
                         changes, in_transaction = [], False
+                        if hit is None:  # another database's, or an unmapped table's: an
+                            # empty transaction, so the stored position moves past it too
+                            yield Transaction([], self.position, event.timestamp)
             elif kind == ROTATE:
                 # table ids are per server lifetime: after a restart the next file reuses
                 # them for other tables

@@ -285,6 +285,34 @@ class Source:
         sel = Selector(tuple(c.name for c in pk), tuple(pk), tuple(converter(c.kind) for c in pk))
         return [_convert(r, sel) for r in self.fetch_all(stmt)]
 
+    def sharing_rows(
+        self, table: str, selector: Selector, columns: Sequence[Column], limit: int
+    ) -> list[RawRow]:
+        """The rows (selected as ``batches`` does), at most ``limit``, whose ``columns`` hold
+        values several rows share (a ``unique:`` MySQL does not enforce; NULLs left out, text
+        compared byte for byte, as ``shared_keys`` counts them). Used by verify."""
+        names = {*selector.names, *(c.name for c in columns)}
+        t = sa.table(table, *(sa.column(n) for n in names))
+        inner = sa.table(table, *(sa.column(c.name) for c in columns)).alias("shared")
+
+        def group(c: Column, of: Any) -> Any:
+            return sa.cast(_expr(c, of), mysql.BINARY()) if c.kind is Kind.TEXT else _expr(c, of)
+
+        labels = [f"v{i}" for i in range(len(columns))]  # grouped by alias: only_full_group_by
+        shared = (
+            sa.select(*(group(c, inner).label(n) for c, n in zip(columns, labels)))
+            .where(*(inner.c[c.name].is_not(None) for c in columns))
+            .group_by(*(sa.literal_column(n) for n in labels))
+            .having(sa.func.count() > 1)
+            .subquery("d")
+        )
+        values = sa.select(*(shared.c[n] for n in labels))
+        mine = [group(c, t) for c in columns]
+        cond = (mine[0] if len(mine) == 1 else sa.tuple_(*mine)).in_(values)
+        stmt = sa.select(*(_expr(c, t) for c in selector.columns)).where(cond).limit(limit)
+        found = self.fetch_all(stmt)
+        return [_convert(r, selector) for r in found] if selector.needs_conversion else found
+
     def rows_where(
         self,
         table: str,

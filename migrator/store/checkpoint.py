@@ -5,7 +5,9 @@ Three fields belong to the run rather than to a table: ``@marker``, the run's ra
 which every checkpoint write checks first (``guard.CHECKPOINT_SCRIPT``: a target that lost
 the marker lost the data it vouched for); ``@run``, what the checkpoint is bound to (the
 fingerprint of the resolved mapping and of the source, JSON), which ``--resume`` compares;
-and ``@keys``, how many keys a complete load of every table wrote: a hint with which verify
+``#replace``, present in a ``--replace`` run's checkpoint from its first write (the intent to
+remove what the mapping owns, ``done`` once the removal finished); and ``@keys``, how many keys
+a complete load of every table wrote: a hint with which verify
 guesses, before its pass, whether the target holds keys the mapping does not explain (then
 it starts its stray-key SCAN at once, alongside the pass). A wrong hint costs time, never
 correctness: verify decides by DBSIZE after the pass.
@@ -30,6 +32,8 @@ from migrator.store.sync_state import state_key
 Command = tuple[bytes, ...]
 #: the number of keys the last complete load of every table wrote (see above)
 KEYS = "@keys"
+#: a --replace run's removal: recorded with the run's marker, ``done`` once it finished
+REPLACING = "#replace"
 
 
 @dataclass(frozen=True)
@@ -53,11 +57,15 @@ class Checkpoint:
     def clear(self) -> None:
         self.client.delete(self.key)
 
-    def begin(self, token: str, run: dict[str, Any]) -> None:
-        """Start afresh: no table state, this run's marker and binding."""
+    def begin(self, token: str, run: dict[str, Any], replacing: bool = False) -> None:
+        """Start afresh: no table state, this run's marker and binding; with ``replacing``
+        the removal still to do, in the same transaction (the earlier run's table states
+        are never seen without it)."""
         pipe = self.client.pipeline(transaction=True)
         pipe.delete(self.key)
         pipe.hset(self.key, mapping={MARKER: token, RUN: json.dumps(run, sort_keys=True)})
+        if replacing:
+            pipe.hset(self.key, REPLACING, json.dumps({"after": None, "rows": 0, "done": False}))
         pipe.execute()
         self.token = token
 
@@ -89,15 +97,18 @@ class Checkpoint:
             json.loads(run) if run else None,
         )
 
-    def reconcile(self, run: dict[str, Any]) -> tuple[dict[str, TableState], str]:
+    def reconcile(
+        self, run: dict[str, Any], replacing: bool = False
+    ) -> tuple[dict[str, TableState], str]:
         """After the target lost data: what it still vouches for, and what that means.
         The run's marker is still there -> its checkpoint (data and checkpoint are an
-        ordered prefix of what was written); gone -> nothing (the run starts over)."""
+        ordered prefix of what was written); gone -> nothing (the run starts over, a
+        ``--replace`` run with its removal to do again)."""
         marker, _ = self.run()
         if self.token is not None and marker == self.token:
             return self.load(), "continuing from the checkpoint the target still holds"
-        self.begin(self.token or new_token(), run)
-        return {}, "its data is gone: loading every table again"
+        self.begin(self.token or new_token(), run, replacing)
+        return self.load(), "its data is gone: loading every table again"
 
     def load(self) -> dict[str, TableState]:
         out = {}
@@ -201,3 +212,14 @@ def keys_hint(client: Client, mapping_name: str) -> int | None:
         return int(raw) if raw is not None else None
     except ValueError:  # not ours to read: no hint
         return None
+
+
+def removal_pending(states: dict[str, TableState]) -> bool:
+    """Whether the checkpoint's run is a ``--replace`` whose removal has not finished."""
+    state = states.get(REPLACING)
+    return state is not None and not state.done
+
+
+def tables_of(states: dict[str, TableState]) -> dict[str, TableState]:
+    """The states of tables (and their chunks) alone, without the run's ``#replace``."""
+    return {name: s for name, s in states.items() if name != REPLACING}

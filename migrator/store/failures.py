@@ -60,6 +60,13 @@ def connect_failure(url: str, e: BaseException) -> ConnectError:
             "is that port a TLS port? rediss:// talks TLS, redis:// plain text; a client "
             f"certificate goes in ?ssl_certfile=...&ssl_keyfile=... ({docs('connections.md')})",
         )
+    if isinstance(e, redis.ResponseError) and "db index is out of range" in low:
+        return ConnectError(
+            f"Redis at {shown} has no database of the number the target URL ends with ({text})",
+            "a server has 16 databases (0-15) unless its 'databases' setting says more (CONFIG "
+            "GET databases); end the target URL with one of them, e.g. redis://host:6379/0 "
+            "(a Redis Cluster has database 0 alone)",
+        )
     if isinstance(e, redis.ResponseError):
         return ConnectError(f"Redis at {shown} refused us: {text}")
     hint = "is redis-server running, and the host/port right?"

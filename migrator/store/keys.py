@@ -4,13 +4,14 @@ cluster) and UNLINK in batches — never FLUSHDB, so keys the mapping does not o
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import cast
 
 from redis.cluster import RedisCluster
 
 from migrator.plan.keyspace import KeyPattern, KeySpace, glob_regex
-from migrator.retry import Retrying
+from migrator.retry import Retrying, Stopped
 from migrator.store.sink import Client, retry
 
 #: keys asked for per SCAN call, and removed per UNLINK batch
@@ -68,22 +69,31 @@ def remove_owned(
     tables: Iterable[str] | None = None,
     keep: Callable[[KeyPattern | None], bool] | None = None,
     retrying: Retrying | None = None,
+    stop: threading.Event | None = None,
+    removing: Callable[[int], None] | None = None,
 ) -> int:
     """UNLINK every key the mapping owns under ``tables``' key spaces (keys matching the
     mapping's ``ignore`` globs, the tool's own ``migrator:`` keys and those whose pattern
     ``keep`` answers True for stay); returns how many
     were removed (UNLINK's own count, so a key SCAN returns twice counts once). On a cluster
     redis-py splits each UNLINK per slot. Dropped connections are retried as ``retrying``
-    says (default: the default policy, silently)."""
+    says (default: the default policy, silently). ``stop`` set: ``Stopped`` between two
+    pages (a Ctrl-C is acted on at once; what is removed stays removed); ``removing`` is
+    told the keys removed so far after each UNLINK."""
     wanted = None if tables is None else list(tables)
     removed = 0
     pending: list[bytes] = []
 
     def unlink() -> int:
         keys = list(dict.fromkeys(pending))
-        return int(retry(lambda: client.unlink(*keys), retrying=retrying)) if keys else 0
+        n = int(retry(lambda: client.unlink(*keys), retrying=retrying)) if keys else 0
+        if removing is not None and keys:
+            removing(removed + n)
+        return n
 
     for page in space.owned(scan_space(client, space, wanted, retrying=retrying), wanted):
+        if stop is not None and stop.is_set():
+            raise Stopped("stopped while removing the mapping's keys")
         pending += [key for key, _, p in page if keep is None or not keep(p)]
         if len(pending) >= UNLINK_BATCH:
             removed += unlink()

@@ -13,7 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from migrator.errors import MigratorError, TargetError
+from migrator.errors import MigratorError, TargetError, TargetFull
 from migrator.plan.resp import resp
 from migrator.retry import Retrying
 from migrator.store.failures import connect_failure, refused_login, refused_permission
@@ -66,6 +66,15 @@ def connect(url: str, *, timeout: float = 10.0, retrying: Retrying | None = None
 #: error replies that say "not now" rather than "no": retried like a dropped connection
 TRANSIENT_REPLIES = ("LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN")
 
+
+#: error replies of a condition of Redis itself, not of the data: what to fix (TargetFull)
+REDIS_CONDITIONS = {
+    "OOM": "Redis is at its maxmemory: raise it (CONFIG SET maxmemory ...; and in the config "
+    "file), free memory, or use a database with room",
+    "MISCONF": "Redis cannot save its snapshot to disk and refuses writes meanwhile: see its "
+    "log (disk full? permissions?)",
+    "READONLY": "the target is a read-only replica: point the target URL at the primary",
+}
 
 #: error replies that decide a whole batch's fate, ahead of the first error
 URGENT = (LOST_REPLY.encode(), *(r.encode() for r in TRANSIENT_REPLIES))
@@ -311,6 +320,9 @@ def refused(cmd: Command, error: object) -> MigratorError | TransientReply:
     key = cmd[1].decode("utf-8", "replace") if len(cmd) > 1 else ""
     if cmd[0].upper() == b"EVAL" and len(cmd) > 3:
         key = cmd[3].decode("utf-8", "replace")
+    condition = next((h for word, h in REDIS_CONDITIONS.items() if message.startswith(word)), None)
+    if condition is not None:
+        return TargetFull(f"Redis refused {cmd[0].decode()} {key}: {message}", condition)
     return TargetError(
         f"Redis refused {cmd[0].decode()} {key}: {message}",
         "a key of another type may be in the way: clear it, or use an empty database"

@@ -29,12 +29,15 @@ def load_position(src: Source, reader_id: int) -> tuple[Snapshot, list[TableRepo
     """The online load: only the log's position (a consistent snapshot begun and ended at
     once; on MySQL with GTIDs ``gtid_snapshot``'s, without a lock); the tables are then read
     online (sync/online_snapshot.py). ``reader_id``: the server id to read the log as."""
-    conn = src.raw_connection()
+    opened: list[Any] = []
 
-    def position() -> Snapshot:
+    def position() -> Snapshot:  # the connection opened inside the retries' reach too
+        conn = src.raw_connection()
+        opened[:] = [conn]
         return gtid_snapshot(conn, src.url, reader_id) or start_snapshot(conn)
 
     snapshot = surfaced(position, "taking the log's position", src.close)
+    conn = opened[0]
     with suppress(Exception):  # a lost connection has nothing to roll back
         conn.rollback()
     return snapshot, []
@@ -54,13 +57,16 @@ def load_snapshot(
     (on MySQL with GTIDs and a ``reader_id``, ``gtid_snapshot``'s, without a lock).
     A lost source connection is ``SourceLost`` (the load starts again from a new snapshot);
     Redis writes are retried as ``retrying`` says."""
-    conn = src.raw_connection()
+    opened: list[Any] = []
 
-    def begin() -> Snapshot:
+    def begin() -> Snapshot:  # the connection opened inside the retries' reach too
+        conn = src.raw_connection()
+        opened[:] = [conn]
         found = None if reader_id is None else gtid_snapshot(conn, src.url, reader_id)
         return found or start_snapshot(conn)
 
     snapshot = surfaced(begin, "starting the snapshot", src.close)
+    conn = opened[0]
     reports = []
     try:
         for r in resolved:

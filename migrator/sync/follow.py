@@ -61,6 +61,7 @@ from migrator.sync.schema_watch import (
     short_query,
     stopped,
 )
+from migrator.sync.shared_uniques import shared_entries
 
 MAX_GROUP_ROWS = 5000  # row changes applied in one MULTI/EXEC at most (whole transactions)
 
@@ -169,7 +170,7 @@ class Follower:
             waiting = [p for p in load_queue(stored) if p.table in self.plans]
             self.snapshots = Snapshots(
                 src, client, mapping, self.resolved, self.plans, waiting,
-                chunk_rows, retrying, self._snapshotted, progress, others,
+                chunk_rows, retrying, self._snapshotted, progress, others, stop=stop,
             )  # fmt: skip
         self.asked, self.identity = asked, identity or {}
         self.read_to = start  # how far the log is applied, or read with nothing to apply
@@ -401,6 +402,11 @@ class Follower:
         if dirty:
             for rebuild in self._latest(dirty):
                 commands += [(b"MULTI",), *rebuild, (b"EXEC",)] if self.cluster else rebuild
+        if total.dirty_unique:  # a value another row may still hold (sync/shared_uniques.py)
+            commands += surfaced(
+                lambda: shared_entries(self.src, self.plans, total.dirty_unique),
+                "reading the rows that share a unique value", self.src.close,
+            )  # fmt: skip
         last = group[-1]
         fields = position_fields(last.position)
         position = self.state.command(fields | self.schema.fields() if self.schema else fields)

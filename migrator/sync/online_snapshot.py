@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -51,7 +52,7 @@ from migrator.plan.planner import TablePlan
 from migrator.plan.values import converter
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import TableReport
-from migrator.retry import Retrying
+from migrator.retry import Retrying, Stopped
 from migrator.source.binlog import BinlogPosition, Change
 from migrator.source.binlog_settings import log_status
 from migrator.source.mysql import RawRow, Selector, Source, keyset_value
@@ -148,6 +149,10 @@ class Snapshots:
     started: float | None = None  # when this run began the current table (monotonic)
     mariadb: bool | None = None  # the source's kind, asked once
     writer: Writer | None = None  # a flush's writes in flight (see step)
+    #: Ctrl-C or SIGTERM: acted on between two pages of a removal or of a chunk's read and
+    #: before a table's end-of-table writes (``Stopped``; the stored progress is where the
+    #: next run resumes)
+    stop: threading.Event | None = None
 
     # -- what the follow loop asks ---------------------------------------------------------
     def observe(self, change: Change) -> None:
@@ -253,7 +258,15 @@ class Snapshots:
         """The table's old keys removed before its first chunk (again after a crash: the
         chunks read after this see every row the log wrote meanwhile)."""
         space = KeySpace(list(self.plans.values()), self.mapping.options.ignore)
-        remove_owned(self.client, space, [p.table], retrying=self.retrying)
+        bar, said = self._bar(p), [0.0]
+
+        def removing(n: int) -> None:
+            if time.monotonic() - said[0] >= 1.0:
+                said[0] = time.monotonic()
+                bar.note(p.table, f"removing its old keys: {n:,} removed")
+
+        remove_owned(self.client, space, [p.table], retrying=self.retrying, stop=self.stop,
+                     removing=removing)  # fmt: skip
         r = self.resolved[p.table]
         estimate = r.schema.row_estimate or 0
         p.cleared, p.chunk, p.rows, p.after = True, 0, 0, None
@@ -264,10 +277,9 @@ class Snapshots:
         """MariaDB gives the log position of a consistent snapshot (``binlog_snapshot_*``):
         a chunk read in one is exactly the source at that position. Elsewhere the read view
         is only known to lie between the applied position and the log's end read after it."""
-        if self.mariadb is None:
-            conn = self.src.raw_connection()
-            self.mariadb = surfaced(lambda: is_mariadb(conn), "asking the server's kind",
-                                    self.src.close)  # fmt: skip
+        if self.mariadb is None:  # (the connection opened inside the retries' reach too)
+            self.mariadb = surfaced(lambda: is_mariadb(self.src.raw_connection()),
+                                    "asking the server's kind", self.src.close)  # fmt: skip
         return self.mariadb
 
     def _read(self, p: Pending, applied: BinlogPosition) -> _Chunk:
@@ -335,6 +347,7 @@ class Snapshots:
         )  # fmt: skip
         try:
             for rows in pages:
+                self._stopping(f"reading a chunk of {p.table}")
                 take(rows)
                 count, tail = count + len(rows), rows[-1]
                 self.readers[driver] += len(rows)
@@ -374,6 +387,10 @@ class Snapshots:
         if chunk.last:
             self._finish(p)
 
+    def _stopping(self, where: str) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise Stopped(f"stopped {where}")
+
     def _drain(self) -> None:
         """Wait until the chunk's writes are acknowledged (a writer error is raised here)."""
         writer, self.writer = self.writer, None
@@ -383,6 +400,7 @@ class Snapshots:
     def _finish(self, p: Pending) -> None:
         """After the last chunk: counters and latest lists, as migrate finishes a table."""
         self._drain()
+        self._stopping(f"before the end-of-table writes of {p.table}")
         plan, r = self.plans[p.table], self.resolved[p.table]
         commands = surfaced(lambda: finish_commands(self.src, plan, r, clause(r)),
                             f"finishing {p.table}", self.src.close)  # fmt: skip

@@ -22,10 +22,18 @@ next run resumes it (``LoadInterrupted`` says where).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-from migrator.errors import ConnectError, LoadInterrupted, MigratorError, SourceError, TargetLost
+from migrator.errors import (
+    ConnectError,
+    LoadInterrupted,
+    MigratorError,
+    SourceError,
+    TargetFull,
+    TargetLost,
+)
 from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved
 from migrator.plan.keyspace import KeySpace
@@ -48,6 +56,8 @@ from migrator.sync.follow import Follower, position_fields
 from migrator.sync.schema_watch import Replan, loaded_columns
 
 Load = Callable[[Retrying], tuple[Snapshot, list[TableReport]]]
+#: at most one note a second on the removal of old keys
+NOTE_SECONDS = 1.0
 
 
 def snapshot_position(snapshot: Snapshot) -> BinlogPosition:
@@ -133,7 +143,12 @@ class SyncRun:
     def _interrupted(self) -> LoadInterrupted:
         """A stop before the online first load was done: what Redis holds, and the command
         that resumes the load."""
-        assert self.current is not None and self.current.snapshots is not None
+        if self.current is None or self.current.snapshots is None:  # no table begun
+            return LoadInterrupted(
+                "the first load is not complete; Redis holds the log's position and the "
+                f"load's plan (no table read yet, {len(self.resolved)} waiting): "
+                f"'{self.again}' resumes it there"
+            )
         queue = self.current.snapshots.queue
         p = queue[0]
         more = f"; {len(queue) - 1} more table(s) waiting" if len(queue) > 1 else ""
@@ -153,6 +168,8 @@ class SyncRun:
                     self._load()
                     self.loading, failures = False, 0
                 if self.stop.is_set():
+                    if self.report.online_load:  # its tables are still to read: not done
+                        raise self._interrupted()
                     return
                 assert self.report.position is not None
                 follower = self.current = self.follower(
@@ -181,6 +198,9 @@ class SyncRun:
                 self._retry_source(e, failures, self.loading)
             except ConnectError as e:
                 raise self._gave_up(e) from None
+            except TargetFull as e:  # fix Redis; the stored position stays where it was
+                raise TargetFull(e.message, f"{e.hint}; {self._holds()}; once fixed: "
+                                 f"{self.again}") from None  # fmt: skip
             if follower is not None and follower.progressed:
                 losses = 0
 
@@ -195,7 +215,10 @@ class SyncRun:
             self.on_status(SyncStatus("loading", "snapshot"))
         self._arm(new=True)
         space = KeySpace([TablePlan(r) for r in self.resolved], self.m.options.ignore)
-        report.removed = remove_owned(self.client, space, [r.name for r in self.resolved])
+        report.removed = remove_owned(
+            self.client, space, [r.name for r in self.resolved], stop=self.stop,
+            removing=self._removing(),
+        )  # fmt: skip
         self.others = held_keys(self.client, self.m.name)
         report.snapshot, report.loaded = self.load(self.redis)
         pos = snapshot_position(report.snapshot)
@@ -203,6 +226,22 @@ class SyncRun:
         fields |= loaded_columns([r.schema for r in self.resolved])  # what DDL is judged by
         apply_group(self.client, [], self.state.command(fields), self.state, self.redis)
         report.started_at = report.position = pos
+
+    def _removing(self) -> Callable[[int], None]:
+        """What the removal of the mapping's old keys says while it runs (a note after its
+        first UNLINK, then at most every NOTE_SECONDS): before any table starts, nothing
+        else shows it is working."""
+        said = [0.0]
+
+        def removing(n: int) -> None:
+            if time.monotonic() - said[0] >= NOTE_SECONDS:
+                said[0] = time.monotonic()
+                text = f"removing the mapping's old keys: {n:,} removed"
+                self.progress.note("removal", text)  # (no table has a line yet)
+                if self.on_status is not None:
+                    self.on_status(SyncStatus("loading", "snapshot", note=text))
+
+        return removing
 
     def _arm(self, new: bool = False) -> None:
         """Bind the guard to the state's marker (a new one with ``new``) and the server's
@@ -276,19 +315,22 @@ class SyncRun:
             raise self._gave_up(e, why) from None
         self.report.recoveries.append(f"{e.message}; reconnected ({where})")
 
-    def _gave_up(self, e: MigratorError, why: str = "") -> MigratorError:
-        """The error, saying what Redis holds and the command that continues."""
+    def _holds(self) -> str:
+        """What Redis holds now: the stored position, and whether the first load is done."""
         pos = self.report.position
         if pos is None:
-            holds = "the first load is not complete (no position is stored)"
-        elif self._first_loading():
-            holds = (
+            return "the first load is not complete (no position is stored)"
+        if self._first_loading():
+            return (
                 f"the first load is not complete: its progress is stored with the position "
                 f"{pos} while Redis keeps them (the next run resumes it; if Redis lost them, "
                 "the next run loads again)"
             )
-        else:
-            holds = f"Redis holds every change up to {pos} with its position"
+        return f"Redis holds every change up to {pos} with its position"
+
+    def _gave_up(self, e: MigratorError, why: str = "") -> MigratorError:
+        """The error, saying what Redis holds and the command that continues."""
+        holds = self._holds()
         message = f"{e.message} ({why})" if why else e.message
         hint = f"{holds}; once the server is back: {self.again}"
         kind = TargetLost if isinstance(e, TargetLost) else ConnectError

@@ -45,6 +45,8 @@ def usable(checks: RowChecks) -> bool:
     names = set(checks.structures)
     if checks.plan.esc is not None:  # escape: backslash -- the general path's key functions
         return False
+    if checks.shared:  # unique values several rows hold: the general path accepts any of them
+        return False
     if checks.plan.transforms:  # formats, lower(): the general path's structures
         return False
     return bool(getattr(checks.reader, "packed", False)) and names <= {"hash", "unique", "index"}
@@ -168,7 +170,7 @@ class FastChecks:
             c._hashes(replies[at:], job.slow)
         counts = c.expected["unique"]
         for key, args in job.hsets.items():  # field, row key, field, ...
-            counts[key] = counts.get(key, 0) + len(set(args[0::2]))
+            counts[key] = counts.get(key, 0) + c.unique_count(key, args[0::2])
         counts = c.expected["index"]
         for key, members in job.sadds.items():
             counts[key] = counts.get(key, 0) + len(members)

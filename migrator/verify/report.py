@@ -35,12 +35,15 @@ WRONG_LATEST = "wrong latest list"
 STALE = "stale key"
 DANGLING = "dangling reference"
 SHARED_KEY = "row sharing its key"  # a declared primary_key MySQL does not keep unique
+SHARED_UNIQUE = "row sharing a unique value"  # a unique: MySQL does not keep unique
 #: a row migrate does not write by policy (a separator inside a composite's value under
 #: ``escape: reject``, a NULL in a row-key column): MySQL holds it, Redis does not
 REJECTED = "rejected row"
 
 MISSING_KINDS = frozenset({MISSING_ROW})
-DIFFERENT_KINDS = frozenset({DIFFERENT_VALUE, MISSING_FIELD, EXTRA_FIELD, WRONG_TYPE, SHARED_KEY})
+DIFFERENT_KINDS = frozenset(
+    {DIFFERENT_VALUE, MISSING_FIELD, EXTRA_FIELD, WRONG_TYPE, SHARED_KEY, SHARED_UNIQUE}
+)
 STALE_KINDS = frozenset({STALE})
 REJECTED_KINDS = frozenset({REJECTED})
 

@@ -51,6 +51,10 @@ class RowChecks:
         self.fixer: Repairer | None = None
         #: per coalesced key, members the source puts there that Redis lacks (not repaired)
         self.absent: Counter[bytes] = Counter()
+        #: unique entries (key, field; None for a string) whose value several rows hold (a
+        #: unique: MySQL does not enforce) -> their primary keys: the entry may name any
+        self.shared: dict[tuple[bytes, bytes | None], set[bytes]] = {}
+        self._shared_counted: set[tuple[bytes, bytes | None]] = set()
 
     def found(
         self,
@@ -216,20 +220,40 @@ class RowChecks:
                 elif v != cmd[2]:
                     self.found(vr.DIFFERENT_VALUE, cmd[1], None, cmd[2], v, [cmd])
 
+    def _sharer(self, key: bytes, fieldname: bytes | None, v: bytes) -> bool:
+        """Whether ``v`` is the primary key of one of the rows that share the entry's value
+        (then the entry is right: it names one of them)."""
+        return v in self.shared.get((key, fieldname), ())
+
+    def unique_count(self, key: bytes, fields: list[bytes]) -> int:
+        """The distinct entries ``fields`` add to a unique hash: a shared value counts once
+        in the whole table, whichever batches its rows fall in."""
+        new = set(fields)
+        if self.shared:
+            for f in list(new):
+                if (key, f) in self.shared:
+                    if (key, f) in self._shared_counted:
+                        new.discard(f)
+                    self._shared_counted.add((key, f))
+        return len(new)
+
     def _unique_strings(self, replies: list[Any], cmds: list[Command]) -> None:
         for cmd, v in zip(cmds, replies[0]):
             if v is None:
                 self.found(vr.MISSING_UNIQUE, cmd[1], None, cmd[2], None, [cmd])
             else:
-                self.present += 1
-                if v != cmd[2]:
+                if (cmd[1], None) not in self._shared_counted:
+                    self.present += 1
+                if (cmd[1], None) in self.shared:
+                    self._shared_counted.add((cmd[1], None))
+                if v != cmd[2] and not self._sharer(cmd[1], None, v):
                     self.found(vr.WRONG_UNIQUE, cmd[1], None, cmd[2], v, [cmd])
 
     def _unique_hashes(self, replies: list[Any], hsets: dict[bytes, list[bytes]]) -> None:
         counts = self.expected["unique"]
         for (key, args), got in zip(hsets.items(), replies):
             fields = args[0::2]
-            counts[key] = counts.get(key, 0) + len(set(fields))
+            counts[key] = counts.get(key, 0) + self.unique_count(key, fields)
             if isinstance(got, Exception):
                 repair = [*self._retype(key, b"hash"), (b"HSET", key, *args)]
                 self.found(vr.WRONG_TYPE, key, None, "a hash", str(got), repair)
@@ -238,7 +262,7 @@ class RowChecks:
                 if v is None:
                     self._lacks(key)
                     self.found(vr.MISSING_UNIQUE, key, f, pk, None, [(b"HSET", key, f, pk)])
-                elif v != pk:
+                elif v != pk and not self._sharer(key, f, v):
                     self.found(vr.WRONG_UNIQUE, key, f, pk, v, [(b"HSET", key, f, pk)])
 
     def _members(self, replies: list[Any], context: Any) -> None:

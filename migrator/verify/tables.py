@@ -29,8 +29,9 @@ from migrator.mapping.validate import plural
 from migrator.plan.finish import counter_holds, finish_commands
 from migrator.plan.keyspace import KeyPattern, KeySpace
 from migrator.plan.planner import KeyFn, TablePlan, compile_template
-from migrator.progress import Progress
+from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source, keyset_value, shared_keys_query
+from migrator.source.shared import SharedValues, shared_values
 from migrator.source.where import clause
 from migrator.store.checkpoint import held_keys, keys_hint
 from migrator.store.keys import scan_space
@@ -44,6 +45,8 @@ from migrator.verify.rows import CARDINALITY, Command, RowChecks, run_structure
 from migrator.verify.stray import StrayScan, scan_now
 
 LOOKUP_CHUNK = 500
+#: rows read per unique: MySQL does not enforce, whose shared values an entry may name
+SHARED_ROWS = 100_000
 
 
 #: what a foreign member is removed with, per coalesced structure
@@ -58,14 +61,19 @@ class Checker:
         plans: dict[str, TablePlan],
         space: KeySpace,
         fix: bool = False,
+        progress: Progress = NULL_PROGRESS,
     ) -> None:
         self.src, self.reader, self.plans, self.space = src, reader, plans, space
         self.fix = fix
+        #: what the checks after a table's pass say they are doing (SCAN, lookups, naming
+        #: members): a verify that finds differences spends most of its time there
+        self.progress = progress
 
     def table(
         self, r: Resolved, mode: str, size: int, sample: int | None, progress: Progress
     ) -> TableVerifier:
         t0 = time.perf_counter()
+        self.progress = progress
         tv = TableVerifier(self, self.plans[r.name])
         progress.start(r.name, sample or r.schema.row_estimate or None)
         if mode == "full":
@@ -81,6 +89,7 @@ class Checker:
             tv.row_counts(lookup=False)
         tv.flush()
         tv.shared_keys()
+        tv.shared_uniques()
         progress.finish(r.name)
         tv.check.seconds = time.perf_counter() - t0
         return tv
@@ -119,6 +128,8 @@ class Checker:
                 return
         t0 = time.perf_counter()
         by_name = {tv.name: tv for tv in verifiers}
+        for tv in verifiers:
+            self.progress.note(tv.name, "looking for stale keys: a SCAN of the key space")
         if scan is not None:
             rows, others = scan.result()
         else:
@@ -155,6 +166,7 @@ class TableVerifier(RowChecks):
         #: nowhere in Redis, and a key of theirs is stray
         self.where = clause(self.r)
         self.references = self._references()
+        self.shared_values = self._shared() if self.r.unenforced_uniques else []
         if checker.fix:
             self.fixer = Repairer(checker.reader.client, self.name, checker.reader.retrying)
 
@@ -185,6 +197,32 @@ class TableVerifier(RowChecks):
             key = compile_template(pr.key, pos, parent.esc, escaped)
             out.append((",".join(ref.columns), key))
         return out
+
+    def _shared(self) -> list[SharedValues]:
+        """The values of a ``unique:`` MySQL does not enforce that several rows share today,
+        and, per entry they make, the primary keys of those rows (any of which the entry may
+        name: ``shared``). Up to SHARED_ROWS rows are read; beyond, the rest are reported as
+        the differences they look like."""
+        found = shared_values(self.c.src, self.r)
+        if found:
+            for u in self.r.unenforced_uniques:
+                cols = [self.r.schema.column(c) for c in u.columns]
+                rows = self.c.src.sharing_rows(self.name, self.selector, cols, SHARED_ROWS)
+                self._share(self.accepted(rows))
+        return found
+
+    def _share(self, rows: Any) -> None:
+        for name in ("unique", "unique-string"):
+            if name not in self.structures:
+                continue
+            b = run_structure(self.structures[name], rows)
+            for key, args in b.hsets.items():
+                for f, pk in zip(args[0::2], args[1::2]):
+                    self.shared.setdefault((key, f), set()).add(pk)
+            for cmd in b.commands:
+                self.shared.setdefault((cmd[1], None), set()).add(cmd[2])
+        # an entry only one of the rows read makes is not shared (another unique's value)
+        self.shared = {k: pks for k, pks in self.shared.items() if len(pks) > 1}
 
     # -- modes -------------------------------------------------------------------------------
     def full(
@@ -236,6 +274,9 @@ class TableVerifier(RowChecks):
         if not suspects:
             return
         explainer = Explainer(self, self.c.src, self.c.reader.client)
+        self.c.progress.note(
+            self.name, f"naming the members nobody explains in {plural(len(suspects), 'key')}"
+        )
         for name, key in suspects:
             kind = CARDINALITY[name][1]
             for member, value in explainer.foreign(name, key):
@@ -248,6 +289,8 @@ class TableVerifier(RowChecks):
         again by the general path, which names every difference."""
         if isinstance(job, FastBatch):
             if not fast.settle(job):  # type: ignore[union-attr]
+                if not self.check.counts:  # the first difference: the slower path from here
+                    self.c.progress.note(self.name, "differences: naming each one")
                 self.rows(job.rows)
         else:
             self.apply(job[1], job[0].wait())
@@ -286,6 +329,20 @@ class TableVerifier(RowChecks):
                 f"{plural(keys, 'duplicate key')}: the declared primary_key {list(pk)} is not "
                 f"unique in MySQL (rows beyond one per key, not in Redis as they are: {rows}); "
                 f"list the keys with: {shared_keys_query(self.name, pk)}"
+            )
+
+    def shared_uniques(self) -> None:
+        """Values of a ``unique:`` MySQL does not enforce that several rows hold: Redis holds
+        one entry per value, so each row beyond the first is a difference (counted like rows
+        sharing a primary key), with the SQL that lists the rows."""
+        for v in self.shared_values:
+            label, cols = f"({plural(v.values, 'value')})", ", ".join(v.columns)
+            mysql, redis = plural(v.values + v.rows, "row"), plural(v.values, "entry")
+            self.check.add(vr.SHARED_UNIQUE, label, cols, mysql, redis, n=v.rows)
+            self.check.notes.append(
+                f"unique {', '.join(v.columns)}: {plural(v.values, 'value')} held by several "
+                f"rows (MySQL does not enforce it; each entry names one of them, rows beyond "
+                f"one per value: {v.rows}); list the rows with: {v.sql}"
             )
 
     def counts_only(self) -> None:
@@ -352,6 +409,7 @@ class TableVerifier(RowChecks):
         """Look each per-row key of the table up in the source, a chunk at a time, and
         report those that no source row plans (memory stays flat)."""
         chunk: list[bytes] = []
+        self.c.progress.note(self.name, "more row keys than rows: looking each up in MySQL")
         scanned = scan_space(self.c.reader.client, self.c.space, [self.name])
         for page in self.c.space.owned(scanned, [self.name]):
             chunk += [k for k, _, p in page if p is not None and p.family == "row"]

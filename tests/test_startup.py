@@ -1,0 +1,47 @@
+"""The program while it starts (issue 27 items 3 and 6): ``migrator --version`` answers without
+importing the command line's libraries (it took 1.3-3 s importing SQLAlchemy), and a Ctrl-C
+while the program is still starting is one line, exit 130, saying nothing was done (it was
+a ``KeyboardInterrupt`` traceback and exit -2)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+HEAVY = ("sqlalchemy", "typer", "rich", "redis", "pymysql")
+HEAVY_LINE = re.compile(rf"\|\s+({'|'.join(HEAVY)})\b")
+
+
+def test_version_imports_none_of_the_heavy_libraries() -> None:
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "migrator", "--version"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.startswith("migrator "), done
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines()}
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_ctrl_c_while_starting_is_130_without_a_traceback() -> None:
+    """SIGINT once the command line's imports are under way (seen in ``-X importtime``'s
+    lines as they come), before any command runs."""
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "migrator", "validate", "nowhere.yaml"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    watchdog = threading.Timer(60, proc.kill)
+    watchdog.start()
+    try:
+        assert proc.stderr is not None
+        seen = []
+        while not HEAVY_LINE.search(line := proc.stderr.readline()):
+            assert line, "the imports ended before a heavy library was seen"
+            seen.append(line)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        watchdog.cancel()
+    assert proc.returncode == 130, err[-1500:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-1500:]
+    assert "error: interrupted while starting: nothing was done" in err
