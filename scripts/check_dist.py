@@ -79,7 +79,7 @@ def check_wheel(wheel: Path, version: str) -> list[str]:
 
     if f"Project-URL: Documentation, {DOCS}" not in metadata.splitlines():
         problems.append(f"wheel METADATA does not name the documentation ({DOCS})")
-    if f"{PACKAGE} = {PACKAGE}.cli:main" not in entry_points:
+    if f"{PACKAGE} = {PACKAGE}.__main__:main" not in entry_points:
         problems.append("wheel has no 'migrator' console script")
     return problems
 
