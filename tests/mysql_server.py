@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -162,5 +163,9 @@ class PrivateMySQL:
         """Stop the server and remove its directory (once: later calls do nothing)."""
         if not self.dir.exists():
             return
-        self._script("stop")
+        done = self._script("stop")
+        if b"not running" in done.stderr and (self.dir / "data.err").exists():
+            # it died before its time: what it said, before the directory goes
+            tail = (self.dir / "data.err").read_text(errors="replace")[-3000:]
+            sys.stderr.write(f"\nmysqld on port {self.port} had stopped by itself:\n{tail}\n")
         shutil.rmtree(self.dir, ignore_errors=True)
