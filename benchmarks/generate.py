@@ -7,8 +7,9 @@ The database is the one ``--source`` names (created if missing; default ``migrat
 The table carries a comment that marks it as the benchmark's: an ``emp`` table without it is
 someone's data, and is replaced only with ``--force``.
 
-Rows come from MariaDB's SEQUENCE engine (``seq_1_to_N``) in one INSERT ... SELECT, so a
-million rows load in seconds: ``emp_id`` INT primary key, ``ename``, ``email`` UNIQUE,
+Rows come from one INSERT ... SELECT over a cross join of digit tables (``numbers``: 10^k rows
+for the smallest k that covers N, on MariaDB and MySQL alike), so a million rows load in
+seconds: ``emp_id`` INT primary key, ``ename``, ``email`` UNIQUE,
 ``mgr_id`` indexed (1,000 distinct values, 5% NULL), ``hired`` DATETIME, ``salary``
 DECIMAL(10,2), ``note`` TEXT (a quarter NULL, a quarter non-ASCII).
 """
@@ -50,8 +51,19 @@ SELECT seq,
        CASE seq % 4 WHEN 0 THEN NULL
                     WHEN 1 THEN CONCAT('Grüße aus Zürich, 東京 ', seq)
                     ELSE CONCAT('note ', seq) END
-FROM seq_1_to_{n}
+FROM ({numbers}) AS numbers WHERE seq <= {n}
 """
+
+
+DIGITS = "SELECT 0 AS d UNION ALL " + " UNION ALL ".join(f"SELECT {i}" for i in range(1, 10))
+
+
+def numbers(n: int) -> str:
+    """A SELECT of ``seq`` = 1 .. 10^k (k digits, the fewest with 10^k >= n)."""
+    k = max(1, len(str(max(n - 1, 1))))
+    joins = ", ".join(f"({DIGITS}) AS d{i}" for i in range(k))
+    value = " + ".join(f"d{i}.d * {10**i}" for i in range(k))
+    return f"SELECT {value} + 1 AS seq FROM {joins}"
 
 
 def connect_args(url: str) -> dict[str, Any]:
@@ -95,7 +107,7 @@ def generate(rows: int, source: str = DEFAULT_SOURCE, force: bool = False) -> fl
                 )
             cur.execute("DROP TABLE IF EXISTS emp")
             cur.execute(DDL.format(mark=MARK))
-            cur.execute(FILL.format(n=int(rows)))
+            cur.execute(FILL.format(n=int(rows), numbers=numbers(int(rows))))
             cur.execute("ANALYZE TABLE emp")
     finally:
         conn.close()
