@@ -114,52 +114,14 @@ in_prefix() {  # PROGRAM ARGS...: run a program of the prefix through the prefix
 }
 
 # ---------------------------------------------------------------- packages
-APT_OPTS=(
-    -o "Dir::Etc::SourceList=$APT/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts=/dev/null
-    -o "Dir::State::Lists=$APT/lists" -o "Dir::Cache=$APT/cache"
-    -o "Dir::State::status=$APT/status"
-    -o APT::Get::List-Cleanup=0 -o Acquire::Languages=none
-)
-[[ $(id -u) -eq 0 ]] && APT_OPTS+=(-o APT::Sandbox::User=root)
+# shellcheck source=scripts/debian-prefix.sh
+source "$(dirname "${BASH_SOURCE[0]}")/debian-prefix.sh"
+apt_options
 
 # Depends of mysql-server-core that only its plugins load (telemetry: curl, protobuf; webauthn:
 # fido2; mecab; group replication: tirpc), left out; and packages with no file a server loads.
 PLUGIN_ONLY='^(libcurl4.*|libfido2-.*|libmecab2|libprotobuf[0-9]+(t64)?|libtirpc3.*)$'
 SKIP='^(perl|perl-base|perl:any|debconf.*|openssl-provider-legacy|gcc-[0-9]+-base|libc-gconv-modules-extra)$'
-
-detect_mirror() {  # the Debian mirror the system's apt uses (its configuration is only read)
-    local m sl sp
-    m=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 'Created-By: Packages' \
-        'Component: main' 2>/dev/null | awk '$2 !~ /-security$/ { print $1; exit }')
-    if [[ -z $m ]]; then  # no lists yet: read the sources files
-        eval "$(apt-config shell sl Dir::Etc::sourcelist/f sp Dir::Etc::sourceparts/d)"
-        m=$(cat "$sp"/*.sources 2>/dev/null | awk 'BEGIN { RS = "" }
-            /(^|\n)Types:[^\n]*deb([ \n]|$)/ && !/(^|\n)Suites:[^\n]*-security/ &&
-            !/(^|\n)Enabled: *no/ && match($0, /(^|\n)URIs: *[^ \n]+/) {
-                u = substr($0, RSTART, RLENGTH); sub(/.*URIs: */, "", u); print u; exit }')
-        [[ -n $m ]] || m=$(cat "$sl" "$sp"/*.list 2>/dev/null | awk '$1 == "deb" {
-            for (i = 2; i < NF; i++) if ($i ~ /:\/\// && $(i + 1) !~ /-security/) { print $i; exit } }')
-    fi
-    [[ $m =~ ^https?:// ]] || die "cannot tell which Debian mirror apt uses here; give --mirror URL"
-    echo "${m%/}"
-}
-
-apt_lists() {
-    mkdir -p "$APT/lists/partial" "$APT/cache/archives/partial"
-    [[ -n $MIRROR ]] || MIRROR=$(detect_mirror)
-    : > "$APT/status"  # an empty dpkg status: nothing of the system's is looked at
-    local line="deb [signed-by=$KEYRING] $MIRROR $SUITE main"
-    if [[ ! -f $APT/sources.list || $(cat "$APT/sources.list") != "$line" ]]; then
-        echo "$line" > "$APT/sources.list"
-        REFRESH=yes
-    fi
-    if [[ $REFRESH == yes ]] || ! compgen -G "$APT/lists/*_Packages*" >/dev/null; then
-        [[ -r $KEYRING ]] || die "no keyring at $KEYRING (package debian-archive-keyring); give --keyring"
-        say "apt-get update ($SUITE, private lists in $APT)"
-        apt-get "${APT_OPTS[@]}" -qq update >&2 || die "apt-get update failed"
-    fi
-}
 
 depends_of() {  # PACKAGE: its Depends/Pre-Depends names (every alternative), one a line
     { apt-cache "${APT_OPTS[@]}" show --no-all-versions "$1" 2>/dev/null || true; } |
@@ -193,7 +155,7 @@ fetch_locked() {
         t1=$SECONDS t2=$SECONDS t3=$SECONDS
     else
         command -v apt-get >/dev/null || die "needs apt-get (Debian)"
-        apt_lists
+        apt_lists "$SUITE"
         t1=$SECONDS
         local have
         have=$(apt-cache "${APT_OPTS[@]}" show --no-all-versions mysql-server-core 2>/dev/null |
@@ -257,18 +219,11 @@ all_cached() {  # MANIFEST: a .deb for each package it lists is in DEBS
 }
 
 # ---------------------------------------------------------------- server
-alive() {  # PID: the process exists and is not a zombie (kill -0 says yes to zombies)
-    local state
-    state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-    [[ -n $state && $state != Z && $state != X ]]
-}
-
 running() {  # the PID file names a live mysqld of this data dir (never another program)
     local pid
     pid=$(cat "$PIDFILE" 2>/dev/null) && [[ $pid =~ ^[0-9]+$ ]] && alive "$pid" || return 1
     tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "--datadir=$DATA"
 }
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
 
 mysqld_args() {
     local a=(--no-defaults)

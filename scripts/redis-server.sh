@@ -108,52 +108,13 @@ LOG=$RUN/server.log
 URL="redis://127.0.0.1:$PORT"
 
 # ---------------------------------------------------------------- packages
-APT_OPTS=(
-    -o "Dir::Etc::SourceList=$APT/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts=/dev/null
-    -o "Dir::State::Lists=$APT/lists" -o "Dir::Cache=$APT/cache"
-    -o "Dir::State::status=$APT/status"
-    -o APT::Get::List-Cleanup=0 -o Acquire::Languages=none
-)
-[[ $(id -u) -eq 0 ]] && APT_OPTS+=(-o APT::Sandbox::User=root)
+# shellcheck source=scripts/debian-prefix.sh
+source "$(dirname "${BASH_SOURCE[0]}")/debian-prefix.sh"
+apt_options
 
 # what the resolver brings that holds no library the server loads (adduser's and the init
 # scripts' dependencies, glibc's extra modules, perl for valkey-tools' scripts); what is kept is checked below (ld.so --list)
 DROP='^(libc-gconv-modules-extra|libpam.*|libsemanage.*|libsepol.*|libaudit.*|libdebconfclient.*|libdb5.*|libcrypt1|libselinux1|libpcre2.*|libacl1|libbsd0|libmd0|libbz2.*|libcap-ng0|openssl-provider-legacy|lib.*-perl|libperl.*|libgdbm.*)$'
-
-detect_mirror() {  # the Debian mirror the system's apt uses (its configuration is only read)
-    local m sl sp
-    m=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 'Created-By: Packages' \
-        'Component: main' 2>/dev/null | awk '$2 !~ /-security$/ { print $1; exit }')
-    if [[ -z $m ]]; then  # no lists yet: read the sources files
-        eval "$(apt-config shell sl Dir::Etc::sourcelist/f sp Dir::Etc::sourceparts/d)"
-        m=$(cat "$sp"/*.sources 2>/dev/null | awk 'BEGIN { RS = "" }
-            /(^|\n)Types:[^\n]*deb([ \n]|$)/ && !/(^|\n)Suites:[^\n]*-security/ &&
-            !/(^|\n)Enabled: *no/ && match($0, /(^|\n)URIs: *[^ \n]+/) {
-                u = substr($0, RSTART, RLENGTH); sub(/.*URIs: */, "", u); print u; exit }')
-        [[ -n $m ]] || m=$(cat "$sl" "$sp"/*.list 2>/dev/null | awk '$1 == "deb" {
-            for (i = 2; i < NF; i++) if ($i ~ /:\/\// && $(i + 1) !~ /-security/) { print $i; exit } }')
-    fi
-    [[ $m =~ ^https?:// ]] || die "cannot tell which Debian mirror apt uses here; give --mirror URL"
-    echo "${m%/}"
-}
-
-apt_lists() {
-    mkdir -p "$APT/lists/partial" "$APT/cache/archives/partial"
-    [[ -n $MIRROR ]] || MIRROR=$(detect_mirror)
-    : > "$APT/status"  # an empty dpkg status: nothing of the system's is looked at
-    local want s
-    want=$(for s in "${SUITES[@]}"; do echo "deb [signed-by=$KEYRING] $MIRROR $s main"; done)
-    if [[ ! -f $APT/sources.list || $(cat "$APT/sources.list") != "$want" ]]; then
-        echo "$want" > "$APT/sources.list"
-        REFRESH=yes
-    fi
-    if [[ $REFRESH == yes ]] || ! compgen -G "$APT/lists/*_Packages*" >/dev/null; then
-        [[ -r $KEYRING ]] || die "no keyring at $KEYRING (package debian-archive-keyring); give --keyring"
-        say "apt-get update (${SUITES[*]}, private lists in $APT)"
-        apt-get "${APT_OPTS[@]}" -qq update >&2 || die "apt-get update failed"
-    fi
-}
 
 deb_name() {  # PACKAGE VERSION: the file name apt-get download gives it
     echo "${1}_${2//:/%3a}_amd64.deb"
@@ -180,7 +141,7 @@ fetch_locked() {
         mapfile -t files < "$cached"
         say "using the cached .debs of $FLAVOR $VERSION"
     else
-        apt_lists
+        apt_lists "${SUITES[@]}"
         for p in "${PACKAGES[@]}"; do
             if [[ $VERSION == any ]]; then want+=("$p/${SUITES[0]}"); else want+=("$p=$VERSION"); fi
         done
@@ -247,12 +208,6 @@ write_wrappers() {  # PREFIX/wrap/{.ldso,redis-server,redis-cli}: the flavor's p
 }
 
 # ---------------------------------------------------------------- server
-alive() {  # PID: the process exists and is not a zombie (kill -0 says yes to zombies)
-    local state
-    state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-    [[ -n $state && $state != Z && $state != X ]]
-}
-
 running() {  # the PID file names a live server of this prefix and port (never another program)
     local pid
     pid=$(cat "$PIDFILE" 2>/dev/null) && [[ $pid =~ ^[0-9]+$ ]] && alive "$pid" || return 1
@@ -261,7 +216,6 @@ running() {  # the PID file names a live server of this prefix and port (never a
     cmdline=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) || return 1
     [[ $cmdline == *" $PREFIX/usr/bin/$SERVER_BIN "* && $cmdline == *":$PORT "* ]]
 }
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
 
 start() {
     if running; then
