@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from migrator.commands import verify
 from migrator.commands.sync import sync
@@ -24,10 +23,12 @@ from migrator.errors import EXIT_DIFFERENCE, EXIT_USAGE, MigratorError
 from migrator.mapping.loader import parse_mapping
 from migrator.source.binlog import BinlogPosition
 from migrator.source.gtid import FailoverRefused, parse, render
-from migrator.store.sync_state import state_key
 from tests.binlog_server import missing
-from tests.replication import ReplicaPair, _value
-from tests.services import MySQLDatabase, create_database, database_url, drop_database
+from tests.replication import ReplicaPair, on
+from tests.replication import follow as follow_as
+from tests.replication import stored as stored_as
+from tests.replication import value as _value
+from tests.services import MySQLDatabase, create_database, drop_database
 from tests.sync.helpers import write_random as write
 from tests.sync.workload import MAPPING, SCHEMA
 
@@ -51,22 +52,12 @@ def target(redis_url: str) -> str:
     return redis_url
 
 
-def on(server: Any, name: str) -> MySQLDatabase:
-    return MySQLDatabase(name, database_url(server.url, name), server.url)
-
-
 def follow(db: MySQLDatabase, target: str) -> Any:
-    return sync(parse_mapping(MAPPING, name=NAME), source=db.url, target=target,
-                until_caught_up=True, server_id=READER)  # fmt: skip
+    return follow_as(db, target, NAME, READER)
 
 
 def stored(target: str) -> dict[str, str]:
-    client = redis.Redis.from_url(target)
-    try:
-        raw = client.hgetall(state_key(NAME))
-    finally:
-        client.close()
-    return {k.decode(): v.decode() for k, v in raw.items()}
+    return stored_as(target, NAME)
 
 
 def seq(state: str) -> int:

@@ -1,6 +1,6 @@
 """sync across a failover by GTID on Oracle MySQL (issue 25 item 2): the stored position carries
 MySQL's executed GTID set (``uuid:1-17``, never only the last GTID), and a promoted replica is
-followed from it, on a primary and a replica of the test's own (tests/replication_mysql.py: two
+followed from it, on a primary and a replica of the test's own (tests/replication.py: two
 private MySQL 9.7, GTID auto-position, the replica logging to ``replica-bin.*``). A replica that
 lacks transactions Redis already holds is refused (exit 1) and Redis is left as it was."""
 
@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 
 from migrator.commands import verify
 from migrator.commands.sync import sync
@@ -20,10 +19,12 @@ from migrator.mapping.loader import parse_mapping
 from migrator.source.binlog import BinlogPosition
 from migrator.source.gtid import FailoverRefused
 from migrator.source.gtid_set import GtidSet
-from migrator.store.sync_state import state_key
 from tests.mysql_server import mysql_problem
-from tests.replication_mysql import MySQLReplicaPair, _value
-from tests.services import MySQLDatabase, create_database, database_url
+from tests.replication import MySQLReplicaPair, on
+from tests.replication import follow as follow_as
+from tests.replication import stored as stored_as
+from tests.replication import value as _value
+from tests.services import MySQLDatabase, create_database
 from tests.sync.helpers import write_random as write
 from tests.sync.workload import MAPPING, SCHEMA
 
@@ -45,22 +46,12 @@ def pair() -> Iterator[MySQLReplicaPair]:
         pair.stop()
 
 
-def on(server: Any, name: str) -> MySQLDatabase:
-    return MySQLDatabase(name, database_url(server.url, name), server.url)
-
-
 def follow(db: MySQLDatabase, target: str) -> Any:
-    return sync(parse_mapping(MAPPING, name=NAME), source=db.url, target=target,
-                until_caught_up=True, server_id=READER)  # fmt: skip
+    return follow_as(db, target, NAME, READER)
 
 
 def stored(target: str) -> dict[str, str]:
-    client = redis.Redis.from_url(target)
-    try:
-        raw = client.hgetall(state_key(NAME))
-    finally:
-        client.close()
-    return {k.decode(): v.decode() for k, v in raw.items()}
+    return stored_as(target, NAME)
 
 
 def same_set(a: str, b: str) -> bool:
