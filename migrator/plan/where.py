@@ -80,31 +80,28 @@ _ORDER: dict[str, Callable[[object, object], bool]] = {
 
 
 def _and(items: list[Test]) -> Test:
-    def both(row: Row) -> bool | None:
-        unknown = False
-        for t in items:
-            got = t(row)
-            if got is False:
-                return False
-            if got is None:
-                unknown = True
-        return None if unknown else True
-
-    return both
+    return _three_valued(items, decisive=False)
 
 
 def _or(items: list[Test]) -> Test:
-    def either(row: Row) -> bool | None:
+    return _three_valued(items, decisive=True)
+
+
+def _three_valued(items: list[Test], decisive: bool) -> Test:
+    """SQL's AND (``decisive=False``) or OR (``True``): the first item giving ``decisive``
+    decides; else unknown (None) if any item was unknown, else ``not decisive``."""
+
+    def combined(row: Row) -> bool | None:
         unknown = False
         for t in items:
             got = t(row)
-            if got is True:
-                return True
+            if got is decisive:
+                return decisive
             if got is None:
                 unknown = True
-        return None if unknown else False
+        return None if unknown else not decisive
 
-    return either
+    return combined
 
 
 def _equal(column: object, lit: Lit) -> Callable[[bytes], bool]:
