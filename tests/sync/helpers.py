@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
 from migrator.source.binlog import BinlogPosition
 from migrator.source.binlog_settings import log_status
+from tests.faults import wait_for
 from tests.sync.workload import Writer
 
 
@@ -82,3 +84,43 @@ def following(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def while_syncing(
+    run: Callable[[threading.Event, Callable[[Any], None]], object],
+    writes: list[Callable[[], object]],
+) -> None:
+    """``run(stop, on_status)`` (a sync) in a thread while each of ``writes`` runs in a thread
+    of its own; once the writes are done and the sync is past its first load, it is stopped
+    and joined. Whatever the sync raised is raised here. Stopped while following: a stop
+    during the first load is an interrupt (exit 130), which a slow host reaches when the
+    writes end before the load does."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    following = threading.Event()
+
+    def status(s: Any) -> None:
+        if s.phase != "loading":
+            following.set()
+
+    def follow() -> None:
+        try:
+            run(stop, status)
+        except BaseException as e:
+            errors.append(e)
+
+    follower = threading.Thread(target=follow)
+    follower.start()
+    writers = [threading.Thread(target=w) for w in writes]
+    try:
+        for w in writers:
+            w.start()
+        for w in writers:
+            w.join()
+        wait_for("sync following the log", lambda: following.is_set() or bool(errors), 120)
+    finally:
+        stop.set()
+        follower.join(60)
+    assert not follower.is_alive(), "sync did not stop within 60 s"
+    if errors:
+        raise errors[0]

@@ -5,6 +5,7 @@ refusal of a server without a binary log. After each, ``verify`` must find Redis
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -21,14 +23,14 @@ from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.errors import SourceError
 from migrator.mapping.loader import parse_mapping
-from migrator.reports import SchemaChanged, SyncStatus
+from migrator.reports import SchemaChanged
 from migrator.store.sync_lock import lock_key
 from migrator.store.sync_state import state_key
 from migrator.sync.schema_watch import resnapshot_by_hand
 from tests.faults import wait_for
 from tests.mysql_server import PrivateMySQL
 from tests.services import create_database, database_url
-from tests.sync.helpers import cli, following, write_random
+from tests.sync.helpers import cli, following, while_syncing, write_random
 from tests.sync.workload import MAPPING, SCHEMA
 
 _ids = iter(range(7100, 8000))
@@ -63,34 +65,12 @@ def test_first_run_loads_the_snapshot_then_follows(binlog_db, redis_url: str) ->
 @pytest.mark.parametrize("seeds", [(11, 12, 13), (21, 22)])
 def test_random_writes_while_sync_runs(binlog_db, redis_url: str, seeds) -> None:  # type: ignore[no-untyped-def]
     binlog_db.run(SCHEMA)
-    stop = threading.Event()
-    errors: list[BaseException] = []
-    following = threading.Event()
 
-    def status(s: SyncStatus) -> None:
-        if s.phase != "loading":
-            following.set()
+    def run(stop: threading.Event, status: Any) -> None:
+        sync(_mapping(), source=binlog_db.url, target=redis_url, stop=stop,
+             server_id=next(_ids), on_status=status)  # fmt: skip
 
-    def run() -> None:
-        try:
-            sync(_mapping(), source=binlog_db.url, target=redis_url, stop=stop,
-                 server_id=next(_ids), on_status=status)  # fmt: skip
-        except BaseException as e:
-            errors.append(e)
-
-    follower = threading.Thread(target=run)
-    follower.start()
-    writers = [threading.Thread(target=write_random, args=(binlog_db, s, 120)) for s in seeds]
-    for w in writers:
-        w.start()
-    for w in writers:
-        w.join()
-    # stopped while following: a stop during the first load is an interrupt (exit 130), which
-    # a slow host reaches when the writes end before the load does
-    wait_for("sync following the log", lambda: following.is_set() or errors, 120)
-    stop.set()
-    follower.join(60)
-    assert not follower.is_alive() and not errors, errors
+    while_syncing(run, [functools.partial(write_random, binlog_db, s, 120) for s in seeds])
     # what the stopped follower had not applied yet is applied by a restart
     sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
          server_id=next(_ids))  # fmt: skip

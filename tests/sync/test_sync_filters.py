@@ -5,16 +5,17 @@ what Redis holds, key by key) agrees."""
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 from decimal import Decimal
+from typing import Any
 
 from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
-from migrator.reports import SyncStatus
-from tests.faults import wait_for
 from tests.services import MySQLDatabase
+from tests.sync.helpers import while_syncing
 
 SCHEMA = """
 CREATE TABLE acct (
@@ -128,35 +129,14 @@ def test_writes_during_the_online_load_move_rows_in_and_out(
     conn.commit()
     conn.close()
     mapping = parse_mapping(MAPPING, name="filters-online")
-    stop = threading.Event()
-    errors: list[BaseException] = []
-    following = threading.Event()
 
-    def status(s: SyncStatus) -> None:
-        if s.phase != "loading":
-            following.set()
+    def run(stop: threading.Event, status: Any) -> None:
+        sync(mapping, source=binlog_db.url, target=redis_url, stop=stop, chunk_rows=20,
+             server_id=next(_ids), on_status=status)  # fmt: skip
 
-    def run() -> None:
-        try:
-            sync(mapping, source=binlog_db.url, target=redis_url, stop=stop, chunk_rows=20,
-                 server_id=next(_ids), on_status=status)  # fmt: skip
-        except BaseException as e:
-            errors.append(e)
-
-    follower = threading.Thread(target=run)
-    follower.start()
-    writers = [
-        threading.Thread(target=_write, args=(binlog_db, random.Random(s), 100, 400 + 100 * s))
-        for s in (1, 2)
-    ]
-    for w in writers:
-        w.start()
-    for w in writers:
-        w.join()
-    wait_for("sync following the log", lambda: following.is_set() or errors, 120)
-    stop.set()
-    follower.join(60)
-    assert not follower.is_alive() and not errors, errors
+    writes = [functools.partial(_write, binlog_db, random.Random(s), 100, 400 + 100 * s)
+              for s in (1, 2)]  # fmt: skip
+    while_syncing(run, writes)
     sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
          server_id=next(_ids))  # fmt: skip
     report = verify(mapping, source=binlog_db.url, target=redis_url)
