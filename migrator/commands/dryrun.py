@@ -33,6 +33,7 @@ from migrator.plan.estimate import Limits, MemoryModel, keyspace
 from migrator.plan.finish import finish_commands
 from migrator.plan.planner import Command, Stats, TablePlan
 from migrator.plan.resp import resp
+from migrator.plan.search import definition
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.source.snapshot import Snapshot
@@ -82,6 +83,7 @@ class TableDryRun:
     readers: dict[str, int] = field(default_factory=dict)  # rows per driver that read them
     where: str | None = None  # the table's row filter, as written
     filtered_out: int = 0  # rows of the table the filter leaves out (not planned)
+    search: str | None = None  # the FT.CREATE migrate sends for the table's search index
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -98,6 +100,7 @@ class TableDryRun:
             "duplicate_rows": self.duplicate_rows,
             "readers": self.readers,
             "where": self.where,
+            "search": self.search,
             "filtered_out": self.filtered_out,
         }
 
@@ -271,6 +274,9 @@ def dry_run(
                 seconds=time.perf_counter() - t0,
                 readers=dict(done.readers),
             )
+            index = definition(r)
+            if index is not None:
+                report.search = command_line(tuple(a.encode() for a in index.command()))
             if r.table.where is not None:  # the rows planned are those the filter keeps
                 report.where = r.table.where.text
                 report.filtered_out = src.count(r.name) - done.rows
