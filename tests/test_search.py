@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import re
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,8 @@ from migrator.mapping.resolve import resolve
 from migrator.plan.search import definition
 from migrator.source.mysql import Source
 from migrator.store.search_index import current, has_search, state_key
+
+REPO = Path(__file__).resolve().parent.parent
 
 SCHEMA = """
 CREATE TABLE book (
@@ -263,3 +266,33 @@ def test_a_target_without_search_is_refused_at_start(mysql_db, redis_url: str) -
         assert client.dbsize() == 0  # nothing written
     finally:
         client.close()
+
+
+def _docs_example() -> str:
+    text = (REPO / "docs" / "mapping.md").read_text(encoding="utf-8")
+    section = text.split("### `search`", 1)[1]
+    return section.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_documented_book_and_tag_example(mysql_db, modules_redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    """docs/mapping.md's example on samples/book_tag.sql, and the answers it shows."""
+    mysql_db.run((REPO / "samples" / "book_tag.sql").read_text(encoding="utf-8"))
+    m = parse_mapping(_docs_example(), name="booktag")
+    shown = dry_run(m, source=mysql_db.url, sample=0)
+    creates = {t.table: t.search or "" for t in shown.tables}
+    assert creates["book"].endswith("ON HASH PREFIX 1 book: SCHEMA name TEXT author TEXT")
+    assert creates["tag"].endswith(
+        'ON HASH PREFIX 1 tag: SCHEMA book_id NUMERIC SORTABLE tagname TAG SEPARATOR "\\x1f"'
+    )
+    assert migrate(m, source=mysql_db.url, target=modules_redis_url).exit_code == 0
+    r = redis.Redis.from_url(modules_redis_url, decode_responses=True)
+    try:
+        ruby = r.ft("tags").search(Query("@tagname:{ruby}").return_field("book_id"))
+        assert sorted(d.book_id for d in ruby.docs) == ["1", "2"]
+        assert [
+            d.id for d in r.ft("tags").search(Query("@tagname:{ruby} @book_id:[2 2]")).docs
+        ] == ["tag:ruby:2"]
+        assert [d.id for d in r.ft("books").search(Query("@name:erlang")).docs] == ["book:3"]
+    finally:
+        r.close()
+    assert verify(m, source=mysql_db.url, target=modules_redis_url).exit_code == 0

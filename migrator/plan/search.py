@@ -147,6 +147,12 @@ def definition(r: Resolved) -> SearchIndex | None:
                 )
         ci = (col.collation or "").endswith("_ci")
         attrs.append(Attribute(column, fields.get(column, column), kind, not ci))
+    if not attrs:
+        raise MappingError(
+            f"the search index of table {r.name} would index nothing: no index, unique, "
+            "sorted-set score or FULLTEXT column is in its row hash",
+            path=path, hint="name columns to index: search: {name: ..., tag: [col], text: [col]}",
+        )  # fmt: skip
     exclude = tuple(_excluded(r, prefix))
     return SearchIndex(r.name, search.name, prefix, exclude, tuple(attrs), tuple(skipped))
 
