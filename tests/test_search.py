@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import pytest
 import redis
 from redis.commands.search.query import Query
 
-from migrator.commands import dry_run, migrate, verify
+from migrator.commands import dry_run, migrate, sync, validate, verify
 from migrator.errors import MappingError, MigratorError
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.resolve import resolve
@@ -250,7 +252,9 @@ def test_verify_compares_the_index_with_mysql(loaded) -> None:  # type: ignore[n
         client.close()
 
 
-def test_a_target_without_search_is_refused_at_start(mysql_db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_target_without_search_is_refused_at_start(
+    mysql_db, redis_url: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     mysql_db.run(SCHEMA)
     _insert(mysql_db, _rows(3, 5))
     client = redis.Redis.from_url(redis_url)
@@ -258,11 +262,21 @@ def test_a_target_without_search_is_refused_at_start(mysql_db, redis_url: str) -
         client.close()
         pytest.skip("this target has search (Redis 8): the refusal needs one without")
     try:
-        for command in (migrate, verify):
+        for command in (migrate, verify, sync):
             with pytest.raises(MigratorError) as e:
-                command(_mapping(), source=mysql_db.url, target=redis_url)
+                command(_mapping(), source=mysql_db.url, target=redis_url)  # type: ignore[operator]
             assert e.value.exit_code == 2
             assert "no search" in e.value.message and "RediSearch" in str(e.value.hint)
+        mapping = tmp_path / "m.yaml"
+        mapping.write_text(MAPPING % "")
+        for command in ("migrate", "verify", "sync"):
+            done = subprocess.run(
+                [sys.executable, "-m", "migrator", command, str(mapping),
+                 "--source", mysql_db.url, "--target", redis_url],
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert done.returncode == 2, (command, done.stderr)
+            assert "no search" in done.stderr and "--loadmodule" in done.stderr, done.stderr
         assert client.dbsize() == 0  # nothing written
     finally:
         client.close()
@@ -296,3 +310,22 @@ def test_the_documented_book_and_tag_example(mysql_db, modules_redis_url: str) -
     finally:
         r.close()
     assert verify(m, source=mysql_db.url, target=modules_redis_url).exit_code == 0
+
+
+def test_the_search_key_is_checked_when_loaded() -> None:
+    with pytest.raises(MappingError, match="did you mean 'name'"):
+        parse_mapping("version: 1\ntables:\n  book:\n    search: {nam: books}\n")
+    with pytest.raises(MappingError, match="index_sets"):
+        parse_mapping("version: 1\ntables:\n  book:\n    search: {name: b, index_sets: 1}\n")
+    m = parse_mapping("version: 1\ntables:\n  book:\n    search: {name: b, tag: [x, y]}\n")
+    assert m.table("book").search is not None and m.table("book").search.tag == ("x", "y")
+
+
+def test_validate_reports_a_search_it_cannot_build(mysql_db, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    mysql_db.run(SCHEMA)
+    path = tmp_path / "m.yaml"
+    path.write_text("version: 1\ntables:\n  book:\n    as: columns\n    search: {name: b}\n")
+    report = validate(path, source=mysql_db.url)
+    assert [p.path for p in report.problems] == ["tables.book.search"], report.problems
+    path.write_text(MAPPING % "")
+    assert validate(path, source=mysql_db.url).problems == []

@@ -109,6 +109,8 @@ def coordinate(
     online = figures.tee(bars, None, o.status_interval, phase=False)
     others = figures.tee(NULL_PROGRESS, None, o.status_interval, phase=False)
     client: Any = connect_any(url)
+    searches = definitions(resolved)
+    search_index.require(client, searches)  # the server indexes the hashes as sync writes them
     database = src.url.database
     if not database:
         raise MigratorError(
@@ -121,8 +123,6 @@ def coordinate(
     logged = surfaced(lambda: cascades_logged(src.raw_connection()),
                       "reading the source's settings", src.close)  # fmt: skip
     refuse_unfollowable({r.name: TablePlan(r) for r in resolved}, is_cluster(client), logged)
-    searches = definitions(resolved)
-    search_index.require(client, searches)  # the server indexes the hashes as sync writes them
     ident = f"{src.url.host or 'localhost'}:{src.url.port or 3306}/{database}"
     lock = SyncLock(connect_any(url), m.name, m.file or m.name)
     lock.acquire()  # before anything is written or the log is read
