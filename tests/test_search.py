@@ -85,13 +85,7 @@ def _insert(db: Any, rows: list[tuple[Any, ...]]) -> None:
 
 
 def _ids(db: Any, where: str, args: tuple[Any, ...] = ()) -> set[int]:
-    conn = db.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT id FROM book WHERE {where}", args)
-            return {int(r[0]) for r in cur.fetchall()}
-    finally:
-        conn.close()
+    return {int(r[0]) for r in db.query(f"SELECT id FROM book WHERE {where}", args)}
 
 
 def _found(client: redis.Redis, query: str) -> set[int]:
