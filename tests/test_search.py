@@ -323,3 +323,15 @@ def test_validate_reports_a_search_it_cannot_build(mysql_db, tmp_path: Path) -> 
     assert [p.path for p in report.problems] == ["tables.book.search"], report.problems
     path.write_text(MAPPING % "")
     assert validate(path, source=mysql_db.url).problems == []
+
+
+def test_a_bad_search_stops_migrate_with_its_file_and_line(
+    mysql_db, modules_redis_url: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    mysql_db.run(SCHEMA)
+    path = tmp_path / "bad.yaml"
+    path.write_text("version: 1\ntables:\n  book:\n    search: {name: b, numeric: [published]}\n")
+    with pytest.raises(MappingError) as e:
+        migrate(path, source=mysql_db.url, target=modules_redis_url)
+    assert e.value.exit_code == 2 and e.value.line == 4 and str(e.value.file).endswith("bad.yaml")
+    assert redis.Redis.from_url(modules_redis_url).dbsize() == 0

@@ -132,8 +132,8 @@ def migrate(
         )
         # nothing of this run is written before the load: a failure here (the target
         # unreachable, refusing the login) needs no --resume, and its hint is its own
+        searches = definitions(resolved, m)  # a bad 'search:' stops before connecting
         client = connect_any(target_url(m, target))
-        searches = definitions(resolved)
         search_index.require(client, searches)
         # a Redis that goes away from here on is retried as it is mid-load
         retrying = Retrying(policy, lambda text: progress.note(STARTING, text))

@@ -91,7 +91,7 @@ def verify(
         plans = {r.name: TablePlan(r) for r in everything}
         space = KeySpace(list(plans.values()), m.options.ignore)
         client = connect_any(target_url(m, target))
-        search_index.require(client, definitions(resolved))
+        search_index.require(client, definitions(resolved, m))
         reader = reader_for(client, Retrying(policy))
         size = batch_size or m.options.batch_size
         cluster = None

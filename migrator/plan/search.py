@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from migrator.errors import MappingError
 from migrator.mapping.kinds import Kind
+from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 
 TAG_SEPARATOR = "\x1f"
@@ -87,9 +88,23 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def definitions(resolved: Sequence[Resolved]) -> list[SearchIndex]:
-    """The search indexes the tables ask for (MappingError, exit 2, for a bad one)."""
-    return [d for d in (definition(r) for r in resolved) if d is not None]
+def definitions(resolved: Sequence[Resolved], mapping: Mapping | None = None) -> list[SearchIndex]:
+    """The search indexes the tables ask for (MappingError, exit 2, for a bad one: with the
+    mapping's file and line when ``mapping`` is given)."""
+    out = []
+    for r in resolved:
+        try:
+            index = definition(r)
+        except MappingError as e:
+            if mapping is None:
+                raise
+            line = mapping.line_of(e.path)
+            raise MappingError(
+                e.detail, path=e.path, file=mapping.file, line=line, hint=e.hint
+            ) from None
+        if index is not None:
+            out.append(index)
+    return out
 
 
 def definition(r: Resolved) -> SearchIndex | None:

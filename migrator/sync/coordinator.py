@@ -109,7 +109,7 @@ def coordinate(
     online = figures.tee(bars, None, o.status_interval, phase=False)
     others = figures.tee(NULL_PROGRESS, None, o.status_interval, phase=False)
     client: Any = connect_any(url)
-    searches = definitions(resolved)
+    searches = definitions(resolved, m)
     search_index.require(client, searches)  # the server indexes the hashes as sync writes them
     database = src.url.database
     if not database:
