@@ -335,3 +335,17 @@ def test_a_bad_search_stops_migrate_with_its_file_and_line(
         migrate(path, source=mysql_db.url, target=modules_redis_url)
     assert e.value.exit_code == 2 and e.value.line == 4 and str(e.value.file).endswith("bad.yaml")
     assert redis.Redis.from_url(modules_redis_url).dbsize() == 0
+
+
+def test_only_index_sets_false_changes_what_sync_and_resume_are_bound_to() -> None:
+    """A search index changes no key, so sync's per-table fingerprints stay (no re-snapshot
+    of a table when its 'search:' is added or edited); 'index_sets: false' changes keys."""
+    from migrator.sync.identity import table_fingerprints
+
+    def prints(body: str) -> dict[str, str]:
+        return table_fingerprints(parse_mapping(f"version: 1\ntables:\n  book: {body}\n"))
+
+    plain = prints("{}")
+    assert prints("{search: {name: b}}") == plain
+    assert prints("{search: {name: c, tag: [lang]}}") == plain
+    assert prints("{search: {name: b, index_sets: false}}") != plain

@@ -216,8 +216,15 @@ class Table:
     #: this table's own ``escape`` policy (None: ``options.escape``): the keys of the other
     #: tables stay as they are
     escape: str | None = None
-    #: a search index of the rows (None: none)
-    search: Search | None = None
+    #: a search index of the rows (None: none). Out of the repr: the fingerprints of what the
+    #: keys depend on (sync/identity.py) stay as they were; ``index_sets: false``, which
+    #: changes the keys, is added to them by name
+    search: Search | None = field(default=None, repr=False)
+
+    @property
+    def without_index_sets(self) -> bool:
+        """A search index stands in for the SET indexes (``search: {index_sets: false}``)."""
+        return self.search is not None and not self.search.index_sets
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ class Resolved:
     def index_sets(self) -> tuple[Index, ...]:
         """Non-unique indexes plus references, each column list once (never twice); none when
         a search index stands in for them (``search: {index_sets: false}``)."""
-        if self.table.search is not None and not self.table.search.index_sets:
+        if self.table.without_index_sets:
             return ()
         seen: list[tuple[str, ...]] = []
         for cols in [i.columns for i in self.table.indexes] + [
