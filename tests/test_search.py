@@ -349,3 +349,24 @@ def test_only_index_sets_false_changes_what_sync_and_resume_are_bound_to() -> No
     assert prints("{search: {name: b}}") == plain
     assert prints("{search: {name: c, tag: [lang]}}") == plain
     assert prints("{search: {name: b, index_sets: false}}") != plain
+
+
+def test_an_index_of_the_applications_own_is_never_dropped(
+    mysql_db, modules_redis_url: str
+) -> None:  # type: ignore[no-untyped-def]
+    mysql_db.run(SCHEMA)
+    _insert(mysql_db, _rows(4, 20))
+    client = redis.Redis.from_url(modules_redis_url, decode_responses=True)
+    try:
+        client.execute_command("FT.CREATE", "books", "ON", "HASH", "SCHEMA", "x", "TAG")
+        with pytest.raises(MigratorError, match="of its own") as e:
+            migrate(_mapping(), source=mysql_db.url, target=modules_redis_url)
+        assert e.value.exit_code == 2 and client.dbsize() == 0  # refused before writing
+        client.execute_command("FT.CREATE", "mine", "ON", "HASH", "SCHEMA", "x", "TAG")
+        client.execute_command("FT.DROPINDEX", "books")
+        client.execute_command("FT.ALIASADD", "books", "mine")
+        assert migrate(_mapping(), source=mysql_db.url, target=modules_redis_url).exit_code == 0
+        assert current(client, "books") != "mine"
+        assert "mine" in client.execute_command("FT._LIST")  # moved away from, not dropped
+    finally:
+        client.close()

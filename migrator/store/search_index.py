@@ -48,6 +48,17 @@ def require(client: Any, indexes: Sequence[SearchIndex]) -> None:
             "(FT.CREATE is an unknown command); nothing was written",
             FIX,
         )
+    for index in indexes:
+        if current(client, index.alias) == index.alias:
+            raise _taken(index.alias)
+
+
+def _taken(name: str) -> MigratorError:
+    return MigratorError(
+        f"the target has a search index named {name} of its own (not an alias), so the tool "
+        "cannot point that name at its index; nothing was written",
+        "give search.name another value, or drop that index (FT.DROPINDEX)",
+    )
 
 
 def build(client: Any, mapping: str, indexes: Sequence[SearchIndex], progress: Progress) -> None:
@@ -117,6 +128,8 @@ def ensure(client: redis.Redis, mapping: str, index: SearchIndex) -> bool:
     before = current(client, index.alias)
     if before == version:
         return False
+    if before == index.alias:
+        raise _taken(index.alias)
     if info(client, version) is None:
         client.execute_command("FT.CREATE", version, *index.args())
     wait_indexed(client, version)
@@ -128,7 +141,7 @@ def ensure(client: redis.Redis, mapping: str, index: SearchIndex) -> bool:
             "definition": json.dumps(index.command()),
         },
     )  # fmt: skip
-    if before is not None and before != version:
+    if before is not None and before.startswith(f"{index.alias}:"):  # a version of ours
         client.execute_command("FT.DROPINDEX", before)
     return True
 
