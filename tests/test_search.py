@@ -370,3 +370,20 @@ def test_an_index_of_the_applications_own_is_never_dropped(
         assert "mine" in client.execute_command("FT._LIST")  # moved away from, not dropped
     finally:
         client.close()
+
+
+def test_without_index_sets_a_cascade_into_the_table_is_refused_with_the_reason() -> None:
+    """docs/mapping.md, search's limits: sync finds a cascade's children through the SET
+    index, which 'index_sets: false' leaves out (tests/test_cascade_plan.py's schema)."""
+    from migrator.plan.cascade import followable
+    from migrator.plan.planner import TablePlan
+    from tests.test_cascade_plan import MAPPING as CASCADE
+    from tests.test_cascade_plan import _schema
+
+    text = CASCADE + "    search: {name: children, index_sets: false, numeric: [e]}\n"
+    plans = {r.name: TablePlan(r) for r in resolve(parse_mapping(text), _schema())}
+    rules, refused = followable(plans)
+    assert rules == [] and len(refused) == 1
+    assert "no index or reference on exactly (parent_id)" in refused[0].why
+    kept = {r.name: TablePlan(r) for r in resolve(parse_mapping(CASCADE), _schema())}
+    assert followable(kept)[1] == []

@@ -38,14 +38,18 @@ class Attribute:
     field: str  # its name in the row hash
     type: str  # TAG, NUMERIC or TEXT
     case_sensitive: bool = False  # TAG only
+    #: a JSON document's path to the value (``$.lang``): then ``path AS field``; None: the
+    #: hash field itself
+    path: str | None = None
 
     def args(self) -> list[str]:
+        name = [self.field] if self.path is None else [self.path, "AS", self.field]
         if self.type == "TAG":
-            out = [self.field, "TAG", "SEPARATOR", TAG_SEPARATOR]
+            out = [*name, "TAG", "SEPARATOR", TAG_SEPARATOR]
             return out + (["CASESENSITIVE"] if self.case_sensitive else [])
         if self.type == "NUMERIC":
-            return [self.field, "NUMERIC", "SORTABLE"]
-        return [self.field, "TEXT"]
+            return [*name, "NUMERIC", "SORTABLE"]
+        return [*name, "TEXT"]
 
 
 @dataclass(frozen=True)
@@ -56,10 +60,11 @@ class SearchIndex:
     exclude: tuple[str, ...]  # key prefixes under ``prefix`` that are not rows
     attributes: tuple[Attribute, ...]
     skipped: tuple[str, ...]  # index columns the row hash does not hold
+    on: str = "HASH"  # JSON for documents: attributes then carry their ``path``
 
     def args(self) -> list[str]:
         """FT.CREATE's arguments after the index name."""
-        out = ["ON", "HASH", "PREFIX", "1", self.prefix]
+        out = ["ON", self.on, "PREFIX", "1", self.prefix]
         if self.exclude:
             cond = " && ".join(f"!startswith(@__key, {_quote(p)})" for p in self.exclude)
             out += ["FILTER", cond]
