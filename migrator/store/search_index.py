@@ -146,9 +146,19 @@ def ensure(client: redis.Redis, mapping: str, index: SearchIndex) -> bool:
     return True
 
 
-def count(client: redis.Redis, name: str, query: str) -> int:
-    """How many documents of the index match the query (``FT.SEARCH ... LIMIT 0 0``)."""
-    reply = client.execute_command("FT.SEARCH", name, query, "LIMIT", "0", "0")
+def counts(client: redis.Redis, name: str, queries: Sequence[str], batch: int = 1000) -> list[int]:
+    """How many documents of the index match each query (``FT.SEARCH ... LIMIT 0 0``),
+    pipelined ``batch`` at a time."""
+    out: list[int] = []
+    for start in range(0, len(queries), batch):
+        pipe = client.pipeline(transaction=False)
+        for query in queries[start : start + batch]:
+            pipe.execute_command("FT.SEARCH", name, query, "LIMIT", "0", "0")
+        out += [_total(reply) for reply in pipe.execute()]
+    return out
+
+
+def _total(reply: Any) -> int:
     if isinstance(reply, dict):
         total = reply.get(b"total_results", reply.get("total_results"))
         return int(total or 0)

@@ -20,7 +20,7 @@ from migrator.source.where import clause
 from migrator.store import search_index
 from migrator.verify.report import TableCheck
 
-MAX_VALUES = 10_000  # TAG values compared per attribute; beyond, a note says so
+MAX_VALUES = 100_000  # TAG values compared per attribute; beyond, a note says so
 
 
 def check(src: Source, client: Any, r: Resolved, index: SearchIndex, out: TableCheck) -> None:
@@ -53,10 +53,10 @@ def check(src: Source, client: Any, r: Resolved, index: SearchIndex, out: TableC
                 f"{MAX_VALUES:,} were compared"
             )
             values = values[:MAX_VALUES]
-        for value, n in values:
-            text = value.decode() if isinstance(value, bytes) else str(value)
-            if text == "":  # the engine does not index an empty TAG (INDEXEMPTY is 2.10+)
-                continue
-            got = search_index.count(client, alias, search_index.tag_query(attr.field, text))
+        texts = [v.decode() if isinstance(v, bytes) else str(v) for v, _ in values]
+        # the engine does not index an empty TAG (INDEXEMPTY is 2.10+): left out
+        pairs = [(t, n) for t, (_, n) in zip(texts, values, strict=True) if t != ""]
+        queries = [search_index.tag_query(attr.field, t) for t, _ in pairs]
+        for (text, n), got in zip(pairs, search_index.counts(client, alias, queries), strict=True):
             if got != n:
                 out.add("search index tag count", alias, f"{attr.field}={text}", n, got)
