@@ -271,6 +271,16 @@ class MySQLDatabase:
         finally:
             conn.close()
 
+    def insert(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """``sql`` (an INSERT with ``%s`` placeholders) for each of ``rows``, then commit."""
+        conn = self.connect(client_flag=0)
+        try:
+            with conn.cursor() as cur:
+                cur.executemany(sql, rows)
+            conn.commit()
+        finally:
+            conn.close()
+
     def query(self, sql: str, args: Any = None) -> list[tuple[Any, ...]]:
         """The rows of one statement, as tuples (pymysql's own Python types)."""
         conn = self.connect(client_flag=0)

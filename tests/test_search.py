@@ -75,13 +75,7 @@ def _rows(seed: int, n: int, start: int = 1) -> list[tuple[Any, ...]]:
 
 
 def _insert(db: Any, rows: list[tuple[Any, ...]]) -> None:
-    conn = db.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.executemany("INSERT INTO book VALUES (%s, %s, %s, %s, %s, %s, %s)", rows)
-        conn.commit()
-    finally:
-        conn.close()
+    db.insert("INSERT INTO book VALUES (%s, %s, %s, %s, %s, %s, %s)", rows)
 
 
 def _ids(db: Any, where: str, args: tuple[Any, ...] = ()) -> set[int]:

@@ -43,13 +43,7 @@ def test_dask_chunks_load_and_verify_only_the_filtered_rows(
     mysql_db.run("CREATE TABLE t (id INT PRIMARY KEY, kind VARCHAR(4), n INT, at DATETIME(3))")
     rows = [(i, "aAbc"[i % 4], i % 300, f"2024-01-01 00:00:00.{(i % 3) * 250:03d}")
             for i in range(1, 3001)]  # fmt: skip
-    conn = mysql_db.connect(client_flag=0)
-    try:
-        with conn.cursor() as cur:
-            cur.executemany("INSERT INTO t VALUES (%s, %s, %s, %s)", rows)
-        conn.commit()
-    finally:
-        conn.close()
+    mysql_db.insert("INSERT INTO t VALUES (%s, %s, %s, %s)", rows)
     path = tmp_path / "m.yaml"
     path.write_text(MAPPING)
     assert migrate(path, source=mysql_db.url, target=redis_url, workers=1).exit_code == 0
