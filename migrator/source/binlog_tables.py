@@ -219,7 +219,8 @@ def patch_zero_dates() -> None:
     as their text instead of None, so they are written as MySQL prints them (docs/values.md),
     read negative TIME(n) fractions right, and decode MySQL's utf16, ucs2 and utf32 as the
     big-endian text they are. Patches its DATE, DATETIME, DATETIME2 and TIME2 readers and its
-    charset lookup (python-mysql-replication 1.0.x; tests/sync/test_binlog_values.py checks them)."""
+    charset lookup (python-mysql-replication 1.0.x; tests/sync/test_binlog_values.py checks
+    them)."""
     cls: Any = _row_event.RowsEvent
     if getattr(cls, "_migrator_zero_dates", False):
         return
