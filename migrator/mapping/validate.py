@@ -13,6 +13,7 @@ from migrator.mapping.model import Mapping, Table
 from migrator.mapping.resolve import column_uses, default_key, resolve
 from migrator.mapping.schema import Schema, TableSchema
 from migrator.mapping.transforms import check as check_transforms
+from migrator.mapping.expiry import check as check_expiry
 from migrator.mapping.where import check as check_filter
 
 Level = Literal["error", "warning"]
@@ -136,6 +137,11 @@ def _check_table(mapping: Mapping, table: Table, schema: Schema) -> list[Problem
         out += [
             problem("error", f"{path}.where", message, hint)
             for message, hint in check_filter(table.where, ts)
+        ]
+    if table.expire is not None and not unknown:
+        out += [
+            problem("error", f"{path}.expire.column", message, hint)
+            for message, hint in check_expiry(table.expire, ts)
         ]
     if unknown:
         return out

@@ -23,6 +23,7 @@ from sqlalchemy.dialects import mysql
 from migrator.mapping.kinds import Kind
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import TableSchema
+from migrator.source.expiry import alive
 from migrator.mapping.where import And, Compare, Filter, In, IsNull, Lit, Node, Not, Or, text_rule
 
 #: a character that is not printable ASCII
@@ -30,9 +31,14 @@ NOT_PRINTABLE = "[^ -~]"
 
 
 def clause(resolved: Resolved) -> Any:
-    """The table's filter as a condition, or None when it has none."""
+    """The table's filter as a condition, or None when it has none; a table with an expiry
+    column also leaves out the rows already past it (source/expiry.py)."""
     f = resolved.table.where
-    return None if f is None else condition(f, resolved.schema)
+    cond = None if f is None else condition(f, resolved.schema)
+    live = alive(resolved)
+    if live is None:
+        return cond
+    return live if cond is None else sa.and_(cond, live)
 
 
 def condition(f: Filter, ts: TableSchema) -> Any:

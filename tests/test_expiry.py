@@ -1,0 +1,154 @@
+"""Expiry (docs/mapping.md#expire): the loader's and validate's refusals, migrate's TTLs
+and schedule, rows already past their moment left out, verify and --fix on real servers."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import redis
+
+from migrator.commands import dry_run, migrate
+from migrator.commands.validate import validate
+from migrator.commands.verify import verify
+from migrator.errors import MigratorError
+from migrator.mapping.expiry import Expiry, ExpirySyntaxError, parse
+from migrator.mapping.loader import parse_mapping
+from migrator.plan.expiry import decode_row, encode_row
+from tests.services import MySQLDatabase
+
+SCHEMA = """
+CREATE TABLE sess (
+  id INT PRIMARY KEY, login VARCHAR(20), ends DATETIME(3) NULL, ends_ts TIMESTAMP NULL,
+  ends_epoch BIGINT NULL, ends_ms BIGINT NULL, note VARCHAR(10), UNIQUE KEY (login)
+)
+"""
+MAPPING = """
+version: 1
+tables:
+  sess:
+    expire: {column: %s%s}
+    unique:
+      - columns: [login]
+        key: "sess:login:{login}"
+    indexes: [[note]]
+    sorted: [{key: "sess:by:ends_epoch", score: ends_epoch}]
+"""
+
+
+def _at(seconds: float) -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(seconds=seconds)
+
+
+def _rows() -> list[tuple[object, ...]]:
+    out = []
+    for i, ahead in enumerate([3600, -3600, 7200, None, -5, 600], start=1):
+        if ahead is None:
+            out.append((i, f"u{i}", None, None, None, None, "n"))
+            continue
+        at = _at(ahead)
+        epoch = int(at.replace(tzinfo=timezone.utc).timestamp())
+        out.append((i, f"u{i}", at, at, epoch, epoch * 1000, "n" if i % 2 else "m"))
+    return out
+
+
+def _load(db: MySQLDatabase) -> list[tuple[object, ...]]:
+    db.run(SCHEMA)
+    rows = _rows()
+    conn = db.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET time_zone = '+00:00'")
+            cur.executemany("INSERT INTO sess VALUES (%s,%s,%s,%s,%s,%s,%s)", rows)
+        conn.commit()
+    finally:
+        conn.close()
+    return rows
+
+
+def test_parse_and_refusals() -> None:
+    assert parse("90s") == Expiry(ttl=90.0)
+    assert parse({"ttl": "1.5h"}) == Expiry(ttl=5400.0)
+    assert parse(3600) == Expiry(ttl=3600.0)
+    assert parse({"column": "c", "offset": "-10m", "unit": "ms"}) == Expiry(
+        column="c", offset=-600.0, unit="ms"
+    )
+    for bad, message in [
+        ("-5s", "must not be negative"),
+        (0, "above zero"),
+        ("3 weeks", "unknown unit"),
+        ({"ttl": 5, "column": "c"}, "not both"),
+        ({"column": "c", "unit": "us"}, "s or ms"),
+        ({"column": "c", "every": 1}, "unknown key"),
+        ({"ttl": 5, "offset": 1}, "go with column"),
+    ]:
+        with pytest.raises(ExpirySyntaxError, match=message):
+            parse(bad)
+    row = (b"1", None, b"", b"a:b-")
+    assert decode_row(encode_row(row)) == row
+
+
+def test_loader_names_the_path() -> None:
+    with pytest.raises(MigratorError, match=r"tables\.sess\.expire.*unknown unit"):
+        parse_mapping("version: 1\ntables:\n  sess:\n    expire: 5 weeks\n")
+
+
+def test_validate_checks_the_column(mysql_db: MySQLDatabase, tmp_path: Path) -> None:
+    _load(mysql_db)
+    path = tmp_path / "m.yaml"
+    for column, message in [("note", "is text"), ("nope", "unknown column 'nope'")]:
+        path.write_text(MAPPING % (column, ""))
+        problems = validate(path, source=mysql_db.url).problems
+        assert any(message in p.message and "expire" in p.path for p in problems), problems
+    path.write_text(MAPPING % ("ends", ""))
+    assert not [p for p in validate(path, source=mysql_db.url).problems if p.level == "error"]
+
+
+@pytest.mark.parametrize(
+    ("column", "extra"),
+    [("ends", ""), ("ends_ts", ""), ("ends_epoch", ""), ("ends_ms", ", unit: ms"),
+     ("ends", ", offset: -30m")],
+)  # fmt: skip
+def test_migrate_sets_ttls_and_leaves_out_past_rows(
+    mysql_db: MySQLDatabase,
+    redis_url: str,
+    redis_client: redis.Redis,
+    tmp_path: Path,
+    column: str,
+    extra: str,
+) -> None:
+    rows = _load(mysql_db)
+    path = tmp_path / "m.yaml"
+    path.write_text(MAPPING % (column, extra))
+    offset = -1800 if "offset" in extra else 0
+    resp = tmp_path / "load.resp"
+    dry_run(path, source=mysql_db.url, sample=0, resp_file=resp)
+    assert migrate(path, source=mysql_db.url, target=redis_url, workers=1).exit_code == 0
+    now = time.time()
+    schedule = "migrator:m:expiry:sess"
+    for row in rows:
+        pk, login, ends = row[0], row[1], row[2]
+        key = f"sess:{pk}"
+        if ends is None:
+            assert redis_client.ttl(key) == -1 and redis_client.ttl(f"sess:login:{login}") == -1
+            assert redis_client.zscore(schedule, str(pk)) is None
+            continue
+        assert isinstance(ends, datetime)
+        moment = ends.replace(tzinfo=timezone.utc).timestamp() + offset
+        if moment <= now:
+            assert not redis_client.exists(key), key
+            assert not redis_client.exists(f"sess:login:{login}")
+            assert not redis_client.sismember(f"sess:indices:note:{row[6]}", str(pk))
+            continue
+        want = moment - now
+        for k in (key, f"sess:login:{login}"):
+            got = redis_client.pttl(k) / 1000
+            assert abs(got - want) < 5, (k, got, want)
+        assert redis_client.ttl(f"sess:indices:note:{row[6]}") == -1  # shared: no TTL
+        score = redis_client.zscore(schedule, str(pk))
+        assert score is not None and abs(score / 1000 - moment) < 2
+        assert redis_client.hexists(f"{schedule}:memo", str(pk))
+    assert b"PEXPIREAT" in resp.read_bytes()
+    assert verify(path, source=mysql_db.url, target=redis_url).exit_code == 0
