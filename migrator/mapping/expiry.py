@@ -86,8 +86,7 @@ def parse(value: Any) -> Expiry:
     unknown = sorted(set(value) - {"ttl", "column", "offset", "unit"})
     if unknown:
         raise ExpirySyntaxError(
-            f"unknown key {unknown[0]!r} in expire:; it takes ttl, or column with "
-            "offset and unit"
+            f"unknown key {unknown[0]!r} in expire:; it takes ttl, or column with offset and unit"
         )
     if ("ttl" in value) == ("column" in value):
         raise ExpirySyntaxError("expire: takes either ttl (a duration) or column, not both")

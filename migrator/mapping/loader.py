@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 import yaml
 
 from migrator.errors import MappingError, MappingErrors, docs
+from migrator.mapping.expiry import Expiry, ExpirySyntaxError
+from migrator.mapping.expiry import parse as parse_expiry
 from migrator.mapping.model import (
     KINDS,
     Index,
@@ -28,8 +30,6 @@ from migrator.mapping.model import (
     Template,
     Unique,
 )
-from migrator.mapping.expiry import Expiry, ExpirySyntaxError
-from migrator.mapping.expiry import parse as parse_expiry
 from migrator.mapping.where import Filter, FilterSyntaxError
 from migrator.mapping.where import parse as parse_filter
 from migrator.urls import quote_userinfo, userinfo_spans

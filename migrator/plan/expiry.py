@@ -42,6 +42,12 @@ def memo_key(mapping_name: str, table: str) -> bytes:
     return schedule_key(mapping_name, table) + b":memo"
 
 
+def gone_key(mapping_name: str, table: str) -> bytes:
+    """Under a fixed ttl: the rows the sweep removed (score: their moment), until written
+    again, so that verify counts them correctly absent (MySQL still holds them)."""
+    return schedule_key(mapping_name, table) + b":gone"
+
+
 class RowExpiry:
     """One table's expiry: ``moment(row)`` in Unix ms (None: never), and the commands."""
 
@@ -52,6 +58,7 @@ class RowExpiry:
         name = plan.resolved.mapping_name
         self.schedule = schedule_key(name, plan.table.name)
         self.memo = memo_key(name, plan.table.name)
+        self.gone = gone_key(name, plan.table.name)
         self.position = None if rule.column is None else plan.pos[rule.column]
         kind = None if rule.column is None else plan.resolved.schema.column(rule.column).kind
         self.temporal = kind is not None and kind.temporal
@@ -91,6 +98,8 @@ class RowExpiry:
         out = [(b"PEXPIREAT", k, at) for k in keys]
         if pk is not None:
             out += [(b"ZADD", self.schedule, at, pk), (b"HSET", self.memo, pk, encode_row(row))]
+            if self.ttl_ms is not None:
+                out.append((b"ZREM", self.gone, pk))
         return out
 
 

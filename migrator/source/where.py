@@ -23,8 +23,8 @@ from sqlalchemy.dialects import mysql
 from migrator.mapping.kinds import Kind
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import TableSchema
-from migrator.source.expiry import alive
 from migrator.mapping.where import And, Compare, Filter, In, IsNull, Lit, Node, Not, Or, text_rule
+from migrator.source.expiry import alive
 
 #: a character that is not printable ASCII
 NOT_PRINTABLE = "[^ -~]"

@@ -1,0 +1,129 @@
+"""Expiry under sync (docs/mapping.md#expire, docs/sync.md#expiry): random writes move rows'
+moments 1-3 s ahead, into the past and back, or to NULL (never); after ``--until-caught-up``
+and a wait past every short moment, ``verify`` finds 0 differences, and an independent
+comparison (MySQL's own rows against what Redis holds, key by key) agrees: no key, member,
+score or list entry of an expired row is left, and the live rows' keys carry their TTLs."""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import datetime, timedelta, timezone
+
+from migrator.commands import verify
+from migrator.commands.sync import sync
+from migrator.mapping.loader import parse_mapping
+from tests.services import MySQLDatabase
+
+SCHEMA = """
+CREATE TABLE tok (
+  id INT PRIMARY KEY, email VARCHAR(40), city VARCHAR(20), score INT, ends DATETIME(3) NULL,
+  UNIQUE KEY (email), KEY (city)
+);
+"""
+MAPPING = """
+version: 1
+tables:
+  tok:
+    expire: {column: ends}
+    unique: [email]
+    indexes: [city]
+    sorted: [{key: "tok:by:score", score: score}]
+    latest: [{key: "tok:latest", order_by: score, limit: 5}]
+"""
+CITY = ["Oslo", "Rome", None]
+#: seconds from now: short moments, the past, a far future, never
+AHEAD: list[float | None] = [1.0, 2.0, 3.0, -2.0, -3600.0, 3600.0, None]
+
+_ids = iter(range(8300, 8400))
+
+
+def _ends(rng: random.Random) -> datetime | None:
+    ahead = rng.choice(AHEAD)
+    if ahead is None:
+        return None
+    return datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(seconds=ahead)
+
+
+def _row(rng: random.Random, i: int) -> tuple[object, ...]:
+    return (i, f"u{i}@x.org", rng.choice(CITY), rng.randint(0, 50), _ends(rng))
+
+
+def _write(db: MySQLDatabase, rng: random.Random, steps: int, first: int) -> None:
+    conn = db.connect(client_flag=0)
+    try:
+        with conn.cursor() as cur:
+            for n in range(steps):
+                roll = rng.random()
+                i = rng.randint(1, first + n)
+                if roll < 0.2:
+                    cur.execute("INSERT IGNORE INTO tok VALUES (%s,%s,%s,%s,%s)",
+                                _row(rng, first + n + 1))  # fmt: skip
+                elif roll < 0.3:
+                    cur.execute("DELETE FROM tok WHERE id = %s", (i,))
+                elif roll < 0.7:
+                    cur.execute("UPDATE tok SET ends = %s WHERE id = %s", (_ends(rng), i))
+                else:
+                    cur.execute("UPDATE tok SET city = %s, score = %s WHERE id = %s",
+                                (rng.choice(CITY), rng.randint(0, 50), i))  # fmt: skip
+                conn.commit()
+    finally:
+        conn.close()
+
+
+def _compare(db: MySQLDatabase, client) -> None:  # type: ignore[no-untyped-def]
+    """Redis against MySQL's rows and the clock, without verify (no row is within a few
+    seconds of its moment when this runs)."""
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    rows = [r for r in db.query("SELECT id, email, city, score, ends FROM tok")
+            if r[4] is None or r[4] > now]  # fmt: skip
+    ids = {str(r[0]).encode() for r in rows}
+    held = {k.split(b":")[1] for k in client.scan_iter(match="tok:*")
+            if k.split(b":")[1].isdigit()}  # fmt: skip
+    assert held == ids
+    for r in rows:
+        ttl = client.pttl(f"tok:{r[0]}")
+        if r[4] is None:
+            assert ttl == -1, r
+        else:
+            want = (r[4] - now).total_seconds() * 1000
+            assert abs(ttl - want) < 2000, (r, ttl, want)
+    assert client.hgetall("tok:uniques:email") == {
+        r[1].encode(): str(r[0]).encode() for r in rows
+    }
+    for city in CITY[:2]:
+        want = {str(r[0]).encode() for r in rows if r[2] == city}
+        assert client.smembers(f"tok:indices:city:{city}") == want
+    assert set(client.zrange("tok:by:score", 0, -1)) == ids
+    newest = sorted(rows, key=lambda r: (r[3], r[0]), reverse=True)[:5]
+    assert client.lrange("tok:latest", 0, -1) == [str(r[0]).encode() for r in newest]
+    top = db.query("SELECT MAX(id) FROM tok")[0][0] or 0
+    assert int(client.get("tok:id")) >= top
+    schedule = client.zrange("migrator:expiry:expiry:tok", 0, -1)
+    assert set(schedule) == {str(r[0]).encode() for r in rows if r[4] is not None}
+    assert set(client.hkeys("migrator:expiry:expiry:tok:memo")) == set(schedule)
+
+
+def test_rows_move_past_their_expiry_and_back(binlog_db, redis_url: str, redis_client) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    rng = random.Random(5)
+    conn = binlog_db.connect(client_flag=0)
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO tok VALUES (%s,%s,%s,%s,%s)",
+                        [_row(rng, i) for i in range(1, 121)])  # fmt: skip
+    conn.commit()
+    conn.close()
+    mapping = parse_mapping(MAPPING, name="expiry")
+    first = sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
+                 server_id=next(_ids))  # fmt: skip
+    assert 0 < first.loaded[0].rows < 120
+    for seed in (1, 2, 3):
+        _write(binlog_db, random.Random(seed), 150, 120 + 150 * (seed - 1))
+        sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
+             server_id=next(_ids))  # fmt: skip
+        time.sleep(3.5)  # every short moment is past
+        sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
+             server_id=next(_ids))  # fmt: skip
+        _compare(binlog_db, redis_client)
+        report = verify(mapping, source=binlog_db.url, target=redis_url)
+        assert report.exit_code == 0, report.as_dict()
