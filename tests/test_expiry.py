@@ -152,3 +152,86 @@ def test_migrate_sets_ttls_and_leaves_out_past_rows(
         assert redis_client.hexists(f"{schedule}:memo", str(pk))
     assert b"PEXPIREAT" in resp.read_bytes()
     assert verify(path, source=mysql_db.url, target=redis_url).exit_code == 0
+
+
+def _kinds(report) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    out: dict[str, int] = {}
+    for t in report.tables:
+        out.update(t.counts)
+    return out
+
+
+def test_verify_judges_ttls_and_fix_never_resurrects(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    _load(mysql_db)
+    path = tmp_path / "m.yaml"
+    path.write_text(MAPPING % ("ends", ""))
+    assert migrate(path, source=mysql_db.url, target=redis_url, workers=1).exit_code == 0
+    ok = verify(path, source=mysql_db.url, target=redis_url)
+    assert ok.exit_code == 0, ok.as_dict()
+    # a key that lost its TTL, one whose TTL is far from its moment, one within tolerance
+    redis_client.persist("sess:1")
+    redis_client.pexpire("sess:login:u3", redis_client.pttl("sess:login:u3") + 60_000)
+    redis_client.pexpire("sess:6", redis_client.pttl("sess:6") + 1_000)
+    found = verify(path, source=mysql_db.url, target=redis_url)
+    kinds = _kinds(found)
+    assert found.exit_code == 1 and kinds == {"missing TTL": 1, "wrong TTL": 1}, kinds
+    assert "sess:1" in str(found.as_dict()) and "sess:login:u3" in str(found.as_dict())
+    # a row whose moment MySQL moves to within the tolerance of now is not judged
+    mysql_db.run("UPDATE sess SET ends = UTC_TIMESTAMP(3) + INTERVAL 1 SECOND WHERE id = 6")
+    # a row moved into the past, whose keys Redis still holds without a TTL: should have gone
+    mysql_db.run("UPDATE sess SET ends = UTC_TIMESTAMP(3) - INTERVAL 1 HOUR WHERE id = 3")
+    redis_client.persist("sess:3")
+    redis_client.persist("sess:login:u3")
+    # live rows lost from Redis: --fix writes them back, with their TTL or none
+    redis_client.delete("sess:4", "sess:login:u1")
+    found = verify(path, source=mysql_db.url, target=redis_url)
+    text = str(found.as_dict())
+    assert found.exit_code == 1 and "sess:3" in text and "sess:4" in text, text
+    assert "sess:login:u1" in text, text
+    assert "sess:6" not in text, text
+    verify(path, source=mysql_db.url, target=redis_url, fix=True)
+    time.sleep(1.5)  # row 6's new moment passes
+    after = verify(path, source=mysql_db.url, target=redis_url)
+    assert after.exit_code == 0, after.as_dict()
+    assert redis_client.ttl("sess:1") > 3000 and redis_client.ttl("sess:login:u1") > 3000
+    assert redis_client.exists("sess:4") and redis_client.ttl("sess:4") == -1
+    for gone in ("sess:3", "sess:login:u3", "sess:2", "sess:login:u2"):
+        assert not redis_client.exists(gone), gone  # never resurrected
+    assert not redis_client.sismember("sess:indices:note:n", b"3")
+    verify(path, source=mysql_db.url, target=redis_url, fix=True)
+    assert not redis_client.exists("sess:3") and not redis_client.exists("sess:2")
+
+
+FIXED = """
+version: 1
+tables:
+  sess:
+    expire: 2s
+    unique: [login]
+    indexes: [[note]]
+"""
+
+
+def test_a_fixed_ttl_counts_from_the_load(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    rows = _load(mysql_db)
+    path = tmp_path / "m.yaml"
+    path.write_text(FIXED)
+    assert migrate(path, source=mysql_db.url, target=redis_url, workers=1).exit_code == 0
+    for row in rows:
+        assert 0 < redis_client.pttl(f"sess:{row[0]}") <= 2000
+    assert redis_client.ttl("sess:uniques:login") == -1
+    assert verify(path, source=mysql_db.url, target=redis_url).exit_code == 0
+    time.sleep(2.2)
+    assert not redis_client.exists("sess:1")
+    # gone from Redis: correctly absent, not missing; --fix sweeps, never writes it back
+    assert verify(path, source=mysql_db.url, target=redis_url).exit_code == 0
+    assert redis_client.hlen("sess:uniques:login") == len(rows)  # no sync: not swept yet
+    verify(path, source=mysql_db.url, target=redis_url, fix=True)
+    assert not redis_client.exists("sess:1") and not redis_client.exists("sess:uniques:login")
+    assert not redis_client.exists("sess:indices:note:n")
+    assert redis_client.zcard("migrator:m:expiry:sess:gone") == len(rows)
+    assert verify(path, source=mysql_db.url, target=redis_url).exit_code == 0

@@ -61,7 +61,6 @@ class ExpiringTableDelta(TableDelta):
         """The row whose moment has passed, as a DELETE of its image (``row``, the memo);
         under a fixed ttl the schedule remembers it as gone (verify: correctly absent)."""
         super().change(row, None, delta)
-        delta.rows -= 1
         self._unschedule(row, delta)
         pk = self.pk(row)
         if self.fixed and pk is not None:

@@ -19,14 +19,15 @@ from sqlalchemy.dialects import mysql
 from migrator.mapping.resolve import Resolved
 
 
-def alive(resolved: Resolved, now: float | None = None) -> Any:
-    """The condition that keeps unexpired rows, or None (no expiry column)."""
+def alive(resolved: Resolved, now: float | None = None, slack: float = 0.0) -> Any:
+    """The condition that keeps unexpired rows (and those at most ``slack`` seconds past
+    their moment: verify's tolerance), or None (no expiry column)."""
     rule = resolved.table.expire
     if rule is None or rule.column is None:
         return None
     now_ms = int((time.time() if now is None else now) * 1000)
     # moment = value (in seconds) * 1000 + offset_ms > now_ms
-    cutoff_ms = now_ms - round(rule.offset * 1000)
+    cutoff_ms = now_ms - round(rule.offset * 1000) - round(slack * 1000)
     col: Any = sa.column(rule.column)
     kind = resolved.schema.column(rule.column).kind
     if kind.temporal:

@@ -30,12 +30,12 @@ from migrator.source.expiry import alive
 NOT_PRINTABLE = "[^ -~]"
 
 
-def clause(resolved: Resolved) -> Any:
+def clause(resolved: Resolved, slack: float = 0.0) -> Any:
     """The table's filter as a condition, or None when it has none; a table with an expiry
-    column also leaves out the rows already past it (source/expiry.py)."""
+    column also leaves out the rows more than ``slack`` seconds past it (source/expiry.py)."""
     f = resolved.table.where
     cond = None if f is None else condition(f, resolved.schema)
-    live = alive(resolved)
+    live = alive(resolved, slack=slack)
     if live is None:
         return cond
     return live if cond is None else sa.and_(cond, live)

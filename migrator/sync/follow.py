@@ -43,9 +43,9 @@ from migrator.source.mysql import Source
 from migrator.source.reconnect import SourceLost, lost_reason, surfaced
 from migrator.source.where import clause
 from migrator.store.cluster import is_cluster
+from migrator.store.expiry_sweep import SWEEP_SECONDS, due, expiring
 from migrator.store.sink import retry
 from migrator.store.sync_state import SyncState, apply_group, raise_counter
-from migrator.sync.expiry_sweep import SWEEP_SECONDS, due, expiring
 from migrator.sync.figures import SyncFigures
 from migrator.sync.head import HeadWatch
 from migrator.sync.online_snapshot import (

@@ -88,9 +88,7 @@ def _compare(db: MySQLDatabase, client) -> None:  # type: ignore[no-untyped-def]
         else:
             want = (r[4] - now).total_seconds() * 1000
             assert abs(ttl - want) < 2000, (r, ttl, want)
-    assert client.hgetall("tok:uniques:email") == {
-        r[1].encode(): str(r[0]).encode() for r in rows
-    }
+    assert client.hgetall("tok:uniques:email") == {r[1].encode(): str(r[0]).encode() for r in rows}
     for city in CITY[:2]:
         want = {str(r[0]).encode() for r in rows if r[2] == city}
         assert client.smembers(f"tok:indices:city:{city}") == want
