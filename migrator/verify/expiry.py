@@ -50,7 +50,7 @@ class ExpiryChecks:
         """(row, moment, own keys) of the rows to judge; those within the tolerance of their
         moment are kept in ``near``."""
         self.previous, self.current = self.current, {}
-        self.near: list[Row] = []
+        self.near = []
         e = self.expiry
         now = e.now_ms()
         scheduled: list[Any] = [None] * len(rows)
