@@ -104,6 +104,9 @@ def test_validate_checks_the_column(mysql_db: MySQLDatabase, tmp_path: Path) -> 
         assert any(message in p.message and "expire" in p.path for p in problems), problems
     path.write_text(MAPPING % ("ends", ""))
     assert not [p for p in validate(path, source=mysql_db.url).problems if p.level == "error"]
+    path.write_text(FIXED + "    latest: [{key: sess:latest, order_by: ends}]\n")
+    problems = validate(path, source=mysql_db.url).problems
+    assert any("MySQL cannot tell whose ttl" in p.message for p in problems), problems
 
 
 @pytest.mark.parametrize(
@@ -124,9 +127,15 @@ def test_migrate_sets_ttls_and_leaves_out_past_rows(
     path.write_text(MAPPING % (column, extra))
     offset = -1800 if "offset" in extra else 0
     resp = tmp_path / "load.resp"
-    dry_run(path, source=mysql_db.url, sample=0, resp_file=resp)
+    planned = dry_run(path, source=mysql_db.url, sample=0, resp_file=resp).tables[0]
     assert migrate(path, source=mysql_db.url, target=redis_url, workers=1).exit_code == 0
     now = time.time()
+    past = [r for r in rows if isinstance(r[2], datetime)
+            and r[2].replace(tzinfo=timezone.utc).timestamp() + offset <= now]  # fmt: skip
+    assert planned.expire is not None and "sess:{id}, sess:login:{login}: PEXPIREAT" in (
+        planned.expire
+    ), planned.expire
+    assert (planned.expired, planned.rows) == (len(past), len(rows) - len(past))
     schedule = "migrator:m:expiry:sess"
     for row in rows:
         pk, login, ends = row[0], row[1], row[2]

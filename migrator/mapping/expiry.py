@@ -107,9 +107,18 @@ def parse(value: Any) -> Expiry:
     return Expiry(column=column, offset=offset, unit=unit)
 
 
-def check(e: Expiry, ts: TableSchema) -> list[tuple[str, str]]:
-    """(message, hint) for each problem ``validate`` reports."""
+def check(e: Expiry, ts: TableSchema, latest: bool = False) -> list[tuple[str, str]]:
+    """(message, hint) for each problem ``validate`` reports; ``latest``: the table has
+    latest lists (rebuilt from MySQL, which cannot tell which rows a fixed ttl ended)."""
     if e.column is None:
+        if latest:
+            return [
+                (
+                    "expire: a fixed ttl with latest: lists: a list is rebuilt from MySQL's "
+                    "newest rows, and MySQL cannot tell whose ttl has passed",
+                    "take the moment from a column (expire: {column: ...}), or drop latest:",
+                )
+            ]
         return []
     col = ts.column(e.column)
     if not (col.kind.temporal or col.kind.numeric):

@@ -140,8 +140,8 @@ def _check_table(mapping: Mapping, table: Table, schema: Schema) -> list[Problem
         ]
     if table.expire is not None and not unknown:
         out += [
-            problem("error", f"{path}.expire.column", message, hint)
-            for message, hint in check_expiry(table.expire, ts)
+            problem("error", f"{path}.expire", message, hint)
+            for message, hint in check_expiry(table.expire, ts, bool(table.latest))
         ]
     if unknown:
         return out
