@@ -6,14 +6,18 @@ score or list entry of an expired row is left, and the live rows' keys carry the
 
 from __future__ import annotations
 
+import functools
 import random
+import threading
 import time
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from tests.services import MySQLDatabase
+from tests.sync.helpers import while_syncing
 
 SCHEMA = """
 CREATE TABLE tok (
@@ -125,3 +129,87 @@ def test_rows_move_past_their_expiry_and_back(binlog_db, redis_url: str, redis_c
         _compare(binlog_db, redis_client)
         report = verify(mapping, source=binlog_db.url, target=redis_url)
         assert report.exit_code == 0, report.as_dict()
+
+
+def test_rows_expire_while_sync_follows(binlog_db, redis_url: str, redis_client) -> None:  # type: ignore[no-untyped-def]
+    """sync runs (online load in chunks of 20) while writers move moments back and forth;
+    its periodic sweep and the log meet exactly."""
+    binlog_db.run(SCHEMA)
+    rng = random.Random(9)
+    conn = binlog_db.connect(client_flag=0)
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO tok VALUES (%s,%s,%s,%s,%s)",
+                        [_row(rng, i) for i in range(1, 201)])  # fmt: skip
+    conn.commit()
+    conn.close()
+    mapping = parse_mapping(MAPPING, name="expiry")
+
+    def run(stop: threading.Event, status: Any) -> None:
+        sync(mapping, source=binlog_db.url, target=redis_url, stop=stop, chunk_rows=20,
+             server_id=next(_ids), on_status=status)  # fmt: skip
+
+    writes = [functools.partial(_write, binlog_db, random.Random(s), 120, 200 + 120 * s)
+              for s in (1, 2)]  # fmt: skip
+    while_syncing(run, writes)
+    time.sleep(3.5)  # every short moment is past
+    sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
+         server_id=next(_ids))  # fmt: skip
+    _compare(binlog_db, redis_client)
+    report = verify(mapping, source=binlog_db.url, target=redis_url)
+    assert report.exit_code == 0, report.as_dict()
+
+
+FIXED = """
+version: 1
+tables:
+  tok:
+    expire: 3s
+    unique: [email]
+    indexes: [city]
+"""
+
+
+def test_a_fixed_ttl_is_renewed_by_every_write_and_swept(
+    binlog_db, redis_url: str, redis_client
+) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    conn = binlog_db.connect(client_flag=0)
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO tok VALUES (%s,%s,%s,%s,%s)",
+                        [(i, f"u{i}@x.org", "Oslo", i, None) for i in range(1, 6)])  # fmt: skip
+    conn.commit()
+    mapping = parse_mapping(FIXED, name="fixed")
+    sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
+         server_id=next(_ids))  # fmt: skip
+    assert 0 < redis_client.pttl("tok:1") <= 3000
+    time.sleep(2)
+    with conn.cursor() as cur:  # a write of row 1 (its score alone): the ttl starts again
+        cur.execute("UPDATE tok SET score = 99 WHERE id = 1")
+    conn.commit()
+    sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
+         server_id=next(_ids))  # fmt: skip
+    assert redis_client.pttl("tok:1") > 2000 and redis_client.pttl("tok:2") < 1200
+    assert redis_client.hgetall("tok:1")[b"score"] == b"99"
+    time.sleep(1.5)  # rows 2-5 are past their ttl: Redis expired their hashes
+    assert not redis_client.exists("tok:2")
+    sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
+         server_id=next(_ids))  # fmt: skip
+    assert redis_client.hgetall("tok:uniques:email") == {b"u1@x.org": b"1"}
+    assert redis_client.smembers("tok:indices:city:Oslo") == {b"1"}
+    assert set(redis_client.zrange("migrator:fixed:expiry:tok:gone", 0, -1)) == {
+        b"2",
+        b"3",
+        b"4",
+        b"5",
+    }
+    report = verify(mapping, source=binlog_db.url, target=redis_url)
+    assert report.exit_code == 0, report.as_dict()  # rows 2-5: correctly absent
+    with conn.cursor() as cur:  # a write brings row 2 back, with a new ttl
+        cur.execute("UPDATE tok SET city = 'Rome' WHERE id = 2")
+    conn.commit()
+    conn.close()
+    sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
+         server_id=next(_ids))  # fmt: skip
+    assert redis_client.hget("tok:2", "city") == b"Rome" and redis_client.pttl("tok:2") > 2000
+    assert redis_client.zscore("migrator:fixed:expiry:tok:gone", b"2") is None
+    assert redis_client.smembers("tok:indices:city:Rome") == {b"2"}
