@@ -87,9 +87,9 @@ class TablePlan(TableLayout):
             start = len(out)
             for add in adders:
                 add(row, batch)
-            keys = [c[1] for c in out[start:]]
-            if keys:
-                out += expiry.commands(row, keys, moment)
+            # its own keys' PEXPIREAT; the schedule entry even without any (as: none): the
+            # sweep removes the members the row holds
+            out += expiry.commands(row, [c[1] for c in out[start:]], moment)
         batch.stats.rows = n
         return batch.finish(), batch.stats
 
