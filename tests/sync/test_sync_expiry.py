@@ -16,8 +16,10 @@ from typing import Any
 from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
+from migrator.mapping.model import Mapping
+from migrator.reports import SyncReport
 from tests.services import MySQLDatabase
-from tests.sync.helpers import while_syncing
+from tests.sync.helpers import mixed_writes, while_syncing
 
 SCHEMA = """
 CREATE TABLE tok (
@@ -53,26 +55,16 @@ def _row(rng: random.Random, i: int) -> tuple[object, ...]:
     return (i, f"u{i}@x.org", rng.choice(CITY), rng.randint(0, 50), _ends(rng))
 
 
+def _update(cur: Any, rng: random.Random, i: int) -> None:
+    if rng.random() < 0.55:
+        cur.execute("UPDATE tok SET ends = %s WHERE id = %s", (_ends(rng), i))
+    else:
+        cur.execute("UPDATE tok SET city = %s, score = %s WHERE id = %s",
+                    (rng.choice(CITY), rng.randint(0, 50), i))  # fmt: skip
+
+
 def _write(db: MySQLDatabase, rng: random.Random, steps: int, first: int) -> None:
-    conn = db.connect(client_flag=0)
-    try:
-        with conn.cursor() as cur:
-            for n in range(steps):
-                roll = rng.random()
-                i = rng.randint(1, first + n)
-                if roll < 0.2:
-                    cur.execute("INSERT IGNORE INTO tok VALUES (%s,%s,%s,%s,%s)",
-                                _row(rng, first + n + 1))  # fmt: skip
-                elif roll < 0.3:
-                    cur.execute("DELETE FROM tok WHERE id = %s", (i,))
-                elif roll < 0.7:
-                    cur.execute("UPDATE tok SET ends = %s WHERE id = %s", (_ends(rng), i))
-                else:
-                    cur.execute("UPDATE tok SET city = %s, score = %s WHERE id = %s",
-                                (rng.choice(CITY), rng.randint(0, 50), i))  # fmt: skip
-                conn.commit()
-    finally:
-        conn.close()
+    mixed_writes(db, rng, steps, first, "tok", _row, _update)
 
 
 def _compare(db: MySQLDatabase, client) -> None:  # type: ignore[no-untyped-def]
@@ -106,57 +98,55 @@ def _compare(db: MySQLDatabase, client) -> None:  # type: ignore[no-untyped-def]
     assert set(client.hkeys("migrator:expiry:expiry:tok:memo")) == set(schedule)
 
 
-def test_rows_move_past_their_expiry_and_back(binlog_db, redis_url: str, redis_client) -> None:  # type: ignore[no-untyped-def]
-    binlog_db.run(SCHEMA)
-    rng = random.Random(5)
-    conn = binlog_db.connect(client_flag=0)
+def _seed(db: MySQLDatabase, seed: int, n: int) -> None:
+    rng = random.Random(seed)
+    conn = db.connect(client_flag=0)
     with conn.cursor() as cur:
         cur.executemany("INSERT INTO tok VALUES (%s,%s,%s,%s,%s)",
-                        [_row(rng, i) for i in range(1, 121)])  # fmt: skip
+                        [_row(rng, i) for i in range(1, n + 1)])  # fmt: skip
     conn.commit()
     conn.close()
+
+
+def _caught_up(mapping: Mapping, db: MySQLDatabase, target: str) -> SyncReport:
+    return sync(mapping, source=db.url, target=target, until_caught_up=True, server_id=next(_ids))
+
+
+def _settled(mapping: Mapping, db: MySQLDatabase, target: str, client) -> None:  # type: ignore[no-untyped-def]
+    """Once every short moment is past and sync caught up: Redis as MySQL says, both ways."""
+    time.sleep(3.5)
+    _caught_up(mapping, db, target)
+    _compare(db, client)
+    report = verify(mapping, source=db.url, target=target)
+    assert report.exit_code == 0, report.as_dict()
+
+
+def test_rows_move_past_their_expiry_and_back(binlog_db, redis_url: str, redis_client) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    _seed(binlog_db, 5, 120)
     mapping = parse_mapping(MAPPING, name="expiry")
-    first = sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
-                 server_id=next(_ids))  # fmt: skip
+    first = _caught_up(mapping, binlog_db, redis_url)
     assert 0 < first.loaded[0].rows < 120
     for seed in (1, 2, 3):
         _write(binlog_db, random.Random(seed), 150, 120 + 150 * (seed - 1))
-        sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
-             server_id=next(_ids))  # fmt: skip
-        time.sleep(3.5)  # every short moment is past
-        sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
-             server_id=next(_ids))  # fmt: skip
-        _compare(binlog_db, redis_client)
-        report = verify(mapping, source=binlog_db.url, target=redis_url)
-        assert report.exit_code == 0, report.as_dict()
+        _caught_up(mapping, binlog_db, redis_url)
+        _settled(mapping, binlog_db, redis_url, redis_client)
 
 
 def test_rows_expire_while_sync_follows(binlog_db, redis_url: str, redis_client) -> None:  # type: ignore[no-untyped-def]
     """sync runs (online load in chunks of 20) while writers move moments back and forth;
     its periodic sweep and the log meet exactly."""
     binlog_db.run(SCHEMA)
-    rng = random.Random(9)
-    conn = binlog_db.connect(client_flag=0)
-    with conn.cursor() as cur:
-        cur.executemany("INSERT INTO tok VALUES (%s,%s,%s,%s,%s)",
-                        [_row(rng, i) for i in range(1, 201)])  # fmt: skip
-    conn.commit()
-    conn.close()
+    _seed(binlog_db, 9, 200)
     mapping = parse_mapping(MAPPING, name="expiry")
 
     def run(stop: threading.Event, status: Any) -> None:
         sync(mapping, source=binlog_db.url, target=redis_url, stop=stop, chunk_rows=20,
              server_id=next(_ids), on_status=status)  # fmt: skip
 
-    writes = [functools.partial(_write, binlog_db, random.Random(s), 120, 200 + 120 * s)
-              for s in (1, 2)]  # fmt: skip
-    while_syncing(run, writes)
-    time.sleep(3.5)  # every short moment is past
-    sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
-         server_id=next(_ids))  # fmt: skip
-    _compare(binlog_db, redis_client)
-    report = verify(mapping, source=binlog_db.url, target=redis_url)
-    assert report.exit_code == 0, report.as_dict()
+    while_syncing(run, [functools.partial(_write, binlog_db, random.Random(s), 120, 80 + 120 * s)
+                        for s in (1, 2)])  # fmt: skip
+    _settled(mapping, binlog_db, redis_url, redis_client)
 
 
 FIXED = """
@@ -179,21 +169,18 @@ def test_a_fixed_ttl_is_renewed_by_every_write_and_swept(
                         [(i, f"u{i}@x.org", "Oslo", i, None) for i in range(1, 6)])  # fmt: skip
     conn.commit()
     mapping = parse_mapping(FIXED, name="fixed")
-    sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
-         server_id=next(_ids))  # fmt: skip
+    _caught_up(mapping, binlog_db, redis_url)
     assert 0 < redis_client.pttl("tok:1") <= 3000
     time.sleep(2)
     with conn.cursor() as cur:  # a write of row 1 (its score alone): the ttl starts again
         cur.execute("UPDATE tok SET score = 99 WHERE id = 1")
     conn.commit()
-    sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
-         server_id=next(_ids))  # fmt: skip
+    _caught_up(mapping, binlog_db, redis_url)
     assert redis_client.pttl("tok:1") > 2000 and redis_client.pttl("tok:2") < 1200
     assert redis_client.hgetall("tok:1")[b"score"] == b"99"
     time.sleep(1.5)  # rows 2-5 are past their ttl: Redis expired their hashes
     assert not redis_client.exists("tok:2")
-    sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
-         server_id=next(_ids))  # fmt: skip
+    _caught_up(mapping, binlog_db, redis_url)
     assert redis_client.hgetall("tok:uniques:email") == {b"u1@x.org": b"1"}
     assert redis_client.smembers("tok:indices:city:Oslo") == {b"1"}
     assert set(redis_client.zrange("migrator:fixed:expiry:tok:gone", 0, -1)) == {
@@ -208,8 +195,7 @@ def test_a_fixed_ttl_is_renewed_by_every_write_and_swept(
         cur.execute("UPDATE tok SET city = 'Rome' WHERE id = 2")
     conn.commit()
     conn.close()
-    sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
-         server_id=next(_ids))  # fmt: skip
+    _caught_up(mapping, binlog_db, redis_url)
     assert redis_client.hget("tok:2", "city") == b"Rome" and redis_client.pttl("tok:2") > 2000
     assert redis_client.zscore("migrator:fixed:expiry:tok:gone", b"2") is None
     assert redis_client.smembers("tok:indices:city:Rome") == {b"2"}
