@@ -245,3 +245,6 @@ def test_a_fixed_ttl_counts_from_the_load(
     assert not redis_client.exists("sess:indices:note:n")
     assert redis_client.zcard("migrator:m:expiry:sess:gone") == len(rows)
     assert verify(path, source=mysql_db.url, target=redis_url).exit_code == 0
+    for mode in ({"counts_only": True}, {"sample": 3}):  # row counts: less the rows gone
+        report = verify(path, source=mysql_db.url, target=redis_url, **mode)
+        assert report.exit_code == 0 and report.tables[0].mysql_rows == 0, report.as_dict()

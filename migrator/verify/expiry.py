@@ -83,6 +83,16 @@ class ExpiryChecks:
             out.append((row, moment, keys))
         return out
 
+    def expired_rows(self) -> int:
+        """Under a fixed ttl, the rows MySQL holds that the schedule says are past it (or the
+        sweep removed); 0 for a column's moment (the read leaves those out)."""
+        e = self.expiry
+        if e.ttl_ms is None:
+            return 0
+        due, gone = self.read([(b"ZCOUNT", e.schedule, b"-inf", b"%d" % e.now_ms()),
+                               (b"ZCARD", self.gone)])  # fmt: skip
+        return int(due) + int(gone)
+
     def reads(self, judged: list[tuple[Row, int | None, list[bytes]]]) -> list[Command]:
         return [(b"PTTL", k) for _, _, keys in judged for k in keys]
 

@@ -315,7 +315,7 @@ class TableVerifier(RowChecks):
             progress.advance(self.name, len(rows))
         checked = self.check.mysql_rows
         self.check.notes.append(f"values checked for {checked} random rows")
-        self.check.mysql_rows = src.count(self.name, self.where)
+        self.check.mysql_rows = self._live_rows()
         if any(n in self.structures for n in CARDINALITY):
             self.check.notes.append("members nobody explains: not looked for with --sample")
 
@@ -352,8 +352,16 @@ class TableVerifier(RowChecks):
                 f"one per value: {v.rows}); list the rows with: {v.sql}"
             )
 
+    def _live_rows(self) -> int:
+        """The rows Redis should hold: under a fixed ttl, less those the schedule says are
+        past it (verify/expiry.py: ``expired_rows``)."""
+        n = self.c.src.count(self.name, self.live)
+        if self.expiry is not None:
+            n -= self.expiry.expired_rows()
+        return n
+
     def counts_only(self) -> None:
-        self.check.mysql_rows = self.c.src.count(self.name, self.where)
+        self.check.mysql_rows = self._live_rows()
         self.check.notes.append("values and structures not compared (--counts-only)")
 
     def row_counts(self, lookup: bool) -> None:
