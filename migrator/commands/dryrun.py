@@ -36,7 +36,7 @@ from migrator.plan.resp import resp
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.source.snapshot import Snapshot
-from migrator.source.where import clause
+from migrator.source.where import clause, condition
 from migrator.urls import mask
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t",
@@ -82,6 +82,10 @@ class TableDryRun:
     readers: dict[str, int] = field(default_factory=dict)  # rows per driver that read them
     where: str | None = None  # the table's row filter, as written
     filtered_out: int = 0  # rows of the table the filter leaves out (not planned)
+    #: expire: which keys get which TTL (None: the table has no expiry), and the rows
+    #: already past it (not planned)
+    expire: str | None = None
+    expired: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +103,8 @@ class TableDryRun:
             "readers": self.readers,
             "where": self.where,
             "filtered_out": self.filtered_out,
+            "expire": self.expire,
+            "expired": self.expired,
         }
 
 
@@ -271,9 +277,13 @@ def dry_run(
                 seconds=time.perf_counter() - t0,
                 readers=dict(done.readers),
             )
+            kept = done.rows
+            if plan.expiry is not None:
+                report.expire, report.expired = expiry_note(src, plan, done.rows)
+                kept += report.expired
             if r.table.where is not None:  # the rows planned are those the filter keeps
                 report.where = r.table.where.text
-                report.filtered_out = src.count(r.name) - done.rows
+                report.filtered_out = src.count(r.name) - kept
             if r.trusts_declared_key:
                 pk = [r.schema.column(c) for c in r.primary_key]
                 report.duplicate_keys, report.duplicate_rows = src.shared_keys(
@@ -354,3 +364,18 @@ def _atomic(path: str | os.PathLike[str] | None) -> Iterator[IO[bytes] | None]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def expiry_note(src: Source, plan: TablePlan, planned: int) -> tuple[str, int]:
+    """(which keys get which TTL, rows the filter keeps that are already past it)."""
+    r = plan.resolved
+    rule = r.table.expire
+    assert rule is not None
+    own = [p for name in ("hash", "columns", "unique-string")
+           for p in plan.patterns().get(name, [])]  # fmt: skip
+    when = f"{rule.text} after each write" if rule.ttl is not None else f"the moment in {rule.text}"
+    text = f"{', '.join(own) or 'no key of its own'}: PEXPIREAT {when}"
+    if rule.column is None:
+        return text, 0
+    keeps = None if r.table.where is None else condition(r.table.where, r.schema)
+    return text, src.count(r.name, keeps) - planned

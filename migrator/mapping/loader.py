@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 import yaml
 
 from migrator.errors import MappingError, MappingErrors, docs
+from migrator.mapping.expiry import Expiry, ExpirySyntaxError
+from migrator.mapping.expiry import parse as parse_expiry
 from migrator.mapping.model import (
     KINDS,
     Index,
@@ -42,7 +44,7 @@ ESCAPES = ("reject", "backslash")  # migrator/plan/escape.py
 MAX_BATCH_SIZE = 1_000_000
 TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
-    "references", "sorted", "latest", "sets", "where", "fields", "formats", "escape",
+    "references", "sorted", "latest", "sets", "where", "fields", "formats", "escape", "expire",
 )  # fmt: skip
 #: per-column formats (migrator/plan/values.py: FORMATS)
 FORMATS = ("epoch", "epoch_ms", "iso8601", "boolean", "number")
@@ -413,6 +415,7 @@ class _Builder:
         parse("counter", lambda: self.counter(d, path, name))
         parse("escape", lambda: self.escape(d.get("escape"), f"{path}.escape", options))
         parse("where", optional("where", self.where))
+        parse("expire", optional("expire", self.expire))
         parse("fields", lambda: self.fields(d.get("fields"), f"{path}.fields"))
         parse("formats", lambda: self.formats(d.get("formats"), f"{path}.formats"))
         for key, read in (
@@ -505,6 +508,17 @@ class _Builder:
                 f"bad filter {text!r}: {e}",
                 "e.g. where: \"status = 'active' AND created >= DATE '2024-01-01'\" "
                 f"({docs('mapping.md#where')})",
+            ) from None
+
+    def expire(self, value: Any, path: str) -> Expiry:
+        try:
+            return parse_expiry(value)
+        except ExpirySyntaxError as e:
+            raise self.error(
+                path,
+                f"bad expire: {e}",
+                f"e.g. expire: 1h, or expire: {{column: ends_at, offset: 1d}} "
+                f"({docs('mapping.md#expire')})",
             ) from None
 
     def unique(self, value: Any, path: str) -> Unique:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from migrator.mapping.expiry import Expiry
     from migrator.mapping.where import Filter
 
 Kind = Literal["hash", "columns", "none"]
@@ -198,6 +199,8 @@ class Table:
     formats: tuple[tuple[str, str], ...] = ()
     #: only the rows this filter keeps are in Redis (mapping/where.py); None: every row
     where: Filter | None = None
+    #: how long each row's own keys live (mapping/expiry.py); None: for ever
+    expire: Expiry | None = None
     #: this table's own ``escape`` policy (None: ``options.escape``): the keys of the other
     #: tables stay as they are
     escape: str | None = None

@@ -81,6 +81,9 @@ class Delta:
     rejected: int = 0  # rows not written, as migrate: a NULL in the key, a separator (escape)
     #: the keys written to, in the order of their first write (the order of their commands)
     written: dict[tuple[str, bytes], None] = field(default_factory=dict, repr=False)
+    #: a row's own keys under ``expire:`` -> the moment they expire (Unix ms; None: never),
+    #: the last one set: PEXPIREAT (PERSIST) after every write (plan/expiry_delta.py)
+    expires: dict[bytes, bytes | None] = field(default_factory=dict)
 
     def put(self, ek: EntryKey, value: object) -> None:
         kind, key, sub = ek
@@ -135,6 +138,7 @@ class Delta:
             self.written.setdefault(kk)
         for key, value in other.counters.items():
             self.raise_counter(key, value)
+        self.expires.update(other.expires)
         self.dirty_latest |= other.dirty_latest
         self.dirty_unique |= other.dirty_unique
         self.rows += other.rows
@@ -143,7 +147,7 @@ class Delta:
     @property
     def commands(self) -> list[Command]:
         """DEL of whole row hashes (one key each: Cluster-safe), then every removal, then
-        every write, one command per key."""
+        every write, one command per key, then the expiry of rows' own keys."""
         out: list[Command] = [(b"DEL", key) for key in self.row_dels]
         row_dels, ops = self.row_dels, self.ops
         for (kind, key), subs in ops.items():
@@ -170,6 +174,8 @@ class Delta:
                 out.append((b"SET", key, *kept.values()))
             else:
                 out.append((b"ZADD", key, *chain.from_iterable((v, m) for m, v in kept.items())))
+        for key, at in self.expires.items():  # after the writes: a SET clears a TTL
+            out.append((b"PERSIST", key) if at is None else (b"PEXPIREAT", key, at))
         return out
 
 
