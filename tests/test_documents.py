@@ -1,0 +1,137 @@
+"""JSON documents (``as: json-string``, ``as: json``; docs/values.md#json-documents) on real
+servers: every type as docs/values.md says, verify finds a wrong document and --fix repairs
+it, unique/index/sorted/tag structures beside documents; plus the pure encoder."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+import redis
+
+from migrator.commands import migrate, verify
+from migrator.mapping.kinds import Kind
+from migrator.mapping.loader import parse_mapping
+from migrator.plan.documents import differing, document_function, parsed
+from migrator.verify import report as vr
+from tests.services import MySQLDatabase
+
+TYPES = """
+CREATE TABLE v (
+  id INT PRIMARY KEY,
+  i BIGINT UNSIGNED, n BIGINT, b BIT(10), tf TINYINT(1), d DECIMAL(10,2), dn DECIMAL(12,3),
+  f FLOAT, g DOUBLE,
+  dt DATETIME, dt6 DATETIME(6), ts TIMESTAMP(3) NULL, da DATE, t TIME, t3 TIME(3), y YEAR,
+  c CHAR(10), s VARCHAR(40), e ENUM('small','large'), st SET('a','b','c'),
+  bin VARBINARY(16), bl BLOB, j JSON, geo GEOMETRY NULL, ep DATETIME(3)
+) CHARACTER SET utf8mb4;
+SET SESSION sql_mode = '';
+SET SESSION time_zone = '+05:00';
+INSERT INTO v VALUES
+ (1, 18446744073709551615, -9223372036854775808, b'1111111111', 1, 1234.5, 12.25, 1.2345678, 0.1,
+  '2020-01-02 03:04:05', '2020-01-02 03:04:05.123456', '2020-06-01 12:00:00.5', '2020-01-02',
+  '-12:30:00', '838:59:58.999', 2021, 'pad  ', 'héllo "wörld" 漢字\\\\', 'large', 'a,c',
+  UNHEX('00FF0A0D'), UNHEX('89504E470D0A1A0A00'), '{"k": [1, 2.5, "x"], "n": null}',
+  ST_GeomFromText('POINT(1 2)'), '2020-01-02 03:04:05.250'),
+ (2, 0, 7, b'0', 0, -0.5, -0.5, -2.5, 1e300,
+  '0000-00-00 00:00:00', '1000-01-01 00:00:00.000001', '1970-01-01 05:00:01', '0000-00-00',
+  '100:00:00', '-00:00:01.500', 1901, '', '', 'small', '',
+  '', '', '[]', ST_GeomFromText('LINESTRING(0 0,1 1.5)'), '0000-00-00 00:00:00');
+INSERT INTO v (id) VALUES (3);
+"""
+
+MAPPING = """
+version: 1
+tables:
+  v:
+    as: {kind}
+    counter: false
+    fields: {{s: label}}
+    formats: {{tf: boolean, dn: number, ep: epoch}}
+"""
+
+#: docs/values.md#json-documents, row by row (the document's values as Python data)
+EXPECTED: dict[int, dict[str, Any]] = {
+    1: {
+        "i": "18446744073709551615", "n": -9223372036854775808, "b": 1023, "tf": True,
+        "d": "1234.50", "dn": Decimal("12.25"), "f": Decimal("1.2345678"), "g": Decimal("0.1"),
+        "dt": "2020-01-02 03:04:05", "dt6": "2020-01-02 03:04:05.123456",
+        "ts": "2020-06-01 07:00:00.500", "da": "2020-01-02", "t": "-12:30:00",
+        "t3": "838:59:58.999", "y": 2021, "c": "pad", "label": 'héllo "wörld" 漢字\\',
+        "e": "large", "st": "a,c", "bin": "AP8KDQ==", "bl": "iVBORw0KGgoA",
+        "j": {"k": [1, Decimal("2.5"), "x"], "n": None}, "geo": "POINT(1 2)",
+        "ep": Decimal("1577934245.25"),
+    },
+    2: {
+        "i": 0, "n": 7, "b": 0, "tf": False, "d": "-0.50", "dn": Decimal("-0.5"),
+        "f": Decimal("-2.5"), "g": Decimal("1e300"), "dt": "0000-00-00 00:00:00",
+        "dt6": "1000-01-01 00:00:00.000001", "ts": "1970-01-01 00:00:01.000",
+        "da": "0000-00-00", "t": "100:00:00", "t3": "-00:00:01.500", "y": 1901, "c": "",
+        "label": "", "e": "small", "st": "", "bin": "", "bl": "", "j": [],
+        "geo": "LINESTRING(0 0,1 1.5)", "ep": None,
+    },
+}  # fmt: skip
+EXPECTED[3] = dict.fromkeys(EXPECTED[1])
+
+
+def load(db: MySQLDatabase, redis_url: str, kind: str = "json-string") -> Any:
+    db.run(TYPES)
+    mapping = parse_mapping(MAPPING.format(kind=kind))
+    report = migrate(mapping, source=db.url, target=redis_url)
+    assert report.exit_code == 0 and report.rows == 3
+    return mapping
+
+
+def test_every_type_as_a_json_string(mysql_db: MySQLDatabase, redis_url: str,
+                                     redis_client: redis.Redis) -> None:  # fmt: skip
+    mapping = load(mysql_db, redis_url)
+    for row, want in EXPECTED.items():
+        text = redis_client.get(f"v:{row}")
+        assert redis_client.type(f"v:{row}") == b"string"
+        assert text is not None
+        got = parsed(text)
+        assert not differing(want, got), (row, text)
+        assert list(got) == sorted(got)  # canonical: keys sorted
+    report = verify(mapping, source=mysql_db.url, target=redis_url)
+    assert report.exit_code == 0, report.to_dict()
+
+
+def test_verify_finds_a_wrong_document_and_fix_repairs_it(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+) -> None:
+    mapping = load(mysql_db, redis_url)
+    good = redis_client.get("v:1")
+    doc = json.loads(good)
+    doc["y"] = "2021"  # a string where a number belongs
+    redis_client.set("v:1", json.dumps(doc))
+    redis_client.set("v:2", json.dumps({**json.loads(redis_client.get("v:2")), "tf": 0}))
+    redis_client.delete("v:3")
+    report = verify(mapping, source=mysql_db.url, target=redis_url)
+    assert report.exit_code == 1
+    counts = report.tables[0].counts
+    assert counts[vr.DIFFERENT_VALUE] == 2 and counts[vr.MISSING_ROW] == 1
+    verify(mapping, source=mysql_db.url, target=redis_url, fix=True)
+    assert redis_client.get("v:1") == good
+    again = verify(mapping, source=mysql_db.url, target=redis_url)
+    assert again.exit_code == 0, again.to_dict()
+
+
+def test_encoder_rules() -> None:
+    kinds = {1: Kind.INTEGER, 2: Kind.DECIMAL, 3: Kind.TEXT, 4: Kind.JSON, 5: Kind.BINARY}
+    doc = document_function(
+        [(b"z", 1), (b"a", 2), (b"m", 3), (b"j", 4), (b"b", 5)], kinds, {}, {}
+    )
+    row = (b"0", b"-12", b"1.50", b'tab\t"q"', b"not json", b"\x00\xff")
+    assert doc(row) == b'{"a":"1.50","b":"AP8=","j":"not json","m":"tab\\t\\"q\\"","z":-12}'
+    assert doc((b"0", None, None, None, b'{"a": 1}', None)) == (
+        b'{"a":null,"b":null,"j":{"a": 1},"m":null,"z":null}'
+    )
+
+
+def test_comparison_is_typed_and_exact() -> None:
+    assert not differing(parsed(b'{"a":1.50,"b":[1]}'), parsed(b'{"b": [1.0], "a": 1.5}'))
+    assert differing(parsed(b'{"a":true}'), parsed(b'{"a":1}')) == ["a"]
+    assert differing(parsed(b'{"a":"1"}'), parsed(b'{"a":1}')) == ["a"]
+    assert differing(parsed(b'{"a":1}'), parsed(b'{"a":1,"x":null}')) == ["x"]
