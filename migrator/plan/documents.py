@@ -135,9 +135,7 @@ def differing(want: Any, have: Any) -> list[str]:
     if not isinstance(want, dict) or not isinstance(have, dict):
         return [] if _typed(want) == _typed(have) else ["(document)"]
     keys = dict.fromkeys([*want, *have])
-    return [
-        k for k in keys if k not in want or k not in have or _typed(want[k]) != _typed(have[k])
-    ]
+    return [k for k in keys if k not in want or k not in have or _typed(want[k]) != _typed(have[k])]
 
 
 def _typed(value: Any) -> Any:

@@ -303,6 +303,9 @@ class MemoryModel:
         elif name == b"SET":
             self.fixed += key_cost(key) + string_value(args[0])
             new = True
+        elif name == b"JSON.SET":  # RedisJSON's tree is not modelled: its text, as a STRING
+            self.fixed += key_cost(key) + string_value(args[-1])
+            new = True
         elif name == b"RPUSH":
             total = sum(lp_entry(a) for a in args)
             nodes = max(1, -(-(LP_HEADER + total) // QUICKLIST_NODE_BYTES))
