@@ -5,16 +5,22 @@ it, unique/index/sorted/tag structures beside documents; plus the pure encoder."
 from __future__ import annotations
 
 import json
+import re
+import tempfile
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
 from migrator.commands import migrate, verify
+from migrator.commands.validate import validate
+from migrator.errors import MigratorError
 from migrator.mapping.kinds import Kind
 from migrator.mapping.loader import parse_mapping
 from migrator.plan.documents import differing, document_function, parsed
+from migrator.store.features import has_json
 from migrator.verify import report as vr
 from tests.services import MySQLDatabase
 
@@ -76,6 +82,13 @@ EXPECTED: dict[int, dict[str, Any]] = {
 EXPECTED[3] = dict.fromkeys(EXPECTED[1])
 
 
+def validate_mapping(text: str, source: str) -> Any:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.yaml"
+        path.write_text(text)
+        return validate(path, source)
+
+
 def load(db: MySQLDatabase, redis_url: str, kind: str = "json-string") -> Any:
     db.run(TYPES)
     mapping = parse_mapping(MAPPING.format(kind=kind))
@@ -135,3 +148,95 @@ def test_comparison_is_typed_and_exact() -> None:
     assert differing(parsed(b'{"a":true}'), parsed(b'{"a":1}')) == ["a"]
     assert differing(parsed(b'{"a":"1"}'), parsed(b'{"a":1}')) == ["a"]
     assert differing(parsed(b'{"a":1}'), parsed(b'{"a":1,"x":null}')) == ["x"]
+
+
+STRUCTURES = """
+CREATE TABLE dept (id INT PRIMARY KEY, name VARCHAR(40) NOT NULL UNIQUE);
+CREATE TABLE emp (id INT PRIMARY KEY, email VARCHAR(60) UNIQUE, login VARCHAR(30),
+  dept_id INT, title VARCHAR(20), salary DECIMAL(10,2), hired DATETIME, KEY (title),
+  FOREIGN KEY (dept_id) REFERENCES dept (id));
+INSERT INTO dept VALUES (1, 'sales'), (2, 'ops');
+INSERT INTO emp VALUES (1, 'a@x', 'a', 1, 'boss', 100.50, '2020-01-01 10:00:00'),
+  (2, 'b@x', 'b', 2, 'dev', NULL, '2021-05-05 00:00:00'), (3, NULL, NULL, NULL, NULL, NULL, NULL);
+"""
+
+STRUCTURES_MAPPING = """
+version: 1
+tables:
+  dept:
+    as: json-string
+  emp:
+    as: json-string
+    unique:
+      - email
+      - columns: [login]
+        key: "login:{login}:id"
+    indexes: [title]
+    references:
+      - columns: [dept_id]
+        table: dept
+    sorted:
+      - key: "emp:by:salary"
+        score: salary
+    latest:
+      - key: "emp:latest"
+        order_by: hired
+        limit: 2
+"""
+
+
+def test_structures_beside_documents_are_those_beside_hashes(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+) -> None:
+    mysql_db.run(STRUCTURES)
+    docs = parse_mapping(STRUCTURES_MAPPING)
+    assert migrate(docs, source=mysql_db.url, target=redis_url).exit_code == 0
+    row = re.compile(rb"(emp|dept):\d+")
+    documents = {k for k in redis_client.keys() if row.fullmatch(k)}
+    assert {redis_client.type(k) for k in documents} == {b"string"}
+    others = {
+        k: redis_client.dump(k) for k in redis_client.keys()
+        if k not in documents and not k.startswith(b"migrator:")
+    }  # fmt: skip
+    assert json.loads(redis_client.get("emp:1")) == {
+        "dept_id": 1, "email": "a@x", "hired": "2020-01-01 10:00:00", "login": "a",
+        "salary": "100.50", "title": "boss",
+    }  # fmt: skip
+    assert verify(docs, source=mysql_db.url, target=redis_url).exit_code == 0
+    redis_client.flushdb()
+    hashes = parse_mapping(STRUCTURES_MAPPING.replace("as: json-string", "as: hash"))
+    assert migrate(hashes, source=mysql_db.url, target=redis_url).exit_code == 0
+    rows = {k for k in redis_client.keys() if row.fullmatch(k)}
+    assert rows == documents and {redis_client.type(k) for k in rows} == {b"hash"}
+    # every other key (unique hash and strings, index and reference sets, the sorted set,
+    # the latest list, the counter) is the same, byte for byte
+    assert len(others) >= 7
+    for k, dumped in others.items():
+        assert redis_client.dump(k) == dumped, k
+    assert {k for k in redis_client.keys() if not k.startswith(b"migrator:")} == (
+        rows | set(others)
+    )
+
+
+def test_a_json_table_is_refused_where_the_target_has_no_json_type(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+) -> None:
+    if has_json(redis_client):
+        pytest.skip("this target has the JSON type")
+    mysql_db.run(STRUCTURES)
+    m = parse_mapping(STRUCTURES_MAPPING.replace("as: json-string", "as: json"))
+    for command in (migrate, verify):
+        with pytest.raises(MigratorError) as e:
+            command(m, source=mysql_db.url, target=redis_url)
+        assert e.value.exit_code == 2
+        assert "no JSON type" in e.value.message and "json-string" in (e.value.hint or "")
+    assert redis_client.dbsize() == 0  # refused before writing anything
+
+
+def test_a_decimal_as_a_json_number_must_fit_a_float(mysql_db: MySQLDatabase) -> None:
+    mysql_db.run("CREATE TABLE p (id INT PRIMARY KEY, ok DECIMAL(15,2), wide DECIMAL(16,2));")
+    text = "version: 1\ntables:\n  p:\n    as: {kind}\n    formats: {{ok: number, wide: number}}\n"
+    for kind, refused in (("json-string", True), ("json", True), ("hash", False)):
+        report = validate_mapping(text.format(kind=kind), mysql_db.url)
+        problems = [p for p in report.problems if p.level == "error"]
+        assert [p.path for p in problems] == (["tables.p.formats.wide"] if refused else [])
