@@ -23,6 +23,9 @@ from migrator.plan.documents import differing, document_function, parsed
 from migrator.store.features import has_json
 from migrator.verify import report as vr
 from tests.services import MySQLDatabase
+from tests.test_dryrun import _resp_equals_migrate, private_redis
+
+__all__ = ["private_redis"]  # a fixture of tests/test_dryrun.py, used here
 
 TYPES = """
 CREATE TABLE v (
@@ -133,9 +136,7 @@ def test_verify_finds_a_wrong_document_and_fix_repairs_it(
 
 def test_encoder_rules() -> None:
     kinds = {1: Kind.INTEGER, 2: Kind.DECIMAL, 3: Kind.TEXT, 4: Kind.JSON, 5: Kind.BINARY}
-    doc = document_function(
-        [(b"z", 1), (b"a", 2), (b"m", 3), (b"j", 4), (b"b", 5)], kinds, {}, {}
-    )
+    doc = document_function([(b"z", 1), (b"a", 2), (b"m", 3), (b"j", 4), (b"b", 5)], kinds, {}, {})
     row = (b"0", b"-12", b"1.50", b'tab\t"q"', b"not json", b"\x00\xff")
     assert doc(row) == b'{"a":"1.50","b":"AP8=","j":"not json","m":"tab\\t\\"q\\"","z":-12}'
     assert doc((b"0", None, None, None, b'{"a": 1}', None)) == (
@@ -240,3 +241,22 @@ def test_a_decimal_as_a_json_number_must_fit_a_float(mysql_db: MySQLDatabase) ->
         report = validate_mapping(text.format(kind=kind), mysql_db.url)
         problems = [p for p in report.problems if p.level == "error"]
         assert [p.path for p in problems] == (["tables.p.formats.wide"] if refused else [])
+
+
+MANY = """
+CREATE TABLE item (id INT PRIMARY KEY, name VARCHAR(40), price DECIMAL(10,2), qty INT,
+  attrs JSON, added DATETIME, KEY (qty));
+INSERT INTO item SELECT seq, CONCAT('item number ', seq), seq * 1.25, seq % 17,
+  CONCAT('{"colour": "c', seq % 7, '", "sizes": [', seq % 5, ', 42]}'),
+  '2024-01-01 00:00:00' + INTERVAL seq MINUTE FROM seq_1_to_3000;
+"""
+MANY_MAPPING = "version: 1\ntables:\n  item:\n    as: json-string\n"
+
+
+def test_dry_run_resp_loads_exactly_the_documents_migrate_writes(
+    mysql_db: MySQLDatabase, private_redis: redis.Redis, tmp_path: Path
+) -> None:
+    mysql_db.run(TYPES + MANY)
+    mapping = tmp_path / "m.yaml"
+    mapping.write_text(MAPPING.format(kind="json-string") + MANY_MAPPING.split("tables:\n")[1])
+    assert _resp_equals_migrate(mapping, mysql_db.url, private_redis, tmp_path) > 3000
