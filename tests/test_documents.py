@@ -193,10 +193,10 @@ def test_structures_beside_documents_are_those_beside_hashes(
     docs = parse_mapping(STRUCTURES_MAPPING)
     assert migrate(docs, source=mysql_db.url, target=redis_url).exit_code == 0
     row = re.compile(rb"(emp|dept):\d+")
-    documents = {k for k in redis_client.keys() if row.fullmatch(k)}
+    documents = {k for k in redis_client.scan_iter() if row.fullmatch(k)}
     assert {redis_client.type(k) for k in documents} == {b"string"}
     others = {
-        k: redis_client.dump(k) for k in redis_client.keys()
+        k: redis_client.dump(k) for k in redis_client.scan_iter()
         if k not in documents and not k.startswith(b"migrator:")
     }  # fmt: skip
     assert json.loads(redis_client.get("emp:1")) == {
@@ -207,14 +207,14 @@ def test_structures_beside_documents_are_those_beside_hashes(
     redis_client.flushdb()
     hashes = parse_mapping(STRUCTURES_MAPPING.replace("as: json-string", "as: hash"))
     assert migrate(hashes, source=mysql_db.url, target=redis_url).exit_code == 0
-    rows = {k for k in redis_client.keys() if row.fullmatch(k)}
+    rows = {k for k in redis_client.scan_iter() if row.fullmatch(k)}
     assert rows == documents and {redis_client.type(k) for k in rows} == {b"hash"}
     # every other key (unique hash and strings, index and reference sets, the sorted set,
     # the latest list, the counter) is the same, byte for byte
     assert len(others) >= 7
     for k, dumped in others.items():
         assert redis_client.dump(k) == dumped, k
-    assert {k for k in redis_client.keys() if not k.startswith(b"migrator:")} == (
+    assert {k for k in redis_client.scan_iter() if not k.startswith(b"migrator:")} == (
         rows | set(others)
     )
 

@@ -17,9 +17,9 @@ from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from tests.sync.helpers import while_syncing, write_random
+from tests.sync.workload import SCHEMA
 from tests.test_documents import MAPPING as TYPES_MAPPING
 from tests.test_documents import TYPES
-from tests.sync.workload import SCHEMA
 
 _ids = iter(range(8100, 8200))
 
