@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from migrator.commands import migrate, verify
+from migrator.commands import dry_run, migrate, verify
 from migrator.commands.validate import validate
 from migrator.errors import MigratorError
 from migrator.mapping.kinds import Kind
@@ -111,7 +111,7 @@ def test_every_type_as_a_json_string(mysql_db: MySQLDatabase, redis_url: str,
         assert not differing(want, got), (row, text)
         assert list(got) == sorted(got)  # canonical: keys sorted
     report = verify(mapping, source=mysql_db.url, target=redis_url)
-    assert report.exit_code == 0, report.to_dict()
+    assert report.exit_code == 0, report.as_dict()
 
 
 def test_verify_finds_a_wrong_document_and_fix_repairs_it(
@@ -131,7 +131,7 @@ def test_verify_finds_a_wrong_document_and_fix_repairs_it(
     verify(mapping, source=mysql_db.url, target=redis_url, fix=True)
     assert redis_client.get("v:1") == good
     again = verify(mapping, source=mysql_db.url, target=redis_url)
-    assert again.exit_code == 0, again.to_dict()
+    assert again.exit_code == 0, again.as_dict()
 
 
 def test_encoder_rules() -> None:
@@ -204,6 +204,8 @@ def test_structures_beside_documents_are_those_beside_hashes(
         "salary": "100.50", "title": "boss",
     }  # fmt: skip
     assert verify(docs, source=mysql_db.url, target=redis_url).exit_code == 0
+    planned = {t.table: t.keys for t in dry_run(docs, source=mysql_db.url, sample=0).tables}
+    assert planned["emp"]["document"] == 3 and planned["dept"]["document"] == 2
     redis_client.flushdb()
     hashes = parse_mapping(STRUCTURES_MAPPING.replace("as: json-string", "as: hash"))
     assert migrate(hashes, source=mysql_db.url, target=redis_url).exit_code == 0
