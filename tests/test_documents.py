@@ -19,10 +19,13 @@ from migrator.commands.validate import validate
 from migrator.errors import MigratorError
 from migrator.mapping.kinds import Kind
 from migrator.mapping.loader import parse_mapping
+from migrator.plan.cascade import followable
+from migrator.plan.delta import TableDelta
 from migrator.plan.documents import differing, document_function, parsed
 from migrator.store.features import has_json
 from migrator.verify import report as vr
 from tests.services import MySQLDatabase
+from tests.test_cascade_plan import CHILD, REF, _plans, _schema
 from tests.test_dryrun import _resp_equals_migrate, private_redis
 
 __all__ = ["private_redis"]  # a fixture of tests/test_dryrun.py, used here
@@ -262,3 +265,33 @@ def test_dry_run_resp_loads_exactly_the_documents_migrate_writes(
     mapping = tmp_path / "m.yaml"
     mapping.write_text(MAPPING.format(kind="json-string") + MANY_MAPPING.split("tables:\n")[1])
     assert _resp_equals_migrate(mapping, mysql_db.url, private_redis, tmp_path) > 3000
+
+
+@pytest.mark.parametrize("kind", ["json", "json-string"])
+def test_sync_refuses_a_cascade_into_a_document_table(kind: str) -> None:
+    text = CHILD + REF + f"    as: {kind}\n"
+    rules, refused = followable(_plans(_schema("CASCADE"), text))
+    assert rules == [] and len(refused) == 1
+    assert "does not hold every column the mapping uses (parent_id)" in refused[0].why
+
+
+@pytest.mark.parametrize(("kind", "write"), [("json", b"JSON.SET"), ("json-string", b"SET")])
+def test_sync_deltas_rewrite_the_whole_document(kind: str, write: bytes) -> None:
+    plans = _plans(_schema(), CHILD + REF + f"    as: {kind}\n    columns: [name, tag]\n")
+    delta = TableDelta(plans["child"])
+    pos = plans["child"].pos
+    row: list[bytes | None] = [None] * len(pos)
+    row[pos["id"]], row[pos["parent_id"]], row[pos["name"]] = b"1", b"7", b"ann"
+    before = tuple(row)
+    row[pos["tag"]] = b"x"
+    after = tuple(row)
+    doc = (b'{"name":"ann","tag":null}', b'{"name":"ann","tag":"x"}')
+    head = (write, b"child:1", b"$") if kind == "json" else (write, b"child:1")
+    assert delta.change(None, before).commands[0] == (*head, doc[0])
+    assert delta.change(before, after).commands == [(*head, doc[1])]
+    assert delta.change(after, after).commands == []  # the same document: nothing written
+    assert delta.change(after, None).commands[0] == (b"DEL", b"child:1")
+    row[pos["id"]] = b"2"
+    moved = delta.change(after, tuple(row)).commands
+    assert moved[0] == (b"DEL", b"child:1")
+    assert (write, b"child:2") in [c[:2] for c in moved]
