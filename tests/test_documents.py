@@ -295,3 +295,43 @@ def test_sync_deltas_rewrite_the_whole_document(kind: str, write: bytes) -> None
     moved = delta.change(after, tuple(row)).commands
     assert moved[0] == (b"DEL", b"child:1")
     assert (write, b"child:2") in [c[:2] for c in moved]
+
+
+# -- RedisJSON (as: json), on the modules server (tests/modules_server.py) --------------------
+
+
+def test_every_type_as_redisjson(mysql_db: MySQLDatabase, modules_redis_url: str) -> None:
+    mapping = load(mysql_db, modules_redis_url, "json")
+    client = redis.Redis.from_url(modules_redis_url)
+    for row, want in EXPECTED.items():
+        assert client.type(f"v:{row}") == b"ReJSON-RL"
+        text = client.execute_command("JSON.GET", f"v:{row}")
+        assert not differing(want, parsed(text)), (row, text)
+    # a stock client's JSON commands read the same document
+    got = client.json().get("v:1")
+    assert got["j"] == {"k": [1, 2.5, "x"], "n": None} and got["i"] == "18446744073709551615"
+    assert got["n"] == -9223372036854775808 and got["tf"] is True and got["y"] == 2021
+    report = verify(mapping, source=mysql_db.url, target=modules_redis_url)
+    assert report.exit_code == 0, report.as_dict()
+
+
+def test_verify_finds_a_wrong_redisjson_document_and_fix_repairs_it(
+    mysql_db: MySQLDatabase, modules_redis_url: str
+) -> None:
+    mapping = load(mysql_db, modules_redis_url, "json")
+    client = redis.Redis.from_url(modules_redis_url)
+    good = client.json().get("v:1")
+    client.json().set("v:1", "$.d", 1234.5)  # a number where the exact string belongs
+    client.json().delete("v:2", "$.label")  # a key gone
+    client.delete("v:3")
+    client.set("v:3", "{}")  # a STRING where a JSON document belongs
+    report = verify(mapping, source=mysql_db.url, target=modules_redis_url)
+    assert report.exit_code == 1
+    counts = report.tables[0].counts
+    assert counts[vr.DIFFERENT_VALUE] == 2 and counts[vr.WRONG_TYPE] == 1
+    assert counts[vr.STALE] == 0  # a document of another type is no stale key
+    verify(mapping, source=mysql_db.url, target=modules_redis_url, fix=True)
+    assert client.json().get("v:1") == good
+    assert client.type("v:3") == b"ReJSON-RL"
+    again = verify(mapping, source=mysql_db.url, target=modules_redis_url)
+    assert again.exit_code == 0, again.as_dict()

@@ -424,7 +424,7 @@ class TableVerifier(RowChecks):
             return
         produced: set[bytes] = set()
         row_structures = [s for n, s in self.structures.items()
-                          if n in ("hash", "columns", "unique-string")]  # fmt: skip
+                          if n in ("hash", "columns", "document", "unique-string")]  # fmt: skip
         own: list[KeyPattern] = [
             p for p in self.c.space.all if p.table == self.name and p.family == "row"
         ]
