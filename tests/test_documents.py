@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from migrator.mapping.loader import parse_mapping
 from migrator.plan.cascade import followable
 from migrator.plan.delta import TableDelta
 from migrator.plan.documents import differing, document_function, parsed
+from migrator.plan.estimate import target_limits
+from migrator.plan.estimate_json import ALLOCATION, json_value_size
 from migrator.store.features import has_json
 from migrator.verify import report as vr
 from tests.services import MySQLDatabase
@@ -335,3 +338,35 @@ def test_verify_finds_a_wrong_redisjson_document_and_fix_repairs_it(
     assert client.type("v:3") == b"ReJSON-RL"
     again = verify(mapping, source=mysql_db.url, target=modules_redis_url)
     assert again.exit_code == 0, again.as_dict()
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [{}, {"a": 1}, {"a": 1, "b": "héllo"}, {k: 2**40 for k in "abcdefghi"}, {"a": [1, 2.5] * 9},
+     {"a": {"b": [None, True, "x" * 100]}, "c": -(2**20)}],
+)  # fmt: skip
+def test_redisjson_model_is_json_debug_memory(doc: Any, modules_redis_url: str) -> None:
+    client = redis.Redis.from_url(modules_redis_url)
+    client.execute_command("JSON.SET", "d", "$", json.dumps(doc))
+    debug = client.execute_command("JSON.DEBUG", "MEMORY", "d")
+    assert json_value_size(json.dumps(doc).encode()) == int(debug * ALLOCATION)
+
+
+def test_memory_estimate_of_redisjson_documents_within_30_percent(
+    mysql_db: MySQLDatabase, modules_redis_url: str, tmp_path: Path
+) -> None:
+    mysql_db.run(MANY)
+    mapping = tmp_path / "m.yaml"
+    mapping.write_text("version: 1\ntables:\n  item:\n    as: json\n    indexes: [qty]\n")
+    client = redis.Redis.from_url(modules_redis_url)
+    before = client.info("memory")["used_memory"]
+    migrate(mapping, source=mysql_db.url, target=modules_redis_url)
+    for key in client.scan_iter(match="migrator:*"):
+        client.delete(key)
+    time.sleep(0.3)  # let the server finish rehashing its key table
+    real = client.info("memory")["used_memory"] - before
+    limits = target_limits(client.info("server"))
+    estimate = dry_run(mapping, source=mysql_db.url, sample=0, limits=limits).memory
+    print(f"3,000 RedisJSON documents: estimate {estimate:,} B, used_memory growth {real:,} B, "
+          f"ratio {estimate / real:.3f}")  # fmt: skip
+    assert 0.7 <= estimate / real <= 1.3
