@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 import redis
+from typer.testing import CliRunner
 
-from migrator.commands import dry_run, migrate, verify
+from migrator.cli import app
+from migrator.commands import dry_run, migrate, sync, verify
 from migrator.commands.validate import validate
 from migrator.errors import MigratorError
 from migrator.mapping.kinds import Kind
@@ -228,7 +230,7 @@ def test_structures_beside_documents_are_those_beside_hashes(
 
 
 def test_a_json_table_is_refused_where_the_target_has_no_json_type(
-    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     if has_json(redis_client):
         pytest.skip("this target has the JSON type")
@@ -239,7 +241,15 @@ def test_a_json_table_is_refused_where_the_target_has_no_json_type(
             command(m, source=mysql_db.url, target=redis_url)
         assert e.value.exit_code == 2
         assert "no JSON type" in e.value.message and "json-string" in (e.value.hint or "")
+    with pytest.raises(MigratorError) as e:
+        sync(m, source=mysql_db.url, target=redis_url, until_caught_up=True, server_id=8299)
+    assert e.value.exit_code == 2 and "no JSON type" in e.value.message
     assert redis_client.dbsize() == 0  # refused before writing anything
+    path = tmp_path / "m.yaml"
+    path.write_text(STRUCTURES_MAPPING.replace("as: json-string", "as: json"))
+    done = CliRunner().invoke(app, ["migrate", str(path), "--source", mysql_db.url,
+                                    "--target", redis_url])  # fmt: skip
+    assert done.exit_code == 2 and "as: json-string" in done.output
 
 
 def test_a_decimal_as_a_json_number_must_fit_a_float(mysql_db: MySQLDatabase) -> None:
