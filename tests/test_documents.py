@@ -396,3 +396,15 @@ def test_memory_estimate_of_json_string_documents_within_30_percent(
     mysql_db.run(MANY.replace("seq_1_to_3000", "seq_1_to_12000"))
     ratio = estimate_ratio(mysql_db, "json-string", url_of(private_redis), tmp_path)
     assert 0.7 <= ratio <= 1.3
+
+
+def test_counts_only_and_sample_count_documents(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+) -> None:
+    mapping = load(mysql_db, redis_url)
+    for options in ({"counts_only": True}, {"sample": 2}):
+        report = verify(mapping, source=mysql_db.url, target=redis_url, **options)  # type: ignore[arg-type]
+        assert report.exit_code == 0 and report.tables[0].redis_rows == 3, options
+    redis_client.delete("v:2")
+    report = verify(mapping, source=mysql_db.url, target=redis_url, counts_only=True)
+    assert report.exit_code == 1 and report.tables[0].redis_rows == 2
