@@ -69,16 +69,18 @@ def embedded(raw: bytes) -> bytes:
     return raw
 
 
-def boolean(raw: bytes) -> bytes:
-    return raw  # plan/values.py's ``boolean`` gives the JSON literals true/false
+def as_is(raw: bytes) -> bytes:
+    """A text that is JSON already: a number of docs/values.md (FLOAT, DOUBLE, the ``epoch``,
+    ``epoch_ms`` and ``number`` formats), ``true``/``false`` (the ``boolean`` format)."""
+    return raw
 
 
 _BY_KIND: dict[Kind, Encode] = {
     Kind.INTEGER: integer,
     Kind.BIT: integer,
     Kind.YEAR: year,
-    Kind.FLOAT: lambda raw: raw,
-    Kind.DOUBLE: lambda raw: raw,
+    Kind.FLOAT: as_is,
+    Kind.DOUBLE: as_is,
     Kind.JSON: embedded,
     Kind.BINARY: binary,
 }
@@ -86,10 +88,8 @@ _BY_KIND: dict[Kind, Encode] = {
 
 def encoder(kind: Kind, fmt: str | None) -> Encode:
     """How a non-NULL value of ``kind`` (already in format ``fmt``, if any) is written."""
-    if fmt in _NUMBER_FORMATS:
-        return lambda raw: raw
-    if fmt == "boolean":
-        return boolean
+    if fmt in _NUMBER_FORMATS or fmt == "boolean":
+        return as_is
     if fmt is not None:  # iso8601
         return string
     return _BY_KIND.get(kind, string)
