@@ -17,47 +17,22 @@ from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from tests.sync.helpers import while_syncing, write_random
+from tests.sync.workload import MAPPING as WORKLOAD_MAPPING
 from tests.sync.workload import SCHEMA
 from tests.test_documents import MAPPING as TYPES_MAPPING
 from tests.test_documents import TYPES
 
 _ids = iter(range(8100, 8200))
 
-MAPPING = """
-version: 1
-tables:
-  dept:
-    as: {kind}
-    unique: [name]
-  emp:
-    as: {kind}
-    fields: {{note: remark}}
-    formats: {{salary: number}}
-    unique:
-      - email
-      - columns: [login]
-        key: "login:{{login}}:id"
-    indexes:
-      - [dept_id, title]
-      - title
-    references:
-      - columns: [dept_id]
-        table: dept
-    sorted:
-      - key: "emp:by:salary"
-        score: salary
-    latest:
-      - key: "emp:latest"
-        order_by: hired
-        limit: 5
-  tag:
-    as: none
-    sets:
-      - key: "tag:{{tag}}"
-        member: "{{emp_id}}"
-  stats:
-    as: {kind}
-"""
+#: the sync workload's mapping with its row tables as documents (emp with a renamed key and
+#: a DECIMAL as a number), every other structure as it is
+MAPPING = (
+    WORKLOAD_MAPPING.replace("  dept:\n", "  dept:\n    as: {kind}\n")
+    .replace("  emp:\n", "  emp:\n    as: {kind}\n    fields: {{note: remark}}\n"
+             "    formats: {{salary: number}}\n")
+    .replace("  stats:\n    as: columns", "  stats:\n    as: {kind}")
+    .replace("{tag}", "{{tag}}").replace("{emp_id}", "{{emp_id}}").replace("{login}", "{{login}}")
+)  # fmt: skip
 
 
 def mapping(kind: str = "json-string") -> Any:
