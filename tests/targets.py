@@ -161,6 +161,7 @@ MATRIX: dict[str, tuple[str, ...]] = {
         "test_a_json_table_is_refused_where_the_target_has_no_json_type",
         "test_dry_run_resp_loads_exactly_the_documents_migrate_writes",
         "test_memory_estimate_of_json_string_documents_within_30_percent",
+        "test_documents_into_a_redis_cluster",
     ),
     "tests/sync/test_sync_documents.py": (
         "test_random_writes_keep_json_string_documents_exact",

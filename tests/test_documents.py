@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 from typer.testing import CliRunner
 
 from migrator.cli import app
@@ -29,11 +30,13 @@ from migrator.plan.estimate import target_limits
 from migrator.plan.estimate_json import ALLOCATION, json_value_size
 from migrator.store.features import has_json
 from migrator.verify import report as vr
+from tests.cluster import ClusterServers
 from tests.services import MySQLDatabase
 from tests.test_cascade_plan import CHILD, REF, _plans, _schema
+from tests.test_cluster import cluster, keys_per_node, rc
 from tests.test_dryrun import _resp_equals_migrate, private_redis, url_of
 
-__all__ = ["private_redis"]  # a fixture of tests/test_dryrun.py, used here
+__all__ = ["cluster", "private_redis", "rc"]  # fixtures of other test files, used here
 
 TYPES = """
 CREATE TABLE v (
@@ -408,3 +411,22 @@ def test_counts_only_and_sample_count_documents(
     redis_client.delete("v:2")
     report = verify(mapping, source=mysql_db.url, target=redis_url, counts_only=True)
     assert report.exit_code == 1 and report.tables[0].redis_rows == 2
+
+
+def test_documents_into_a_redis_cluster(
+    cluster: ClusterServers, rc: RedisCluster, mysql_db: MySQLDatabase, tmp_path: Path
+) -> None:
+    mysql_db.run(MANY)
+    mapping = tmp_path / "m.yaml"
+    mapping.write_text("version: 1\ntables:\n  item:\n    as: json-string\n    indexes: [qty]\n")
+    report = migrate(mapping, source=mysql_db.url, target=cluster.url, workers=2, chunk_rows=1000)
+    assert report.exit_code == 0 and report.rows == 3000
+    assert all(keys_per_node(cluster))  # routed to every primary
+    assert json.loads(rc.get("item:7"))["qty"] == 7
+    checked = verify(mapping, source=mysql_db.url, target=cluster.url)
+    assert checked.ok and checked.tables[0].redis_rows == 3000
+    rc.set("item:8", json.dumps({**json.loads(rc.get("item:8")), "qty": 9}))
+    assert verify(mapping, source=mysql_db.url, target=cluster.url).exit_code == 1
+    verify(mapping, source=mysql_db.url, target=cluster.url, fix=True)
+    assert json.loads(rc.get("item:8"))["qty"] == 8
+    assert verify(mapping, source=mysql_db.url, target=cluster.url).ok
