@@ -160,7 +160,9 @@ class DryRunReport:
 class Classifier:
     """Which structure of a table wrote a command, from the command name and its key."""
 
-    ONCE: ClassVar[set[str]] = {"hash", "columns", "unique-string", "counter", "latest"}
+    ONCE: ClassVar[set[str]] = {
+        "hash", "columns", "document", "unique-string", "counter", "latest",
+    }  # fmt: skip
 
     def __init__(self, plan: TablePlan) -> None:
         rules: dict[bytes, list[tuple[str, re.Pattern[bytes] | None]]] = {}
@@ -168,6 +170,7 @@ class Classifier:
             "hash": b"HSET", "unique": b"HSET", "columns": b"SET", "unique-string": b"SET",
             "counter": b"SET", "index": b"SADD", "set": b"SADD", "sorted": b"ZADD",
             "latest": b"RPUSH",
+            "document": b"JSON.SET" if plan.table.kind == "json" else b"SET",
         }  # fmt: skip
         literal = {"unique"}  # patterns that are plain key names, not templates
         # exact names first, so a template cannot claim them

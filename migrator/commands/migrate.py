@@ -51,6 +51,7 @@ from migrator.store.checkpoint import (
 )
 from migrator.store.cluster import connect_any
 from migrator.store.cluster_sink import sink_for
+from migrator.store.features import require_json
 from migrator.store.guard import Guard, run_id
 from migrator.store.keys import remove_owned
 from migrator.store.sink import Client, transient
@@ -131,6 +132,7 @@ def migrate(
         # nothing of this run is written before the load: a failure here (the target
         # unreachable, refusing the login) needs no --resume, and its hint is its own
         client = connect_any(target_url(m, target))
+        require_json(client, resolved)
         # a Redis that goes away from here on is retried as it is mid-load
         retrying = Retrying(policy, lambda text: progress.note(STARTING, text))
         # what an earlier run left (read once: a retried start-up has begun its own)

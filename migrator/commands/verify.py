@@ -26,6 +26,7 @@ from migrator.source.chunks import CHUNK_ROWS
 from migrator.source.mysql import Source
 from migrator.store.checkpoint import record_keys_hint
 from migrator.store.cluster import connect_any
+from migrator.store.features import require_json
 from migrator.urls import mask
 from migrator.verify.cluster_reader import reader_for
 from migrator.verify.keys import Reader
@@ -88,6 +89,7 @@ def verify(
         plans = {r.name: TablePlan(r) for r in everything}
         space = KeySpace(list(plans.values()), m.options.ignore)
         client = connect_any(target_url(m, target))
+        require_json(client, resolved)
         reader = reader_for(client, Retrying(policy))
         size = batch_size or m.options.batch_size
         cluster = None

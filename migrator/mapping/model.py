@@ -11,8 +11,11 @@ if TYPE_CHECKING:
     from migrator.mapping.expiry import Expiry
     from migrator.mapping.where import Filter
 
-Kind = Literal["hash", "columns", "none"]
-KINDS: tuple[Kind, ...] = ("hash", "columns", "none")
+Kind = Literal["hash", "columns", "json", "json-string", "none"]
+KINDS: tuple[Kind, ...] = ("hash", "columns", "json", "json-string", "none")
+#: the kinds that write one JSON document per row (docs/values.md#json-documents): RedisJSON
+#: (``json``) or a JSON text in a STRING (``json-string``)
+DOCUMENTS: tuple[Kind, ...] = ("json", "json-string")
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _LOWER = re.compile(r"\s*lower\(\s*([^()]*?)\s*\)\s*$")
