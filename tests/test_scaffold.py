@@ -165,6 +165,10 @@ def test_rendered_file_comments() -> None:
     assert "# https://github.com/migrator-dev/migrator/blob/main/docs/mapping.md#what-" in text
     assert "SPEC" not in text and "shared/" not in text
     assert (Path(__file__).parent.parent / "docs" / "mapping.md").is_file()
+    # the hand-written keys are named in comments, never drafted
+    for key in ("where:", "fields:", "formats:", "expire:"):
+        assert f"#   {key}" in text or f"; {key}" in text, key
+        assert not [line for line in text.splitlines() if line.strip().startswith(key)]
 
 
 def test_round_trip_gives_the_same_model_and_the_spec_defaults() -> None:

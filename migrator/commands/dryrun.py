@@ -37,7 +37,7 @@ from migrator.plan.search import definition
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.source.snapshot import Snapshot
-from migrator.source.where import clause
+from migrator.source.where import clause, condition
 from migrator.urls import mask
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t",
@@ -83,6 +83,10 @@ class TableDryRun:
     readers: dict[str, int] = field(default_factory=dict)  # rows per driver that read them
     where: str | None = None  # the table's row filter, as written
     filtered_out: int = 0  # rows of the table the filter leaves out (not planned)
+    #: expire: which keys get which TTL (None: the table has no expiry), and the rows
+    #: already past it (not planned)
+    expire: str | None = None
+    expired: int = 0
     search: str | None = None  # the FT.CREATE migrate sends for the table's search index
 
     def as_dict(self) -> dict[str, Any]:
@@ -102,6 +106,8 @@ class TableDryRun:
             "where": self.where,
             "search": self.search,
             "filtered_out": self.filtered_out,
+            "expire": self.expire,
+            "expired": self.expired,
         }
 
 
@@ -157,7 +163,9 @@ class DryRunReport:
 class Classifier:
     """Which structure of a table wrote a command, from the command name and its key."""
 
-    ONCE: ClassVar[set[str]] = {"hash", "columns", "unique-string", "counter", "latest"}
+    ONCE: ClassVar[set[str]] = {
+        "hash", "columns", "document", "unique-string", "counter", "latest",
+    }  # fmt: skip
 
     def __init__(self, plan: TablePlan) -> None:
         rules: dict[bytes, list[tuple[str, re.Pattern[bytes] | None]]] = {}
@@ -165,6 +173,7 @@ class Classifier:
             "hash": b"HSET", "unique": b"HSET", "columns": b"SET", "unique-string": b"SET",
             "counter": b"SET", "index": b"SADD", "set": b"SADD", "sorted": b"ZADD",
             "latest": b"RPUSH",
+            "document": b"JSON.SET" if plan.table.kind == "json" else b"SET",
         }  # fmt: skip
         literal = {"unique"}  # patterns that are plain key names, not templates
         # exact names first, so a template cannot claim them
@@ -274,12 +283,16 @@ def dry_run(
                 seconds=time.perf_counter() - t0,
                 readers=dict(done.readers),
             )
+            kept = done.rows
+            if plan.expiry is not None:
+                report.expire, report.expired = expiry_note(src, plan, done.rows)
+                kept += report.expired
             index = definition(r)
             if index is not None:
                 report.search = command_line(tuple(a.encode() for a in index.command()))
             if r.table.where is not None:  # the rows planned are those the filter keeps
                 report.where = r.table.where.text
-                report.filtered_out = src.count(r.name) - done.rows
+                report.filtered_out = src.count(r.name) - kept
             if r.trusts_declared_key:
                 pk = [r.schema.column(c) for c in r.primary_key]
                 report.duplicate_keys, report.duplicate_rows = src.shared_keys(
@@ -360,3 +373,18 @@ def _atomic(path: str | os.PathLike[str] | None) -> Iterator[IO[bytes] | None]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def expiry_note(src: Source, plan: TablePlan, planned: int) -> tuple[str, int]:
+    """(which keys get which TTL, rows the filter keeps that are already past it)."""
+    r = plan.resolved
+    rule = r.table.expire
+    assert rule is not None
+    own = [p for name in ("hash", "columns", "unique-string")
+           for p in plan.patterns().get(name, [])]  # fmt: skip
+    when = f"{rule.text} after each write" if rule.ttl is not None else f"the moment in {rule.text}"
+    text = f"{', '.join(own) or 'no key of its own'}: PEXPIREAT {when}"
+    if rule.column is None:
+        return text, 0
+    keeps = None if r.table.where is None else condition(r.table.where, r.schema)
+    return text, src.count(r.name, keeps) - planned

@@ -53,6 +53,7 @@ from migrator.store.checkpoint import (
 )
 from migrator.store.cluster import connect_any
 from migrator.store.cluster_sink import sink_for
+from migrator.store.features import require_json
 from migrator.store.guard import Guard, run_id
 from migrator.store.keys import remove_owned
 from migrator.store.sink import Client, transient
@@ -134,6 +135,7 @@ def migrate(
         # unreachable, refusing the login) needs no --resume, and its hint is its own
         searches = definitions(resolved, m)  # a bad 'search:' stops before connecting
         client = connect_any(target_url(m, target))
+        require_json(client, resolved)
         search_index.require(client, searches)
         # a Redis that goes away from here on is retried as it is mid-load
         retrying = Retrying(policy, lambda text: progress.note(STARTING, text))

@@ -39,6 +39,8 @@ def table_parts(r: Resolved) -> dict[str, str]:
     }
     if t.where is not None:  # only then: a fingerprint without a filter stays as it was
         parts["where"] = t.where.text
+    if t.expire is not None:
+        parts["expire"] = t.expire.text
     if t.fields:
         parts["fields"] = t.fields
     if t.formats:

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 import yaml
 
 from migrator.errors import MappingError, MappingErrors, docs
+from migrator.mapping.expiry import Expiry, ExpirySyntaxError
+from migrator.mapping.expiry import parse as parse_expiry
 from migrator.mapping.model import (
     KINDS,
     Index,
@@ -43,7 +45,7 @@ ESCAPES = ("reject", "backslash")  # migrator/plan/escape.py
 MAX_BATCH_SIZE = 1_000_000
 TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
-    "references", "sorted", "latest", "sets", "where", "fields", "formats", "escape",
+    "references", "sorted", "latest", "sets", "where", "fields", "formats", "escape", "expire",
     "search",
 )  # fmt: skip
 SEARCH_KEYS = ("name", "index_sets", "tag", "numeric", "text")
@@ -416,6 +418,7 @@ class _Builder:
         parse("counter", lambda: self.counter(d, path, name))
         parse("escape", lambda: self.escape(d.get("escape"), f"{path}.escape", options))
         parse("where", optional("where", self.where))
+        parse("expire", optional("expire", self.expire))
         parse("fields", lambda: self.fields(d.get("fields"), f"{path}.fields"))
         parse("formats", lambda: self.formats(d.get("formats"), f"{path}.formats"))
         parse("search", optional("search", self.search))
@@ -509,6 +512,17 @@ class _Builder:
                 f"bad filter {text!r}: {e}",
                 "e.g. where: \"status = 'active' AND created >= DATE '2024-01-01'\" "
                 f"({docs('mapping.md#where')})",
+            ) from None
+
+    def expire(self, value: Any, path: str) -> Expiry:
+        try:
+            return parse_expiry(value)
+        except ExpirySyntaxError as e:
+            raise self.error(
+                path,
+                f"bad expire: {e}",
+                f"e.g. expire: 1h, or expire: {{column: ends_at, offset: 1d}} "
+                f"({docs('mapping.md#expire')})",
             ) from None
 
     def unique(self, value: Any, path: str) -> Unique:

@@ -8,10 +8,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from migrator.mapping.expiry import Expiry
     from migrator.mapping.where import Filter
 
-Kind = Literal["hash", "columns", "none"]
-KINDS: tuple[Kind, ...] = ("hash", "columns", "none")
+Kind = Literal["hash", "columns", "json", "json-string", "none"]
+KINDS: tuple[Kind, ...] = ("hash", "columns", "json", "json-string", "none")
+#: the kinds that write one JSON document per row (docs/values.md#json-documents): RedisJSON
+#: (``json``) or a JSON text in a STRING (``json-string``)
+DOCUMENTS: tuple[Kind, ...] = ("json", "json-string")
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _LOWER = re.compile(r"\s*lower\(\s*([^()]*?)\s*\)\s*$")
@@ -213,6 +217,8 @@ class Table:
     formats: tuple[tuple[str, str], ...] = ()
     #: only the rows this filter keeps are in Redis (mapping/where.py); None: every row
     where: Filter | None = None
+    #: how long each row's own keys live (mapping/expiry.py); None: for ever
+    expire: Expiry | None = None
     #: this table's own ``escape`` policy (None: ``options.escape``): the keys of the other
     #: tables stay as they are
     escape: str | None = None

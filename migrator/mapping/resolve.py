@@ -19,6 +19,7 @@ class Resolved:
     schema: TableSchema
     separator: str
     escape: str = "reject"  # a separator inside a composite's value: reject or backslash
+    mapping_name: str = "mapping"  # for the keys migrator keeps of its own (expiry schedule)
 
     @property
     def name(self) -> str:
@@ -127,7 +128,8 @@ def resolve(mapping: Mapping, schema: Schema, only: list[str] | None = None) -> 
         resolved = dataclasses.replace(
             table, primary_key=tuple(pk), key=key, columns=columns, counter=counter
         )
-        out.append(Resolved(resolved, ts, sep, table.escape or mapping.options.escape))
+        escape = table.escape or mapping.options.escape
+        out.append(Resolved(resolved, ts, sep, escape, mapping.name))
     if errors:
         raise MappingErrors(errors) if len(errors) > 1 else errors[0]
     return out
@@ -171,6 +173,8 @@ def column_uses(table: Table) -> list[tuple[str, str]]:
         add(f"{p}.sets[{i}].member", st.member.columns)
     if table.where is not None:
         add(f"{p}.where", table.where.columns)
+    if table.expire is not None:
+        add(f"{p}.expire.column", table.expire.columns)
     for column, _ in table.fields:
         add(f"{p}.fields.{column}", (column,))
     for column, _ in table.formats:

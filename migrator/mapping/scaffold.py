@@ -360,6 +360,12 @@ def render(d: Draft) -> str:
         "# the defaults, written out in full (see the documentation's mapping.md:",
         f"# {docs('mapping.md#what-migrator-init-drafts')}): edit freely, then check with",
         "#   migrator validate THIS_FILE --source URL",
+        "# init never drafts these; add them to a table by hand where wanted:",
+        "#   where: \"status = 'active'\"      only the rows a filter keeps (mapping.md#where)",
+        "#   fields: {login_times: times}    field names; formats: {created: epoch} value",
+        "#                                   formats (mapping.md#fields, #formats)",
+        "#   expire: 1h  or  expire: {column: ends_at, offset: 1d}   keys that expire, a",
+        "#                                   fixed ttl or a column's moment (mapping.md#expire)",
     ]
     if "${MYSQL_PASSWORD" in d.source_setting:
         out.append("# the password is not stored here: export MYSQL_PASSWORD=... or pass --source")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from migrator.errors import EXIT_OK, EXIT_USAGE, MappingError, MappingErrors
+from migrator.mapping.expiry import check as check_expiry
 from migrator.mapping.loader import suggest
 from migrator.mapping.model import Mapping, Table
 from migrator.mapping.resolve import column_uses, default_key, resolve
@@ -136,6 +137,11 @@ def _check_table(mapping: Mapping, table: Table, schema: Schema) -> list[Problem
         out += [
             problem("error", f"{path}.where", message, hint)
             for message, hint in check_filter(table.where, ts)
+        ]
+    if table.expire is not None and not unknown:
+        out += [
+            problem("error", f"{path}.expire", message, hint)
+            for message, hint in check_expiry(table.expire, ts, bool(table.latest))
         ]
     if unknown:
         return out

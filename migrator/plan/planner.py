@@ -15,8 +15,10 @@ from collections.abc import Iterable, Sequence
 from migrator.mapping.model import Template
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Batch, Command, KeyFn, Row, Stats, compile_template, joiner
+from migrator.plan.expiry import RowExpiry
 from migrator.plan.layout import TableLayout
 from migrator.plan.packer import Packer
+from migrator.plan.resp import resp
 from migrator.plan.structures import STRUCTURES, Structure
 
 __all__ = [
@@ -40,6 +42,9 @@ class TablePlan(TableLayout):
         super().__init__(resolved)
         self.structures = [cls(self) for cls in STRUCTURES.values() if cls.wanted(self.table)]
         self._packer: Packer | None = None
+        rule = self.table.expire
+        #: the table's expiry (expire:): TTLs of the row's own keys and its schedule
+        self.expiry = None if rule is None else RowExpiry(self, rule)
 
     # -- planning --------------------------------------------------------------------------
     def plan(self, rows: Iterable[Row]) -> tuple[list[Command], Stats]:
@@ -47,6 +52,8 @@ class TablePlan(TableLayout):
         batch = Batch()
         adders = [s.add for s in self.structures]
         checked = bool(self.guards)
+        if self.expiry is not None:
+            return self._plan_expiring(rows, batch, adders, checked)
         n = 0
         for row in rows:
             n += 1
@@ -58,8 +65,39 @@ class TablePlan(TableLayout):
         batch.stats.rows = n
         return batch.finish(), batch.stats
 
+    def _plan_expiring(
+        self, rows: Iterable[Row], batch: Batch, adders: list, checked: bool
+    ) -> tuple[list[Command], Stats]:
+        """``plan`` for a table with ``expire:``: a row already past its moment is left out;
+        each other row's own keys (the commands its structures write whole) get their
+        PEXPIREAT right after them, and the row its schedule entry (plan/expiry.py)."""
+        expiry = self.expiry
+        assert expiry is not None
+        now = expiry.now_ms()
+        n = 0
+        out = batch.commands
+        for row in rows:
+            moment = expiry.moment(row, now)
+            if moment is not None and moment <= now:
+                continue  # expired: absent from Redis, as the read's condition leaves it
+            n += 1
+            if checked and (column := self.ambiguous(row)) is not None:
+                self.reject(row, column, batch.stats)
+                continue
+            start = len(out)
+            for add in adders:
+                add(row, batch)
+            # its own keys' PEXPIREAT; the schedule entry even without any (as: none): the
+            # sweep removes the members the row holds
+            out += expiry.commands(row, [c[1] for c in out[start:]], moment)
+        batch.stats.rows = n
+        return batch.finish(), batch.stats
+
     def pack(self, rows: Sequence[Row]) -> tuple[bytes, int, Stats]:
         """The hot path: (RESP bytes of ``plan(rows)``'s commands, their number, stats)."""
+        if self.expiry is not None:  # the general path: PEXPIREAT after each row's keys
+            commands, stats = self.plan(rows)
+            return resp(commands), len(commands), stats
         if self._packer is None:
             self._packer = Packer(self, self.structures, self.plan)
         return self._packer.pack(rows)

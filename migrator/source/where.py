@@ -24,15 +24,21 @@ from migrator.mapping.kinds import Kind
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import TableSchema
 from migrator.mapping.where import And, Compare, Filter, In, IsNull, Lit, Node, Not, Or, text_rule
+from migrator.source.expiry import alive
 
 #: a character that is not printable ASCII
 NOT_PRINTABLE = "[^ -~]"
 
 
-def clause(resolved: Resolved) -> Any:
-    """The table's filter as a condition, or None when it has none."""
+def clause(resolved: Resolved, slack: float = 0.0) -> Any:
+    """The table's filter as a condition, or None when it has none; a table with an expiry
+    column also leaves out the rows more than ``slack`` seconds past it (source/expiry.py)."""
     f = resolved.table.where
-    return None if f is None else condition(f, resolved.schema)
+    cond = None if f is None else condition(f, resolved.schema)
+    live = alive(resolved, slack=slack)
+    if live is None:
+        return cond
+    return live if cond is None else sa.and_(cond, live)
 
 
 def condition(f: Filter, ts: TableSchema) -> Any:

@@ -98,4 +98,13 @@ def remove_owned(
         if len(pending) >= UNLINK_BATCH:
             removed += unlink()
             pending = []
+    # a table's expiry schedule goes with its keys: no memo outlives the rows it describes
+    schedules = [
+        key
+        for name, plan in space.plans.items()
+        if plan.expiry is not None and (wanted is None or name in wanted)
+        for key in (plan.expiry.schedule, plan.expiry.memo, plan.expiry.gone)
+    ]
+    if schedules:
+        retry(lambda: client.unlink(*schedules), retrying=retrying)
     return removed + unlink()

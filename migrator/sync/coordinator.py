@@ -55,6 +55,7 @@ from migrator.source.snapshot import Snapshot
 from migrator.store import search_index
 from migrator.store.checkpoint import KeysFollower
 from migrator.store.cluster import connect_any, is_cluster
+from migrator.store.features import require_json
 from migrator.store.sync_lock import SyncLock
 from migrator.store.sync_state import SyncState
 from migrator.sync.failover import failover
@@ -109,6 +110,7 @@ def coordinate(
     online = figures.tee(bars, None, o.status_interval, phase=False)
     others = figures.tee(NULL_PROGRESS, None, o.status_interval, phase=False)
     client: Any = connect_any(url)
+    require_json(client, resolved)
     searches = definitions(resolved, m)
     search_index.require(client, searches)  # the server indexes the hashes as sync writes them
     database = src.url.database

@@ -12,6 +12,7 @@ caller (commands/sync.py) decides what comes next.
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +24,8 @@ from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Command
 from migrator.plan.cascade import Cascades, followable, refuse_unfollowable
-from migrator.plan.delta import Delta, TableDelta
+from migrator.plan.delta import Delta
+from migrator.plan.expiry_delta import table_delta
 from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import SchemaChanged, SyncReport, SyncStatus, TableReport
@@ -42,6 +44,7 @@ from migrator.source.mysql import Source
 from migrator.source.reconnect import SourceLost, lost_reason, surfaced
 from migrator.source.where import clause
 from migrator.store.cluster import is_cluster
+from migrator.store.expiry_sweep import SWEEP_SECONDS, due, expiring
 from migrator.store.sink import retry
 from migrator.store.sync_state import SyncState, apply_group, raise_counter
 from migrator.sync.figures import SyncFigures
@@ -64,6 +67,33 @@ from migrator.sync.schema_watch import (
 from migrator.sync.shared_uniques import shared_entries
 
 MAX_GROUP_ROWS = 5000  # row changes applied in one MULTI/EXEC at most (whole transactions)
+
+
+#: how long a thread runs before the interpreter lock goes to another that waits for it
+#: (CPython's default: 5 ms). The reader and the applying thread wait on sockets in turn (the
+#: log, Redis's replies) and must take the lock back each time: at the default a thread whose
+#: reply came can wait up to 5 ms for the other to let go. While a follow loop runs the
+#: interval is this (docs/performance.md: the drain of small transactions, measured)
+SWITCH_INTERVAL = 0.0005
+
+_handover = threading.Lock()
+_following = [0, 0.0]  # follow loops running in this process, the interval before the first
+
+
+def quick_handover(enter: bool) -> None:
+    """Set ``SWITCH_INTERVAL`` when the first follow loop of the process starts (unless the
+    process's is shorter) and restore the process's own once the last one ends."""
+    with _handover:
+        if enter:
+            if _following[0] == 0:
+                _following[1] = sys.getswitchinterval()
+                if _following[1] > SWITCH_INTERVAL:
+                    sys.setswitchinterval(SWITCH_INTERVAL)
+            _following[0] += 1
+        else:
+            _following[0] -= 1
+            if _following[0] == 0 and _following[1] > SWITCH_INTERVAL:
+                sys.setswitchinterval(_following[1])
 
 
 def position_fields(pos: BinlogPosition) -> dict[str, str]:
@@ -136,7 +166,8 @@ class Follower:
         self.progressed = False  # the new reader delivered something (a retry succeeded)
         self.cluster = is_cluster(client)
         self.plans = {r.name: TablePlan(r) for r in resolved}
-        self.deltas = {name: TableDelta(plan) for name, plan in self.plans.items()}
+        self.deltas = {name: table_delta(plan) for name, plan in self.plans.items()}
+        self.expiring = expiring(self.deltas)  # tables with expire: (expiry_sweep.py)
         self.resolved = {r.name: r for r in resolved}
         tables = {
             name: TableColumns(
@@ -225,9 +256,11 @@ class Follower:
         # the source's own word on its log's end: the lag when the reader is behind
         head = HeadWatch(self.ctl.url.render_as_string(hide_password=False), self.figures)
         head.start()
+        quick_handover(True)
         try:
             self._loop(until_caught_up, report)
         finally:
+            quick_handover(False)
             self.reader_stop.set()
             head.close()
             thread.join(2.0)
@@ -236,7 +269,7 @@ class Follower:
             self.ctl.close()
 
     def _loop(self, until_caught_up: bool, report: SyncReport) -> None:
-        last_status = last_head = last_check = time.monotonic()
+        last_status = last_head = last_check = last_sweep = time.monotonic()
         window_rows, window_start = 0, time.monotonic()
         caught_up = False
         while True:
@@ -294,6 +327,9 @@ class Follower:
                 # busy logs of other databases may leave no silence for a heartbeat
                 caught_up, last_head = self._at_head(), now
                 caught_up = caught_up and not (self.snapshots and self.snapshots.queue)
+            if self.expiring and (caught_up or now - last_sweep >= SWEEP_SECONDS):
+                self._sweep()  # before "caught up": nothing past its expiry is left
+                last_sweep = now
             if now - last_check >= TARGET_CHECK_SECONDS or (until_caught_up and caught_up):
                 self.check_target()  # TargetLost when Redis no longer holds the position
                 last_check = now
@@ -396,6 +432,23 @@ class Follower:
                     deltas[change.table].change(change.before, change.after, total)
                 if self.cascades is not None:  # child rows the log does not carry
                     self.cascades.follow(change.table, change.before, change.after, total)
+        last = group[-1]
+        self._commit(total, last.position)
+        self.position = last.position
+        self.figures.applied_group(group, 2 if self.cluster else 1)
+        if self.on_applied:
+            self.on_applied(group)
+
+    def _sweep(self) -> None:
+        """Remove the rows past their expiry from the shared structures (expiry_sweep.py),
+        in a transaction of their own, with the applied position as it is."""
+        total = due(self.client, self.expiring)
+        if total is not None:
+            self._commit(total, self.position)
+
+    def _commit(self, total: Delta, at: BinlogPosition) -> None:
+        """A group's Delta, the latest lists and shared unique entries it touched, and the
+        position ``at``, in one MULTI/EXEC (store/sync_state.py)."""
         dirty = total.dirty_latest
         commands: list[Command] = total.commands
         commands += [raise_counter(k, v) for k, v in total.counters.items()]
@@ -407,14 +460,9 @@ class Follower:
                 lambda: shared_entries(self.src, self.plans, total.dirty_unique),
                 "reading the rows that share a unique value", self.src.close,
             )  # fmt: skip
-        last = group[-1]
-        fields = position_fields(last.position)
+        fields = position_fields(at)
         position = self.state.command(fields | self.schema.fields() if self.schema else fields)
         apply_group(self.client, commands, position, self.state, self.retrying)
-        self.position = last.position
-        self.figures.applied_group(group, 2 if self.cluster else 1)
-        if self.on_applied:
-            self.on_applied(group)
 
     def _read(self, commands: list[Command]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)

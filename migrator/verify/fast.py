@@ -49,6 +49,8 @@ def usable(checks: RowChecks) -> bool:
         return False
     if checks.plan.transforms:  # formats, lower(): the general path's structures
         return False
+    if checks.expiry is not None:  # expire: rows judged by their moment, TTLs read
+        return False
     return bool(getattr(checks.reader, "packed", False)) and names <= {"hash", "unique", "index"}
 
 

@@ -21,6 +21,7 @@ from migrator.retry import Retrying
 from migrator.source.mysql import keyset_value
 from migrator.source.where import clause
 from migrator.store.sink import retry
+from migrator.verify.expiry import TOLERANCE
 from migrator.verify.rows import run_structure
 
 if TYPE_CHECKING:
@@ -82,7 +83,9 @@ class Explainer:
         self.selector = source.selector(self.name, plan.select)
         self.pk = plan.resolved.primary_key
         self.kinds = {c: plan.resolved.schema.column(c).kind for c in plan.select}
-        self.where = clause(plan.resolved)  # a row the filter leaves out explains nothing
+        # a row the filter leaves out explains nothing; one within verify's tolerance of its
+        # expiry does (verify/expiry.py)
+        self.where = clause(plan.resolved, TOLERANCE)
 
     def foreign(self, name: str, key: bytes) -> Iterator[tuple[bytes, bytes | None]]:
         """(member, its value) for every member of ``key`` no source row explains."""

@@ -39,10 +39,23 @@ SHARED_UNIQUE = "row sharing a unique value"  # a unique: MySQL does not keep un
 #: a row migrate does not write by policy (a separator inside a composite's value under
 #: ``escape: reject``, a NULL in a row-key column): MySQL holds it, Redis does not
 REJECTED = "rejected row"
+#: a key of a row with ``expire:`` that has no TTL, or one further than the tolerance from
+#: the row's moment (docs/mapping.md#expire)
+MISSING_TTL = "missing TTL"
+WRONG_TTL = "wrong TTL"
 
 MISSING_KINDS = frozenset({MISSING_ROW})
 DIFFERENT_KINDS = frozenset(
-    {DIFFERENT_VALUE, MISSING_FIELD, EXTRA_FIELD, WRONG_TYPE, SHARED_KEY, SHARED_UNIQUE}
+    {
+        DIFFERENT_VALUE,
+        MISSING_FIELD,
+        EXTRA_FIELD,
+        WRONG_TYPE,
+        SHARED_KEY,
+        SHARED_UNIQUE,
+        MISSING_TTL,
+        WRONG_TTL,
+    }
 )
 STALE_KINDS = frozenset({STALE})
 REJECTED_KINDS = frozenset({REJECTED})

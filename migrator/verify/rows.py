@@ -10,7 +10,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from migrator.plan.planner import Batch, KeyFn, Row, Stats, Structure, TablePlan
+from migrator.verify import documents
 from migrator.verify import report as vr
+from migrator.verify.expiry import ExpiryChecks
 from migrator.verify.keys import Reader
 from migrator.verify.repair import Repairer
 from migrator.verify.report import TableCheck
@@ -55,6 +57,8 @@ class RowChecks:
         #: unique: MySQL does not enforce) -> their primary keys: the entry may name any
         self.shared: dict[tuple[bytes, bytes | None], set[bytes]] = {}
         self._shared_counted: set[tuple[bytes, bytes | None]] = set()
+        #: a table with expire: (verify/expiry.py): which rows are judged, their keys' TTLs
+        self.expiry = None if plan.expiry is None else ExpiryChecks(plan, reader.read)
 
     def found(
         self,
@@ -68,6 +72,8 @@ class RowChecks:
     ) -> None:
         """Report a difference and, with --fix, queue the commands that repair it."""
         self.check.add(kind, key, fieldname, mysql, redis, n=n)
+        if self.expiry is not None and repair:
+            repair = self.expiry.repair(repair)
         if self.fixer is not None:
             self.fixer.repair(kind, key, fieldname, repair, n)
 
@@ -119,6 +125,11 @@ class RowChecks:
 
     def prepare(self, rows: Sequence[Row]) -> tuple[list[Command], list[tuple[Handler, int, Any]]]:
         """The reads that check a batch, and what to do with their replies."""
+        judged = None
+        if self.expiry is not None:  # rows past their moment, or too close to it: not judged
+            judged = self.expiry.judged(rows)
+            rows = [row for row, _, _ in judged]
+            self._near(self.expiry.near)
         self.check.mysql_rows += len(rows)
         reads: list[Command] = []
         handlers: list[tuple[Handler, int, Any]] = []
@@ -142,6 +153,10 @@ class RowChecks:
             groups, b = _per_row(s["columns"], rows, self.plan)
             self._rejected(b)
             want(self._columns, [(b"MGET", *(c[1] for c in g)) for _, g in groups], groups)
+        if "document" in s:
+            b = run_structure(s["document"], rows)
+            self._rejected(b)
+            want(self._documents, documents.reads(b.commands), b.commands)
         if "unique-string" in s:
             cmds = run_structure(s["unique-string"], rows).commands
             want(self._unique_strings, [(b"MGET", *(c[1] for c in cmds))] if cmds else [], cmds)
@@ -159,7 +174,25 @@ class RowChecks:
         if self.references:
             parents = self._parents(rows)
             want(self._dangling, [(b"EXISTS", k) for k in parents], parents)
+        if self.expiry is not None and judged:
+            want(self._ttls, self.expiry.reads(judged), judged)
         return reads, handlers
+
+    def _near(self, rows: list[Row]) -> None:
+        """Rows too close to their expiry to judge: the shared keys they write are expected
+        (not stray), with none of their members (those present are explained by the row)."""
+        for name in CARDINALITY:
+            if name in self.structures and rows:
+                b = run_structure(self.structures[name], rows)
+                for key in (*b.hsets, *b.sadds, *b.zadds):
+                    if name == "set" and self.set_members is not None:
+                        self.set_members.setdefault(key, set())
+                    else:
+                        self.expected[name].setdefault(key, 0)
+
+    def _ttls(self, replies: list[Any], judged: Any) -> None:
+        assert self.expiry is not None
+        self.expiry.ttls(replies, judged, self.found)
 
     def apply(self, handlers: list[tuple[Handler, int, Any]], replies: list[Any]) -> None:
         at = 0
@@ -205,6 +238,11 @@ class RowChecks:
             for f, h in have.items():
                 if f not in expect:
                     add(vr.EXTRA_FIELD, key, f, None, h, [(b"HDEL", key, f)])
+
+    def _documents(self, replies: list[Any], cmds: list[Command]) -> None:
+        present = documents.compare(cmds, replies, self.found)
+        self.present += present
+        self.rows_present += present
 
     def _columns(self, replies: list[Any], groups: list[tuple[bytes, list[Command]]]) -> None:
         for (row_key, cmds), got in zip(groups, replies):

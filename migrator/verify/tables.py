@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from migrator.mapping.model import DOCUMENTS
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.validate import plural
 from migrator.plan.finish import counter_holds, finish_commands
@@ -34,8 +35,10 @@ from migrator.source.mysql import Source, keyset_value, shared_keys_query
 from migrator.source.shared import SharedValues, shared_values
 from migrator.source.where import clause
 from migrator.store.checkpoint import held_keys, keys_hint
+from migrator.store.expiry_sweep import sweep_now
 from migrator.store.keys import scan_space
 from migrator.verify import report as vr
+from migrator.verify.expiry import TOLERANCE
 from migrator.verify.fast import FastBatch, FastChecks, usable
 from migrator.verify.keys import Reader
 from migrator.verify.members import Explainer, params
@@ -75,6 +78,9 @@ class Checker:
         t0 = time.perf_counter()
         self.progress = progress
         tv = TableVerifier(self, self.plans[r.name])
+        if self.fix and tv.plan.expiry is not None:  # rows past their expiry leave first
+            swept = sweep_now(self.reader.client, [tv.plan], self.reader.retrying)
+            tv.check.notes.append(f"expiry: {plural(swept, 'row')} past it swept")
         progress.start(r.name, sample or r.schema.row_estimate or None)
         if mode == "full":
             tv.full(size, progress)
@@ -164,7 +170,9 @@ class TableVerifier(RowChecks):
         self.selector = checker.src.selector(self.name, plan.select)
         #: the table's row filter as SQL (None: every row): rows it leaves out belong
         #: nowhere in Redis, and a key of theirs is stray
-        self.where = clause(self.r)
+        self.where = clause(self.r, TOLERANCE)
+        #: the rows latest lists hold: those not past their moment (verify/expiry.py)
+        self.live = clause(self.r) if self.r.table.expire is not None else self.where
         self.references = self._references()
         self.shared_values = self._shared() if self.r.unenforced_uniques else []
         if checker.fix:
@@ -308,7 +316,7 @@ class TableVerifier(RowChecks):
             progress.advance(self.name, len(rows))
         checked = self.check.mysql_rows
         self.check.notes.append(f"values checked for {checked} random rows")
-        self.check.mysql_rows = src.count(self.name, self.where)
+        self.check.mysql_rows = self._live_rows()
         if any(n in self.structures for n in CARDINALITY):
             self.check.notes.append("members nobody explains: not looked for with --sample")
 
@@ -345,18 +353,26 @@ class TableVerifier(RowChecks):
                 f"one per value: {v.rows}); list the rows with: {v.sql}"
             )
 
+    def _live_rows(self) -> int:
+        """The rows Redis should hold: under a fixed ttl, less those the schedule says are
+        past it (verify/expiry.py: ``expired_rows``)."""
+        n = self.c.src.count(self.name, self.live)
+        if self.expiry is not None:
+            n -= self.expiry.expired_rows()
+        return n
+
     def counts_only(self) -> None:
-        self.check.mysql_rows = self.c.src.count(self.name, self.where)
+        self.check.mysql_rows = self._live_rows()
         self.check.notes.append("values and structures not compared (--counts-only)")
 
     def row_counts(self, lookup: bool) -> None:
         """Row keys in Redis (by SCAN) against the source's row count."""
-        if self.plan.table.kind != "hash":
+        if self.plan.table.kind not in ("hash", *DOCUMENTS):
             return
         found = 0
         scanned = scan_space(self.c.reader.client, self.c.space, [self.name])
         for page in self.c.space.owned(scanned, [self.name]):
-            found += sum(1 for _, _, p in page if p is not None and p.what == "hash")
+            found += sum(1 for _, _, p in page if p is not None and p.what in ROW_KEYS)
         self.check.redis_rows = found
         rows = self.check.mysql_rows
         if found < rows:
@@ -373,7 +389,7 @@ class TableVerifier(RowChecks):
         """Counters and latest lists, as migrate rebuilds them at the end of a table."""
         strings: list[Command] = []
         lists: dict[bytes, list[bytes]] = {}
-        for cmd in finish_commands(self.c.src, self.plan, self.r, self.where):
+        for cmd in finish_commands(self.c.src, self.plan, self.r, self.live):
             if cmd[0] == b"SET":
                 strings.append(cmd)
             elif cmd[0] == b"DEL":
@@ -424,7 +440,7 @@ class TableVerifier(RowChecks):
             return
         produced: set[bytes] = set()
         row_structures = [s for n, s in self.structures.items()
-                          if n in ("hash", "columns", "unique-string")]  # fmt: skip
+                          if n in ("hash", "columns", "document", "unique-string")]  # fmt: skip
         own: list[KeyPattern] = [
             p for p in self.c.space.all if p.table == self.name and p.family == "row"
         ]
@@ -447,6 +463,10 @@ class TableVerifier(RowChecks):
         for key in dict.fromkeys(keys):
             if key not in produced:
                 self.stray(key, "(no source row has this key)")
+
+
+#: the structures whose keys are one per row, counted against the source's rows
+ROW_KEYS = ("hash", "document")
 
 
 @contextmanager

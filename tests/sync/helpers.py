@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import threading
@@ -124,3 +125,34 @@ def while_syncing(
     assert not follower.is_alive(), "sync did not stop within 60 s"
     if errors:
         raise errors[0]
+
+
+def mixed_writes(
+    db: Any,
+    rng: random.Random,
+    steps: int,
+    first: int,
+    table: str,
+    row: Callable[[random.Random, int], tuple[object, ...]],
+    update: Callable[[Any, random.Random, int], object],
+) -> None:
+    """``steps`` transactions of one row change each on ``table`` (ids from 1 to ``first``
+    and those inserted since): 20 % INSERTs of ``row(rng, id)``, 10 % DELETEs, the rest
+    ``update(cursor, rng, id)``."""
+    conn = db.connect(client_flag=0)
+    try:
+        with conn.cursor() as cur:
+            for n in range(steps):
+                roll = rng.random()
+                i = rng.randint(1, first + n)
+                if roll < 0.2:
+                    values = row(rng, first + n + 1)
+                    marks = ",".join(["%s"] * len(values))
+                    cur.execute(f"INSERT IGNORE INTO {table} VALUES ({marks})", values)
+                elif roll < 0.3:
+                    cur.execute(f"DELETE FROM {table} WHERE id = %s", (i,))
+                else:
+                    update(cur, rng, i)
+                conn.commit()
+    finally:
+        conn.close()

@@ -15,7 +15,7 @@ from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from tests.services import MySQLDatabase
-from tests.sync.helpers import while_syncing
+from tests.sync.helpers import mixed_writes, while_syncing
 
 SCHEMA = """
 CREATE TABLE acct (
@@ -50,26 +50,15 @@ def _row(rng: random.Random, i: int) -> tuple[object, ...]:
             rng.choice(CITY), rng.randint(0, 50))  # fmt: skip
 
 
+def _update(cur: Any, rng: random.Random, i: int) -> None:
+    col, pool = rng.choice([("status", STATUS), ("amount", AMOUNT), ("created", CREATED),
+                            ("city", CITY)])  # fmt: skip
+    cur.execute(f"UPDATE acct SET {col} = %s, score = %s WHERE id = %s",
+                (rng.choice(pool), rng.randint(0, 50), i))  # fmt: skip
+
+
 def _write(db: MySQLDatabase, rng: random.Random, steps: int, first: int) -> None:
-    conn = db.connect(client_flag=0)
-    try:
-        with conn.cursor() as cur:
-            for n in range(steps):
-                roll = rng.random()
-                i = rng.randint(1, first + n)
-                if roll < 0.2:
-                    cur.execute("INSERT IGNORE INTO acct VALUES (%s,%s,%s,%s,%s,%s,%s)",
-                                _row(rng, first + n + 1))  # fmt: skip
-                elif roll < 0.3:
-                    cur.execute("DELETE FROM acct WHERE id = %s", (i,))
-                else:
-                    col, pool = rng.choice([("status", STATUS), ("amount", AMOUNT),
-                                            ("created", CREATED), ("city", CITY)])  # fmt: skip
-                    cur.execute(f"UPDATE acct SET {col} = %s, score = %s WHERE id = %s",
-                                (rng.choice(pool), rng.randint(0, 50), i))  # fmt: skip
-                conn.commit()
-    finally:
-        conn.close()
+    mixed_writes(db, rng, steps, first, "acct", _row, _update)
 
 
 def _compare(db: MySQLDatabase, client) -> None:  # type: ignore[no-untyped-def]
