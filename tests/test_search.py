@@ -381,3 +381,22 @@ def test_without_index_sets_a_cascade_into_the_table_is_refused_with_the_reason(
     assert "no index or reference on exactly (parent_id)" in refused[0].why
     kept = {r.name: TablePlan(r) for r in resolve(parse_mapping(CASCADE), _schema())}
     assert followable(kept)[1] == []
+
+
+def test_documents_get_an_index_on_json(mysql_db, modules_redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    """'as: json' (RedisJSON documents): ON JSON, each attribute '$.field AS field'; the same
+    FT.SEARCH answers as MySQL's queries, and verify 0."""
+    mysql_db.run(SCHEMA)
+    _insert(mysql_db, _rows(6, 200))
+    m = parse_mapping(MAPPING.replace("  book:\n", "  book:\n    as: json\n") % "", name="docs")
+    (shown,) = dry_run(m, source=mysql_db.url, sample=0).tables
+    assert shown.search is not None and "ON JSON PREFIX 1 book: SCHEMA" in shown.search
+    assert "$.year AS year NUMERIC SORTABLE" in shown.search and "FILTER" not in shown.search
+    assert migrate(m, source=mysql_db.url, target=modules_redis_url).exit_code == 0
+    client = redis.Redis.from_url(modules_redis_url, decode_responses=True)
+    try:
+        assert client.type("book:1") == "ReJSON-RL"
+        _agrees(mysql_db, client)
+    finally:
+        client.close()
+    assert verify(m, source=mysql_db.url, target=modules_redis_url).exit_code == 0

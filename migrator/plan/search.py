@@ -2,7 +2,8 @@
 
 ``definition(resolved)`` -> :class:`SearchIndex`: ``FT.CREATE <name> ON HASH PREFIX 1 <the
 row key's literal prefix> [FILTER ...] SCHEMA ...`` where each attribute is a field of the row
-hash:
+hash (``as: json``: ``ON JSON``, each attribute ``$.field AS field`` of the document; a JSON
+number cannot be a TAG, and DECIMAL is a string there unless ``formats: {col: number}``):
 
 * TEXT: the columns of MySQL's FULLTEXT indexes, and ``search.text``;
 * NUMERIC SORTABLE: numeric columns of the mapping's ``unique``/``indexes``/``references``
@@ -118,11 +119,14 @@ def definition(r: Resolved) -> SearchIndex | None:
     if search is None:
         return None
     path = f"tables.{r.name}.search"
-    if r.table.kind != "hash":
+    if r.table.kind not in ("hash", "json"):
         raise MappingError(
-            f"a search index needs the rows as hashes, but table {r.name} is 'as: {r.table.kind}'",
-            path=path, hint="write 'as: hash' (the default) or remove 'search'",
+            f"a search index needs the rows as hashes or RedisJSON documents, but table "
+            f"{r.name} is 'as: {r.table.kind}'",
+            path=path, hint="write 'as: hash' (the default) or 'as: json', or remove 'search'",
         )  # fmt: skip
+    doc = r.table.kind == "json"
+    where = "document" if doc else "row hash"
     prefix = _prefix(r)
     if not prefix:
         raise MappingError(
@@ -155,32 +159,55 @@ def definition(r: Resolved) -> SearchIndex | None:
             continue
         col = ts.column(column)
         kind = forced or ("NUMERIC" if col.kind.numeric or col.kind.temporal else "TAG")
-        if kind == "NUMERIC" and not _numeric_in_hash(col.kind, formats.get(column)):
+        number = _number(col.kind, formats.get(column), doc)
+        if kind == "NUMERIC" and not number:
             if forced is None and not col.kind.temporal:
                 kind = "TAG"
             else:
+                fmt = "number" if col.kind is Kind.DECIMAL else "epoch"
                 raise MappingError(
                     f"column {column} ({col.column_type}) of table {r.name} would be a NUMERIC "
-                    "attribute, but the row hash holds it as text, which the server cannot index",
-                    path=path,
-                    hint=f"write it as a number: formats: {{{column}: epoch}} (or epoch_ms)",
-                )
+                    f"attribute, but the {where} holds it as text, which the server cannot index",
+                    path=path, hint=f"write it as a number: formats: {{{column}: {fmt}}}",
+                )  # fmt: skip
+        if kind == "TAG" and doc and number:
+            raise MappingError(
+                f"column {column} of table {r.name} is a number in the document, which a TAG "
+                "cannot index",
+                path=path, hint=f"index it as numeric: search: {{numeric: [{column}]}}",
+            )  # fmt: skip
         ci = (col.collation or "").endswith("_ci")
-        attrs.append(Attribute(column, fields.get(column, column), kind, not ci))
+        field = fields.get(column, column)
+        json_path = _json_path(field) if doc else None
+        attrs.append(Attribute(column, field, kind, not ci, json_path))
     if not attrs:
         raise MappingError(
             f"the search index of table {r.name} would index nothing: no index, unique, "
             "sorted-set score or FULLTEXT column is in its row hash",
             path=path, hint="name columns to index: search: {name: ..., tag: [col], text: [col]}",
         )  # fmt: skip
-    exclude = tuple(_excluded(r, prefix))
-    return SearchIndex(r.name, search.name, prefix, exclude, tuple(attrs), tuple(skipped))
+    exclude = () if doc else tuple(_excluded(r, prefix))  # ON JSON skips the unique hashes
+    return SearchIndex(
+        r.name, search.name, prefix, exclude, tuple(attrs), tuple(skipped),
+        on="JSON" if doc else "HASH",
+    )  # fmt: skip
 
 
-def _numeric_in_hash(kind: Kind, fmt: str | None) -> bool:
+def _number(kind: Kind, fmt: str | None, doc: bool) -> bool:
+    """Whether the row hash (text) or the document (JSON, plan/documents.py) holds the
+    column's values as numbers the server can index as NUMERIC."""
     if fmt is not None:
         return fmt in NUMERIC_FORMATS
+    if doc:  # DECIMAL is a string in a document, exactly; BIT a number
+        return kind in (Kind.INTEGER, Kind.BIT, Kind.YEAR, Kind.FLOAT, Kind.DOUBLE)
     return kind.numeric and kind is not Kind.BIT
+
+
+def _json_path(field: str) -> str:
+    """``$.lang``, or ``$["odd name"]`` for a field that is not a plain identifier."""
+    if field.isidentifier():
+        return f"$.{field}"
+    return "$[" + _quote(field) + "]"
 
 
 def _prefix(r: Resolved) -> str:
