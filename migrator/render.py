@@ -410,6 +410,8 @@ def render_dry_run(report: DryRunReport) -> None:
             plain(f"  note: {note}")
         for command in t.sample:  # wrapped between arguments
             line(f"  {command}", words=ARGUMENTS)
+        if t.search:
+            line(f"  {t.search}", words=ARGUMENTS)
         out.print()
     plain(
         f"total: {sum(t.rows for t in report.tables):,} rows -> {report.keys:,} keys, "

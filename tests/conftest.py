@@ -37,6 +37,11 @@ Fixtures:
   log: ``.kind`` (``mariadb``/``mysql``), ``.url`` (root, empty password), ``.reader_url`` (an
   account with only the grants sync needs). ``mariadb``: a private mariadbd (skipped when it is
   not installed); ``mysql``: the session's Oracle MySQL (the ``mysql_server_url`` one).
+* ``modules_server`` (session) -> :class:`tests.modules_server.ModulesServer`: a private Valkey
+  8.1 with the RedisJSON and RediSearch modules (from the test wheels of the ``dev`` extra),
+  on a free port, stopped after the session; skipped without the wheels (failed under
+  ``MIGRATOR_REQUIRE_SERVICES=1``).
+* ``modules_redis_url`` -> str: its db 0, emptied of keys and search indexes before and after.
 * ``testdata_dir`` (session) -> Path of ``tests/data`` (or ``$MIGRATOR_TESTDATA_DIR``).
 * ``sakila_url`` / ``employees_url`` (session) -> str: URL of a database of this session's own
   (``mig_t_sakila_<hex>``, ``mig_t_employees_<hex>``), loaded with the mariadb/mysql client
@@ -74,6 +79,8 @@ from tests.engines import (
     start_oracle_mysql,
     wrong_engine,
 )
+from tests.modules_server import ModulesServer, ModulesUnavailable
+from tests.modules_server import start as start_modules_server
 from tests.services import (
     MYSQL_ENV,
     REDIS_ENV,
@@ -114,7 +121,7 @@ from tests.targets import (
 _INTEGRATION = {
     "engine", "oracle_mysql", "mysql_server_url", "mysql_db", "redis_server_url", "redis_url",
     "redis_client",
-    "sakila_url", "employees_url", "binlog_server",
+    "sakila_url", "employees_url", "binlog_server", "modules_server", "modules_redis_url",
 }  # fmt: skip
 _ACCEPTANCE = {"sakila_url", "employees_url"}
 
@@ -477,3 +484,29 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         yield servers
     finally:
         servers.stop()
+
+
+# -- a server with the JSON type and search (tests/modules_server.py) -----------------------------
+
+
+@pytest.fixture(scope="session")
+def modules_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModulesServer]:
+    """Valkey 8.1 with RedisJSON 2.8 and RediSearch 2.10 loaded, of this session's own."""
+    try:
+        server = start_modules_server(tmp_path_factory.mktemp("modules-server"))
+    except ModulesUnavailable as e:
+        _unavailable(str(e))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def modules_redis_url(modules_server: ModulesServer) -> Iterator[str]:
+    """db 0 of the modules server, without keys or search indexes before and after the test."""
+    modules_server.empty()
+    try:
+        yield modules_server.url
+    finally:
+        modules_server.empty()

@@ -151,6 +151,22 @@ MATRIX: dict[str, tuple[str, ...]] = {
         "test_memory_estimate_within_30_percent",
         "test_resp_export_loads_exactly_what_migrate_writes",
     ),
+    # JSON documents as text in STRINGs (as: json-string), which every target must run: every
+    # type, verify and --fix, the structures beside them, the RESP export; sync of random
+    # writes and of every type through the binary log; as: json refused where JSON is absent
+    "tests/test_documents.py": (
+        "test_every_type_as_a_json_string",
+        "test_verify_finds_a_wrong_document_and_fix_repairs_it",
+        "test_structures_beside_documents_are_those_beside_hashes",
+        "test_a_json_table_is_refused_where_the_target_has_no_json_type",
+        "test_dry_run_resp_loads_exactly_the_documents_migrate_writes",
+        "test_memory_estimate_of_json_string_documents_within_30_percent",
+        "test_documents_into_a_redis_cluster",
+    ),
+    "tests/sync/test_sync_documents.py": (
+        "test_random_writes_keep_json_string_documents_exact",
+        "test_every_type_synced_is_the_document_migrate_writes",
+    ),
     # a Redis Cluster of the flavor: detection, routing, MOVED and ASK, verify, --fix, resume
     "tests/test_cluster.py": ("*",),
     # sync: the first load then following, random writes, into a Cluster; and faults of the

@@ -174,4 +174,14 @@ def test_ascii_text_of_an_ascii_compatible_charset_is_kept_as_its_bytes() -> Non
     assert latin1(b"\x04caf\xe9", 0) == ("caf\xe9", 5)  # decoded (then encoded to UTF-8)
     utf16 = _text(1, "utf16")
     value, end = utf16(b"\x02\x00A", 0)  # ASCII-looking bytes, not ASCII text: decoded
-    assert isinstance(value, str) and end == 3
+    assert (value, end) == ("A", 3)
+
+
+@pytest.mark.parametrize(
+    "charset, raw",
+    [("utf16", b"\x00A\x00\xe9"), ("ucs2", b"\x00A\x00\xe9"), ("utf16le", b"A\x00\xe9\x00"),
+     ("utf32", b"\x00\x00\x00A\x00\x00\x00\xe9")],
+)  # fmt: skip
+def test_mysql_wide_charsets_are_decoded_in_their_byte_order(charset: str, raw: bytes) -> None:
+    # MySQL stores utf16, ucs2 and utf32 big-endian; utf16le is its own charset
+    assert _text(1, charset)(bytes([len(raw)]) + raw, 0) == ("Aé", 1 + len(raw))

@@ -33,6 +33,7 @@ from migrator.plan.estimate import Limits, MemoryModel, keyspace
 from migrator.plan.finish import finish_commands
 from migrator.plan.planner import Command, Stats, TablePlan
 from migrator.plan.resp import resp
+from migrator.plan.search import definition
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.source.snapshot import Snapshot
@@ -86,6 +87,7 @@ class TableDryRun:
     #: already past it (not planned)
     expire: str | None = None
     expired: int = 0
+    search: str | None = None  # the FT.CREATE migrate sends for the table's search index
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -102,6 +104,7 @@ class TableDryRun:
             "duplicate_rows": self.duplicate_rows,
             "readers": self.readers,
             "where": self.where,
+            "search": self.search,
             "filtered_out": self.filtered_out,
             "expire": self.expire,
             "expired": self.expired,
@@ -160,7 +163,9 @@ class DryRunReport:
 class Classifier:
     """Which structure of a table wrote a command, from the command name and its key."""
 
-    ONCE: ClassVar[set[str]] = {"hash", "columns", "unique-string", "counter", "latest"}
+    ONCE: ClassVar[set[str]] = {
+        "hash", "columns", "document", "unique-string", "counter", "latest",
+    }  # fmt: skip
 
     def __init__(self, plan: TablePlan) -> None:
         rules: dict[bytes, list[tuple[str, re.Pattern[bytes] | None]]] = {}
@@ -168,6 +173,7 @@ class Classifier:
             "hash": b"HSET", "unique": b"HSET", "columns": b"SET", "unique-string": b"SET",
             "counter": b"SET", "index": b"SADD", "set": b"SADD", "sorted": b"ZADD",
             "latest": b"RPUSH",
+            "document": b"JSON.SET" if plan.table.kind == "json" else b"SET",
         }  # fmt: skip
         literal = {"unique"}  # patterns that are plain key names, not templates
         # exact names first, so a template cannot claim them
@@ -281,6 +287,9 @@ def dry_run(
             if plan.expiry is not None:
                 report.expire, report.expired = expiry_note(src, plan, done.rows)
                 kept += report.expired
+            index = definition(r)
+            if index is not None:
+                report.search = command_line(tuple(a.encode() for a in index.command()))
             if r.table.where is not None:  # the rows planned are those the filter keeps
                 report.where = r.table.where.text
                 report.filtered_out = src.count(r.name) - kept

@@ -35,6 +35,7 @@ from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
+from migrator.plan.search import definitions
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import MigrateReport
 from migrator.retry import Retrying
@@ -42,6 +43,7 @@ from migrator.scaleout import dask_tasks as scaleout
 from migrator.scaleout.workers import default_workers, load_tables
 from migrator.source.chunks import CHUNK_ROWS
 from migrator.source.mysql import Source
+from migrator.store import search_index
 from migrator.store.checkpoint import (
     REPLACING,
     Checkpoint,
@@ -51,6 +53,7 @@ from migrator.store.checkpoint import (
 )
 from migrator.store.cluster import connect_any
 from migrator.store.cluster_sink import sink_for
+from migrator.store.features import require_json
 from migrator.store.guard import Guard, run_id
 from migrator.store.keys import remove_owned
 from migrator.store.sink import Client, transient
@@ -130,7 +133,10 @@ def migrate(
         )
         # nothing of this run is written before the load: a failure here (the target
         # unreachable, refusing the login) needs no --resume, and its hint is its own
+        searches = definitions(resolved, m)  # a bad 'search:' stops before connecting
         client = connect_any(target_url(m, target))
+        require_json(client, resolved)
+        search_index.require(client, searches)
         # a Redis that goes away from here on is retried as it is mid-load
         retrying = Retrying(policy, lambda text: progress.note(STARTING, text))
         # what an earlier run left (read once: a retried start-up has begun its own)
@@ -202,6 +208,7 @@ def migrate(
             # with which verify guesses whether Redis holds keys the mapping does not explain
             whole = not resumed and not losses and not tables
             checkpoint.record_keys(report.keys if whole else None)
+            search_index.build(client, m.name, searches, progress)
         except (TargetError, ConnectError, TargetLost) as e:
             raise partial(e, again) from None
         client.close()

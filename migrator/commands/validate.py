@@ -20,6 +20,7 @@ from migrator.mapping.validate import (
 from migrator.plan.cascade import followable
 from migrator.plan.collisions import check_collisions
 from migrator.plan.planner import TablePlan
+from migrator.plan.search import definition
 from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source, shared_keys_query
 from migrator.source.where import condition
@@ -53,7 +54,25 @@ def validate(
         report.problems += check_collisions(mapping, schema)
         report.problems += shared_keys(mapping, schema, src, report.problems)
         report.problems += cascades(mapping, schema, cascades_logged(src.raw_connection()))
+        report.problems += searches(mapping, schema)
     return report
+
+
+def searches(mapping: Mapping, schema: Schema) -> list[Problem]:
+    """A ``search:`` the table's columns cannot make an index of (plan/search.py)."""
+    out = []
+    for table in mapping.tables:
+        if table.search is None:
+            continue
+        try:
+            for r in resolve(mapping, schema, [table.name]):
+                definition(r)
+        except MappingError as e:
+            if e.path.endswith(".search"):
+                out.append(problem_from(e))
+        except MigratorError:
+            continue
+    return out
 
 
 def cascades(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Problem]:

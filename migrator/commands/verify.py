@@ -18,18 +18,22 @@ from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
+from migrator.plan.search import definition, definitions
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.retry import Retrying
 from migrator.scaleout import dask_tasks as scaleout
 from migrator.scaleout.dask_verify import Cluster, check_tables
 from migrator.source.chunks import CHUNK_ROWS
 from migrator.source.mysql import Source
+from migrator.store import search_index
 from migrator.store.checkpoint import record_keys_hint
 from migrator.store.cluster import connect_any
+from migrator.store.features import require_json
 from migrator.urls import mask
 from migrator.verify.cluster_reader import reader_for
 from migrator.verify.keys import Reader
 from migrator.verify.report import VerifyReport
+from migrator.verify.search import check as search_check
 from migrator.verify.tables import Checker
 
 
@@ -88,6 +92,8 @@ def verify(
         plans = {r.name: TablePlan(r) for r in everything}
         space = KeySpace(list(plans.values()), m.options.ignore)
         client = connect_any(target_url(m, target))
+        require_json(client, resolved)
+        search_index.require(client, definitions(resolved, m))
         reader = reader_for(client, Retrying(policy))
         size = batch_size or m.options.batch_size
         cluster = None
@@ -111,6 +117,7 @@ def verify(
                     report = second
                 if report.ok and not tables:  # every key the mapping explains, and no other
                     record_keys_hint(client, m.name, keys)
+            _searches(src, client, m.name, resolved, report, fix)
         finally:
             client.close()
             if cluster is not None:
@@ -119,6 +126,21 @@ def verify(
         report.target = mask(target_url(m, target))
         report.seconds = time.perf_counter() - started
         return report
+
+
+def _searches(
+    src: Source, client: Any, name: str, resolved: list[Resolved], report: VerifyReport, fix: bool
+) -> None:
+    """Each table's search index against MySQL (verify/search.py); ``fix``: first made
+    current under its alias (store/search_index.py), as migrate does."""
+    checks = {t.table: t for t in report.tables}
+    for r in resolved:
+        index = definition(r)
+        if index is None or r.name not in checks:
+            continue
+        if fix and search_index.has_search(client):
+            search_index.ensure(client, name, index)
+        search_check(src, client, r, index, checks[r.name])
 
 
 def _pass(

@@ -45,6 +45,8 @@ def table_parts(r: Resolved) -> dict[str, str]:
         parts["fields"] = t.fields
     if t.formats:
         parts["formats"] = t.formats
+    if t.without_index_sets:  # only then, as where: the SET indexes are not written
+        parts["index sets"] = False
     return {name: digest(value) for name, value in parts.items()}
 
 

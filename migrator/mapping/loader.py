@@ -24,6 +24,7 @@ from migrator.mapping.model import (
     Options,
     Reference,
     Retries,
+    Search,
     SetSpec,
     Sorted,
     Table,
@@ -45,7 +46,9 @@ MAX_BATCH_SIZE = 1_000_000
 TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
     "references", "sorted", "latest", "sets", "where", "fields", "formats", "escape", "expire",
+    "search",
 )  # fmt: skip
+SEARCH_KEYS = ("name", "index_sets", "tag", "numeric", "text")
 #: per-column formats (migrator/plan/values.py: FORMATS)
 FORMATS = ("epoch", "epoch_ms", "iso8601", "boolean", "number")
 MISPLACED = (
@@ -418,6 +421,7 @@ class _Builder:
         parse("expire", optional("expire", self.expire))
         parse("fields", lambda: self.fields(d.get("fields"), f"{path}.fields"))
         parse("formats", lambda: self.formats(d.get("formats"), f"{path}.formats"))
+        parse("search", optional("search", self.search))
         for key, read in (
             ("unique", self.unique), ("indexes", self.index), ("references", self.reference),
             ("sorted", self.sorted), ("latest", self.latest), ("sets", self.set_spec),
@@ -579,6 +583,20 @@ class _Builder:
             raise self.error(f"{path}.limit", f"expected a positive integer, got {limit!r}")
         order_by = self.string(self.required(d, "order_by", path), f"{path}.order_by")
         return Latest(key, order_by, limit)
+
+    def search(self, value: Any, path: str) -> Search:
+        d = self.dict_of(value, path, SEARCH_KEYS)
+        name = self.string(self.required(d, "name", path), f"{path}.name")
+        if not name or any(c.isspace() for c in name):
+            raise self.error(f"{path}.name", f"bad index name {name!r}: no spaces, not empty")
+        index_sets = d.get("index_sets", True)
+        if not isinstance(index_sets, bool):
+            raise self.error(f"{path}.index_sets", f"expected true or false, got {index_sets!r}")
+        lists = {
+            k: self.names(d[k], f"{path}.{k}") if d.get(k) is not None else ()
+            for k in ("tag", "numeric", "text")
+        }
+        return Search(name, index_sets, **lists)
 
     def set_spec(self, value: Any, path: str) -> SetSpec:
         d = self.dict_of(value, path, ("key", "member"))

@@ -11,8 +11,11 @@ if TYPE_CHECKING:
     from migrator.mapping.expiry import Expiry
     from migrator.mapping.where import Filter
 
-Kind = Literal["hash", "columns", "none"]
-KINDS: tuple[Kind, ...] = ("hash", "columns", "none")
+Kind = Literal["hash", "columns", "json", "json-string", "none"]
+KINDS: tuple[Kind, ...] = ("hash", "columns", "json", "json-string", "none")
+#: the kinds that write one JSON document per row (docs/values.md#json-documents): RedisJSON
+#: (``json``) or a JSON text in a STRING (``json-string``)
+DOCUMENTS: tuple[Kind, ...] = ("json", "json-string")
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _LOWER = re.compile(r"\s*lower\(\s*([^()]*?)\s*\)\s*$")
@@ -180,6 +183,21 @@ class SetSpec:
 
 
 @dataclass(frozen=True)
+class Search:
+    """A search index of the table's rows (``FT.CREATE ... ON HASH``; plan/search.py): the
+    application queries it by ``name``, an alias the tool moves to each new version.
+    ``tag``/``numeric``/``text``: columns indexed besides those the mapping's and MySQL's
+    indexes give; ``index_sets`` False leaves the table's SET indexes out (the server keeps
+    the search index instead)."""
+
+    name: str
+    index_sets: bool = True
+    tag: tuple[str, ...] = ()
+    numeric: tuple[str, ...] = ()
+    text: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Table:
     name: str
     primary_key: tuple[str, ...] | None = None  # None: introspected
@@ -204,6 +222,15 @@ class Table:
     #: this table's own ``escape`` policy (None: ``options.escape``): the keys of the other
     #: tables stay as they are
     escape: str | None = None
+    #: a search index of the rows (None: none). Out of the repr: the fingerprints of what the
+    #: keys depend on (sync/identity.py) stay as they were; ``index_sets: false``, which
+    #: changes the keys, is added to them by name
+    search: Search | None = field(default=None, repr=False)
+
+    @property
+    def without_index_sets(self) -> bool:
+        """A search index stands in for the SET indexes (``search: {index_sets: false}``)."""
+        return self.search is not None and not self.search.index_sets
 
 
 @dataclass(frozen=True)

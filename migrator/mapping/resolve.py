@@ -57,7 +57,10 @@ class Resolved:
         return tuple(u for u in self.table.unique if not self.schema.is_unique(u.columns))
 
     def index_sets(self) -> tuple[Index, ...]:
-        """Non-unique indexes plus references, each column list once (never twice)."""
+        """Non-unique indexes plus references, each column list once (never twice); none when
+        a search index stands in for them (``search: {index_sets: false}``)."""
+        if self.table.without_index_sets:
+            return ()
         seen: list[tuple[str, ...]] = []
         for cols in [i.columns for i in self.table.indexes] + [
             r.columns for r in self.table.references
@@ -176,6 +179,9 @@ def column_uses(table: Table) -> list[tuple[str, str]]:
         add(f"{p}.fields.{column}", (column,))
     for column, _ in table.formats:
         add(f"{p}.formats.{column}", (column,))
+    if table.search is not None:
+        for k in ("tag", "numeric", "text"):
+            add(f"{p}.search.{k}", getattr(table.search, k))
     return uses
 
 

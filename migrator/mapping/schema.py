@@ -17,6 +17,14 @@ class Column:
     nullable: bool
     column_type: str  # as MySQL spells it: "int(10) unsigned", "varchar(64)", "point"
     collation: str | None = None  # a text column's: "utf8mb4_general_ci"; None otherwise
+    #: MariaDB's JSON: a LONGTEXT (kind TEXT: its text as written) checked by json_valid(),
+    #: embedded as JSON in a document (plan/documents.py)
+    json_text: bool = False
+
+    @property
+    def holds_json(self) -> bool:
+        """A JSON column, of either engine."""
+        return self.kind is Kind.JSON or self.json_text
 
     @property
     def is_integer(self) -> bool:

@@ -3,10 +3,11 @@ what ``validate`` checks of them against the live schema."""
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from migrator.mapping.kinds import Kind
-from migrator.mapping.model import Table, Template
+from migrator.mapping.model import DOCUMENTS, Table, Template
 from migrator.mapping.schema import Column, TableSchema
 
 Found = tuple[Literal["error", "warning"], str, str, str | None]  # level, path, message, hint
@@ -44,6 +45,8 @@ def check(table: Table, ts: TableSchema) -> list[Found]:
             problem = _format_problem(ts.column(column), fmt)
             if problem is not None:
                 out.append(("error", f"{p}.formats.{column}", problem, None))
+            elif table.kind in DOCUMENTS and fmt == "number":
+                out += _json_number(ts.column(column), f"{p}.formats.{column}")
     for path, template in _templates(table, p):
         for i, column in enumerate(template.columns):
             if column not in known or not template.is_lowered(i):
@@ -84,6 +87,25 @@ def _templates(table: Table, p: str) -> list[tuple[str, Template]]:
 
 def _insensitive(col: Column) -> bool:
     return "_ci" in (col.collation or "").lower()
+
+
+#: significant digits a 64-bit float holds exactly (DBL_DIG): a JSON number with more is
+#: rounded by RedisJSON and by most readers
+FLOAT_DIGITS = 15
+_PRECISION = re.compile(r"\w+\((\d+)")
+
+
+def _json_number(col: Column, path: str) -> list[Found]:
+    """A DECIMAL written as a JSON number (``number`` in a document) must fit a 64-bit float."""
+    m = _PRECISION.match(col.column_type)
+    if col.kind is not Kind.DECIMAL or m is None or int(m.group(1)) <= FLOAT_DIGITS:
+        return []
+    problem = (
+        f"'{col.name}' ({col.column_type}) has more than {FLOAT_DIGITS} digits: as a JSON "
+        "number it would be rounded (RedisJSON and most readers hold 64-bit floats)"
+    )
+    fix = "leave out the number format: a DECIMAL is written exactly, as a JSON string"
+    return [("error", path, problem, fix)]
 
 
 def _format_problem(col: Column, fmt: str) -> str | None:

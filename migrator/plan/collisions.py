@@ -38,7 +38,8 @@ from migrator.plan.planner import TablePlan
 
 #: structure name -> where it sits in a table's mapping (for the problem's path)
 WHERE = {
-    "hash": "key", "columns": "key", "unique-string": "unique", "unique": "unique",
+    "hash": "key", "columns": "key", "document": "key", "unique-string": "unique",
+    "unique": "unique",
     "index": "indexes", "sorted": "sorted", "set": "sets", "latest": "latest",
     "counter": "counter",
 }  # fmt: skip

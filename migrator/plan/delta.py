@@ -8,7 +8,9 @@ below comes from the ``TablePlan``'s own compiled key functions.
 Each structure contributes *entries* for a row, ``(type, key, sub) -> value``:
 
 * ``H`` the row's hash fields (``as: hash``; the primary-key fields when every column is NULL),
-* ``s`` a STRING (``as: columns`` values, string-style uniques),
+* ``s`` a STRING (``as: columns`` values, string-style uniques, ``as: json-string``
+  documents),
+* ``j`` a RedisJSON document (``as: json``), written whole (``JSON.SET key $ doc``),
 * ``h`` a hash field of a unique HASH (``Tab:uniques:c`` {value -> pk}),
 * ``S`` a SET member (index, reference and tag/join sets),
 * ``z`` a sorted-set member with its score.
@@ -43,6 +45,7 @@ from migrator.plan.planner import TablePlan
 from migrator.plan.structures import (
     IndexSets,
     RowColumns,
+    RowDocument,
     RowHash,
     SortedSets,
     TagSets,
@@ -57,7 +60,7 @@ EntryKey = tuple[str, bytes, bytes]
 REMOVED = object()  # the last operation on an entry removed it
 
 #: per entry type: the command that removes entries of a key, and the one that writes them
-_REMOVE = {"H": b"HDEL", "h": b"HDEL", "s": b"DEL", "S": b"SREM", "z": b"ZREM"}
+_REMOVE = {"H": b"HDEL", "h": b"HDEL", "s": b"DEL", "j": b"DEL", "S": b"SREM", "z": b"ZREM"}
 
 
 @dataclass
@@ -153,7 +156,7 @@ class Delta:
         for (kind, key), subs in ops.items():
             if REMOVED not in subs.values():  # identity only: bytes never equal the marker
                 continue
-            if kind == "s":
+            if kind == "s" or kind == "j":
                 out.append((b"DEL", key))
             elif kind != "H" or key not in row_dels:  # else gone with the row's DEL
                 out.append((_REMOVE[kind], key, *[sub for sub, v in subs.items() if v is REMOVED]))
@@ -172,6 +175,8 @@ class Delta:
                 out.append((b"SADD", key, *kept))
             elif kind == "s":
                 out.append((b"SET", key, *kept.values()))
+            elif kind == "j":
+                out.append((b"JSON.SET", key, b"$", *kept.values()))
             else:
                 out.append((b"ZADD", key, *chain.from_iterable((v, m) for m, v in kept.items())))
         for key, at in self.expires.items():  # after the writes: a SET clears a TTL
@@ -401,6 +406,16 @@ def _collector(plan: TablePlan, structure: object) -> Collect | None:
     pk_text = plan.pk_text
     if isinstance(structure, RowColumns):
         return _row_columns(plan, structure)
+    if isinstance(structure, RowDocument):
+        document, row_key = structure.document, plan.row_key
+        kind = "j" if structure.redisjson else "s"
+
+        def row_document(row: Row, out: Entries) -> None:
+            key = row_key(row)
+            if key is not None:
+                out[kind, key] = {b"": document(row)}
+
+        return row_document
     if isinstance(structure, UniqueStrings):
         sitems = structure.items
 

@@ -45,6 +45,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from migrator.plan.estimate_json import json_value_size
+
 Command = tuple[bytes, ...]
 
 DICT_ENTRY = 32  # 24-byte dictEntry, jemalloc class 32
@@ -302,6 +304,9 @@ class MemoryModel:
                 self.fixed += key_cost(key)
         elif name == b"SET":
             self.fixed += key_cost(key) + string_value(args[0])
+            new = True
+        elif name == b"JSON.SET":  # a RedisJSON document (plan/estimate_json.py)
+            self.fixed += key_cost(key) + ROBJ + json_value_size(args[-1])
             new = True
         elif name == b"RPUSH":
             total = sum(lp_entry(a) for a in args)

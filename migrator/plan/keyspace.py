@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from migrator.mapping.model import Template
+from migrator.mapping.model import DOCUMENTS, Template
 
 if TYPE_CHECKING:
     from migrator.plan.planner import TablePlan
@@ -93,6 +93,8 @@ def table_patterns(plan: TablePlan) -> list[KeyPattern]:
     out: list[KeyPattern] = []
     if t.kind == "hash":
         out.append(KeyPattern(name, "row", r.key, "hash"))
+    elif t.kind in DOCUMENTS:
+        out.append(KeyPattern(name, "row", r.key, "document"))
     elif t.kind == "columns":
         sep = plan.table_sep.replace("{", "{{").replace("}", "}}")
         for c in (*r.columns, *r.primary_key):

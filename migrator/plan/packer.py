@@ -222,7 +222,10 @@ class Packer:
         self.plan, self.structures, self.general_plan = plan, structures, general
         names = [s.name for s in structures]
         # formats and lower() (plan/layout.py: transforms) take the structures' own code
-        self.general = "columns" in names or "unique-string" in names or plan.transforms
+        self.general = (
+            "columns" in names or "unique-string" in names or "document" in names
+            or plan.transforms
+        )  # fmt: skip
         self.hashing = "hash" in names
         mapped = plan.resolved.columns if self.hashing else ()
         self.fields = [

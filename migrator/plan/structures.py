@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from migrator.mapping.model import Table
+from migrator.mapping.kinds import Kind
+from migrator.mapping.model import DOCUMENTS, Table
+from migrator.mapping.schema import Column
 from migrator.plan.batch import (
     NULL_INDEX,
     NULL_KEY,
@@ -19,6 +21,7 @@ from migrator.plan.batch import (
     Command,
     Row,
 )
+from migrator.plan.documents import document_function
 from migrator.plan.layout import TableLayout
 from migrator.plan.values import score as to_score
 
@@ -185,6 +188,50 @@ class RowColumns(Structure):
                 for c in plan.resolved.columns]  # fmt: skip
 
 
+class RowDocument(Structure):
+    """``as: json`` (``JSON.SET key $ doc``) or ``as: json-string`` (``SET key doc``): the
+    row as one JSON document (plan/documents.py)."""
+
+    name = "document"
+
+    def __init__(self, plan: TableLayout) -> None:
+        super().__init__(plan)
+        schema = plan.resolved.schema
+        self.fields = [(plan.field(c), plan.pos[c]) for c in plan.resolved.columns]
+        self.document = document_function(
+            self.fields,
+            {plan.pos[c]: _document_kind(schema.column(c)) for c in plan.resolved.columns},
+            plan.formatters,
+            {plan.pos[c]: f for c, f in plan.table.formats},
+        )
+        self.redisjson = plan.table.kind == "json"
+
+    @staticmethod
+    def wanted(table: Table) -> bool:
+        return table.kind in DOCUMENTS
+
+    def command(self, key: bytes, document: bytes) -> Command:
+        """The write of a whole document."""
+        return (b"JSON.SET", key, b"$", document) if self.redisjson else (b"SET", key, document)
+
+    def add(self, row: Row, batch: Batch) -> None:
+        key = self.plan.row_key(row)
+        if key is None:
+            batch.stats.rejected[NULL_KEY] += 1
+            return
+        batch.commands.append(self.command(key, self.document(row)))
+        batch.stats.keys += 1
+
+    def patterns(self) -> list[str]:
+        return [self.plan.resolved.key.text]
+
+
+def _document_kind(column: Column) -> Kind:
+    """How a column's value is typed in a document: MariaDB's JSON (a checked LONGTEXT) is
+    embedded as JSON, as MySQL's is."""
+    return Kind.JSON if column.holds_json else column.kind
+
+
 class UniqueHashes(Structure):
     """``Tab:uniques:c1[:c2]`` HASH {"v1[:v2]" -> pk} for each HASH-style unique index."""
 
@@ -341,6 +388,7 @@ class TagSets(Structure):
 STRUCTURES: dict[str, type[Structure]] = {
     "hash": RowHash,
     "columns": RowColumns,
+    "document": RowDocument,
     "unique": UniqueHashes,
     "unique-string": UniqueStrings,
     "index": IndexSets,

@@ -28,6 +28,19 @@ Decode = Callable[[bytes, int], tuple[Any, int]]
 RowImage = list[Any]
 
 _UTF8 = {"utf8", "utf-8", "utf8mb4", "utf8mb3", "ascii"}
+# MySQL's wide charsets whose names Python reads otherwise: its utf16, ucs2 and utf32 are
+# big-endian (Python's "utf16"/"utf32" guess little-endian without a BOM; "ucs2" is unknown)
+WIDE_CODECS = {"utf16": "utf-16-be", "ucs2": "utf-16-be", "utf32": "utf-32-be",
+               "utf16le": "utf-16-le"}  # fmt: skip
+
+
+def codec_of(charset: str) -> str:
+    """The Python codec of a MySQL charset's bytes."""
+    wide = WIDE_CODECS.get(charset.lower())
+    if wide is not None:
+        return wide
+    found = charset_by_name(charset)
+    return found.encoding if found else charset
 
 
 def _ints(size: int, unsigned: bool) -> Decode:
@@ -59,8 +72,7 @@ def _encoding(charset: str | None) -> str | None:
     """The codec a string column's bytes are decoded with (None: kept as bytes)."""
     if charset is None:
         return None
-    found = charset_by_name(charset)
-    name = found.encoding if found else charset
+    name = codec_of(charset)
     return name if name.lower() not in _UTF8 and charset != "binary" else None
 
 

@@ -30,7 +30,7 @@ from pymysqlreplication import row_event as _row_event
 from pymysqlreplication.packet import BinLogPacketWrapper
 
 from migrator.source import binlog_guard
-from migrator.source.binlog_rows import RowFn, RowsDecoder
+from migrator.source.binlog_rows import RowFn, RowsDecoder, codec_of
 from migrator.source.binlog_stream import (
     HEADER_SIZE,
     PARTIAL_UPDATE,
@@ -216,9 +216,11 @@ _LIBRARY: dict[int, Any] = {
 
 def patch_zero_dates() -> None:
     """Make the library return zero and partly-zero dates (``0000-00-00``, ``2020-00-15``)
-    as their text instead of None, so they are written as MySQL prints them (docs/values.md), and
-    read negative TIME(n) fractions right. Patches its DATE, DATETIME, DATETIME2 and TIME2
-    readers (python-mysql-replication 1.0.x; tests/sync/test_binlog_values.py checks them)."""
+    as their text instead of None, so they are written as MySQL prints them (docs/values.md),
+    read negative TIME(n) fractions right, and decode MySQL's utf16, ucs2 and utf32 as the
+    big-endian text they are. Patches its DATE, DATETIME, DATETIME2 and TIME2 readers and its
+    charset lookup (python-mysql-replication 1.0.x; tests/sync/test_binlog_values.py checks
+    them)."""
     cls: Any = _row_event.RowsEvent
     if getattr(cls, "_migrator_zero_dates", False):
         return
@@ -279,6 +281,7 @@ def patch_zero_dates() -> None:
             hours=hours, minutes=minutes, seconds=seconds, microseconds=micro
         )
 
+    cls.charset_to_encoding = staticmethod(codec_of)  # utf16, ucs2, utf32: big-endian
     cls._RowsEvent__read_date = read_date
     cls._RowsEvent__read_time2 = read_time2
     cls._RowsEvent__read_datetime = read_datetime

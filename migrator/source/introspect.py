@@ -134,6 +134,7 @@ def _columns(conn: sa.Connection, database: str) -> dict[str, list[Column]]:
         {"db": database},
     ).all()
     out: dict[str, list[Column]] = {}
+    checked = _json_checked(conn, database)
     for table, name, data_type, column_type, nullable, charset, collation in rows:
         kind = kind_of(_text(data_type), _text(charset) if charset else None)
         if kind is Kind.TEXT and "json_valid" in _text(column_type).lower():
@@ -145,9 +146,33 @@ def _columns(conn: sa.Connection, database: str) -> dict[str, list[Column]]:
                 nullable == "YES",
                 _text(column_type),
                 _text(collation) if collation else None,
+                json_text=kind is Kind.TEXT and (_text(table), _text(name)) in checked,
             )
         )
     return out
+
+
+_JSON_VALID = re.compile(r"json_valid\(`((?:[^`]|``)+)`\)$", re.IGNORECASE)
+
+
+def _json_checked(conn: sa.Connection, database: str) -> set[tuple[str, str]]:
+    """MariaDB's JSON columns: (table, column) of each column-level ``json_valid(col)`` CHECK
+    (MariaDB's JSON is a LONGTEXT with that check); none on MySQL, whose JSON is a type."""
+    version = _text(conn.execute(sa.text("SELECT VERSION()")).scalar() or "")
+    if "mariadb" not in version.lower():
+        return set()
+    found = set()
+    for table, clause in conn.execute(
+        sa.text(
+            "SELECT TABLE_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS "
+            "WHERE CONSTRAINT_SCHEMA = :db AND LEVEL = 'Column'"
+        ),
+        {"db": database},
+    ).all():
+        m = _JSON_VALID.match(_text(clause).strip())
+        if m:
+            found.add((_text(table), m.group(1).replace("``", "`")))
+    return found
 
 
 def _text(value: object) -> str:

@@ -239,6 +239,18 @@ class Source:
         row = self.fetch_all(stmt)[0]
         return int(row[0] or 0)
 
+    def value_counts(self, table: str, column: str, where: Any = None) -> list[tuple[Any, int]]:
+        """(value, rows) per value of the column, NULL left out, grouped by the column's own
+        collation (a search index's TAG counts are compared with them)."""
+        t = sa.table(table, sa.column(column))
+        c = t.c[column]
+        stmt = (
+            sa.select(sa.func.min(c), sa.func.count())
+            .where(c.is_not(None), *([] if where is None else [where]))
+            .group_by(c)
+        )
+        return [(v, int(n or 0)) for v, n in self.fetch_all(stmt)]
+
     def shared_keys(
         self, table: str, columns: Sequence[Column], where: Any = None
     ) -> tuple[int, int]:

@@ -41,6 +41,7 @@ from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.cascade import refuse_unfollowable
 from migrator.plan.planner import TablePlan
+from migrator.plan.search import definitions
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import SyncReport, SyncStatus, TableReport
 from migrator.retry import Retrying
@@ -51,8 +52,10 @@ from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
 from migrator.source.reconnect import surfaced
 from migrator.source.snapshot import Snapshot
+from migrator.store import search_index
 from migrator.store.checkpoint import KeysFollower
 from migrator.store.cluster import connect_any, is_cluster
+from migrator.store.features import require_json
 from migrator.store.sync_lock import SyncLock
 from migrator.store.sync_state import SyncState
 from migrator.sync.failover import failover
@@ -107,6 +110,9 @@ def coordinate(
     online = figures.tee(bars, None, o.status_interval, phase=False)
     others = figures.tee(NULL_PROGRESS, None, o.status_interval, phase=False)
     client: Any = connect_any(url)
+    require_json(client, resolved)
+    searches = definitions(resolved, m)
+    search_index.require(client, searches)  # the server indexes the hashes as sync writes them
     database = src.url.database
     if not database:
         raise MigratorError(
@@ -123,6 +129,7 @@ def coordinate(
     lock = SyncLock(connect_any(url), m.name, m.file or m.name)
     lock.acquire()  # before anything is written or the log is read
     try:
+        search_index.build(client, m.name, searches, progress)
         state = SyncState(client, m.name)
         stored = state.load()
         server = surfaced(lambda: gtid.server_id(src.raw_connection()),

@@ -45,7 +45,12 @@ def table_fingerprints(m: Mapping) -> dict[str, str]:
     ``mapping_fingerprint``). Stored with the position (``tables``) to tell, on the next run,
     which tables are new or changed in the mapping."""
     options = dataclasses.replace(m.options, batch_size=0, retries=Retries(0, 0.0, 0.0))
-    return {t.name: hashlib.sha256(repr((t, options)).encode()).hexdigest()[:16] for t in m.tables}
+    return {t.name: _digest((t, options, *(["no index sets"] if t.without_index_sets else [])))
+            for t in m.tables}  # fmt: skip
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
 
 
 def mapping_changes(

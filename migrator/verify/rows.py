@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from migrator.plan.planner import Batch, KeyFn, Row, Stats, Structure, TablePlan
+from migrator.verify import documents
 from migrator.verify import report as vr
 from migrator.verify.expiry import ExpiryChecks
 from migrator.verify.keys import Reader
@@ -152,6 +153,10 @@ class RowChecks:
             groups, b = _per_row(s["columns"], rows, self.plan)
             self._rejected(b)
             want(self._columns, [(b"MGET", *(c[1] for c in g)) for _, g in groups], groups)
+        if "document" in s:
+            b = run_structure(s["document"], rows)
+            self._rejected(b)
+            want(self._documents, documents.reads(b.commands), b.commands)
         if "unique-string" in s:
             cmds = run_structure(s["unique-string"], rows).commands
             want(self._unique_strings, [(b"MGET", *(c[1] for c in cmds))] if cmds else [], cmds)
@@ -233,6 +238,11 @@ class RowChecks:
             for f, h in have.items():
                 if f not in expect:
                     add(vr.EXTRA_FIELD, key, f, None, h, [(b"HDEL", key, f)])
+
+    def _documents(self, replies: list[Any], cmds: list[Command]) -> None:
+        present = documents.compare(cmds, replies, self.found)
+        self.present += present
+        self.rows_present += present
 
     def _columns(self, replies: list[Any], groups: list[tuple[bytes, list[Command]]]) -> None:
         for (row_key, cmds), got in zip(groups, replies):

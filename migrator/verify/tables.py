@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from migrator.mapping.model import DOCUMENTS
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.validate import plural
 from migrator.plan.finish import counter_holds, finish_commands
@@ -366,12 +367,12 @@ class TableVerifier(RowChecks):
 
     def row_counts(self, lookup: bool) -> None:
         """Row keys in Redis (by SCAN) against the source's row count."""
-        if self.plan.table.kind != "hash":
+        if self.plan.table.kind not in ("hash", *DOCUMENTS):
             return
         found = 0
         scanned = scan_space(self.c.reader.client, self.c.space, [self.name])
         for page in self.c.space.owned(scanned, [self.name]):
-            found += sum(1 for _, _, p in page if p is not None and p.what == "hash")
+            found += sum(1 for _, _, p in page if p is not None and p.what in ROW_KEYS)
         self.check.redis_rows = found
         rows = self.check.mysql_rows
         if found < rows:
@@ -439,7 +440,7 @@ class TableVerifier(RowChecks):
             return
         produced: set[bytes] = set()
         row_structures = [s for n, s in self.structures.items()
-                          if n in ("hash", "columns", "unique-string")]  # fmt: skip
+                          if n in ("hash", "columns", "document", "unique-string")]  # fmt: skip
         own: list[KeyPattern] = [
             p for p in self.c.space.all if p.table == self.name and p.family == "row"
         ]
@@ -462,6 +463,10 @@ class TableVerifier(RowChecks):
         for key in dict.fromkeys(keys):
             if key not in produced:
                 self.stray(key, "(no source row has this key)")
+
+
+#: the structures whose keys are one per row, counted against the source's rows
+ROW_KEYS = ("hash", "document")
 
 
 @contextmanager

@@ -1,0 +1,151 @@
+"""A row as one JSON document (``as: json`` / ``as: json-string``; docs/values.md#json-documents).
+
+The document is an object of the table's written columns (``columns:``, named by ``fields:``)
+in one canonical serialisation, the same bytes in ``migrate``, ``sync``, ``verify``, ``dry-run``
+and the memory estimate: keys sorted by their UTF-8 bytes, no whitespace, UTF-8 text (no
+``\\u`` escapes but those JSON requires). Each value starts from its text of docs/values.md
+(the column's format applied, ``formats:``) and is typed:
+
+* NULL (and a format that gives no value: a zero date's ``epoch``) -> ``null``;
+* integers, BIT, YEAR -> a number (beyond 64-bit signed, a BIGINT UNSIGNED or BIT(64) value
+  is a string: RedisJSON and most readers hold integers in 64 bits);
+* FLOAT, DOUBLE -> a number, the text of docs/values.md;
+* DECIMAL -> a string, exactly (``"1234.50"``); ``formats: {col: number}`` -> a number, which
+  ``validate`` allows for a precision of at most 15 digits (what a 64-bit float holds exactly);
+* ``epoch``, ``epoch_ms``, ``number`` formats -> a number; ``boolean`` -> ``true``/``false``;
+* a MySQL JSON column -> embedded as JSON (the server's text, which must parse; a text that
+  does not -- a MariaDB JSON column without its CHECK -- is a string);
+* binary strings (BINARY, VARBINARY, BLOBs, VECTOR, ``CHARACTER SET binary``) -> a string of
+  their bytes in standard base64 (with padding);
+* everything else (text, ENUM, SET, dates and times, GEOMETRY as WKT) -> a string.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from migrator.mapping.kinds import Kind
+from migrator.plan.batch import Row
+
+Encode = Callable[[bytes], bytes]  # a non-NULL value's text -> its JSON text
+
+#: formats whose text is a JSON number / literal (plan/values.py: FORMATS)
+_NUMBER_FORMATS = ("epoch", "epoch_ms", "number")
+_INT64 = (-(2**63), 2**63 - 1)
+NULL = b"null"
+
+
+def string(raw: bytes) -> bytes:
+    """A JSON string of UTF-8 text (invalid bytes replaced by U+FFFD)."""
+    return json.dumps(raw.decode("utf-8", "replace"), ensure_ascii=False).encode()
+
+
+def integer(raw: bytes) -> bytes:
+    """A number within 64-bit signed integers, else a string (BIGINT UNSIGNED above 2^63-1)."""
+    if len(raw) < 19:
+        return raw
+    return raw if _INT64[0] <= int(raw) <= _INT64[1] else string(raw)
+
+
+def year(raw: bytes) -> bytes:
+    """``2021`` -> ``2021``; ``0000`` -> ``0`` (a JSON number has no leading zeros)."""
+    return b"%d" % int(raw)
+
+
+def binary(raw: bytes) -> bytes:
+    return b'"' + base64.b64encode(raw) + b'"'
+
+
+def embedded(raw: bytes) -> bytes:
+    """A JSON column's text as it is, when it parses; else a JSON string of it."""
+    try:
+        json.loads(raw)
+    except ValueError:
+        return string(raw)
+    return raw
+
+
+def as_is(raw: bytes) -> bytes:
+    """A text that is JSON already: a number of docs/values.md (FLOAT, DOUBLE, the ``epoch``,
+    ``epoch_ms`` and ``number`` formats), ``true``/``false`` (the ``boolean`` format)."""
+    return raw
+
+
+_BY_KIND: dict[Kind, Encode] = {
+    Kind.INTEGER: integer,
+    Kind.BIT: integer,
+    Kind.YEAR: year,
+    Kind.FLOAT: as_is,
+    Kind.DOUBLE: as_is,
+    Kind.JSON: embedded,
+    Kind.BINARY: binary,
+}
+
+
+def encoder(kind: Kind, fmt: str | None) -> Encode:
+    """How a non-NULL value of ``kind`` (already in format ``fmt``, if any) is written."""
+    if fmt in _NUMBER_FORMATS or fmt == "boolean":
+        return as_is
+    if fmt is not None:  # iso8601
+        return string
+    return _BY_KIND.get(kind, string)
+
+
+def document_function(
+    fields: list[tuple[bytes, int]],
+    kinds: dict[int, Kind],
+    formats: dict[int, Callable[[bytes], bytes | None]],
+    format_names: dict[int, str],
+) -> Callable[[Row], bytes]:
+    """Row -> its document text. ``fields``: (field name, position in the row) of each written
+    column; ``formats``: per position, the value's format function (plan/values.py)."""
+    items = sorted(fields)
+    names = [json.dumps(n.decode(), ensure_ascii=False).encode() + b":" for n, _ in items]
+    steps = [
+        (name, i, formats.get(i), encoder(kinds[i], format_names.get(i)))
+        for name, (_, i) in zip(names, items)
+    ]
+
+    def document(row: Row) -> bytes:
+        out = []
+        for name, i, fmt, enc in steps:
+            v = row[i]
+            if v is not None and fmt is not None:
+                v = fmt(v)
+            out.append(name + (NULL if v is None else enc(v)))
+        return b"{" + b",".join(out) + b"}"
+
+    return document
+
+
+def parsed(text: bytes | str) -> Any:
+    """A document (or a JSON value) as Python data, numbers exact (``Decimal``): what verify
+    compares, so that RedisJSON's own serialisation of the same values (``1.5`` for ``1.50``,
+    its key order, its spacing) compares equal."""
+    return json.loads(text, parse_float=Decimal)
+
+
+def differing(want: Any, have: Any) -> list[str]:
+    """The top-level keys whose values differ (``["(document)"]`` when either is no object).
+    Types count: ``true`` is not ``1``, ``"1"`` is not ``1``; ``1.50`` is ``1.5``."""
+    if not isinstance(want, dict) or not isinstance(have, dict):
+        return [] if _typed(want) == _typed(have) else ["(document)"]
+    keys = dict.fromkeys([*want, *have])
+    return [k for k in keys if k not in want or k not in have or _typed(want[k]) != _typed(have[k])]
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with each scalar tagged by its JSON type, numbers as Decimal."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, Decimal)):
+        return ("number", Decimal(value))
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return value

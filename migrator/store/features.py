@@ -1,0 +1,40 @@
+"""What the target must offer for the mapping, checked at start (exit 2 with the fix): the
+JSON type for ``as: json`` tables (RedisJSON: a module on Redis 7 and Valkey, built into
+Redis 8's open-source server)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from migrator.errors import MigratorError
+from migrator.mapping.resolve import Resolved
+
+#: a key no table writes: JSON.TYPE of a missing key answers nil where the type exists
+PROBE = b"migrator:probe:json"
+
+
+def has_json(client: Any) -> bool:
+    """Whether the server knows the JSON type (``JSON.TYPE`` is a command there)."""
+    try:
+        client.execute_command("JSON.TYPE", PROBE)
+    except ResponseError as e:
+        if "unknown command" in str(e).lower():
+            return False
+        raise
+    return True
+
+
+def require_json(client: Any, resolved: Sequence[Resolved]) -> None:
+    """Refuse (exit 2) a mapping with ``as: json`` tables when the target lacks JSON."""
+    tables = [r.name for r in resolved if r.table.kind == "json"]
+    if not tables or has_json(client):
+        return
+    raise MigratorError(
+        f"the target has no JSON type, which 'as: json' needs ({', '.join(tables)}): it has "
+        "no JSON.SET command",
+        "write the documents as JSON text in strings ('as: json-string', any Redis), or use "
+        "a server with RedisJSON (Redis 8, or Redis Stack / the RedisJSON module loaded)",
+    )
