@@ -248,3 +248,19 @@ def test_a_fixed_ttl_counts_from_the_load(
     for mode in ({"counts_only": True}, {"sample": 3}):  # row counts: less the rows gone
         report = verify(path, source=mysql_db.url, target=redis_url, **mode)
         assert report.exit_code == 0 and report.tables[0].mysql_rows == 0, report.as_dict()
+
+
+def test_replace_removes_the_schedule_with_the_keys(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    _load(mysql_db)
+    path = tmp_path / "m.yaml"
+    path.write_text(MAPPING % ("ends", ""))
+    assert migrate(path, source=mysql_db.url, target=redis_url, workers=1).exit_code == 0
+    assert redis_client.hexists("migrator:m:expiry:sess:memo", "1")
+    mysql_db.run("DELETE FROM sess WHERE id = 1")
+    report = migrate(path, source=mysql_db.url, target=redis_url, workers=1, replace=True)
+    assert report.exit_code == 0
+    assert redis_client.zscore("migrator:m:expiry:sess", "1") is None  # no memo outlives it
+    assert not redis_client.hexists("migrator:m:expiry:sess:memo", "1")
+    assert redis_client.zscore("migrator:m:expiry:sess", "3") is not None
