@@ -68,6 +68,17 @@ def _load(db: MySQLDatabase) -> list[tuple[object, ...]]:
     return rows
 
 
+def _migrated(
+    db: MySQLDatabase, tmp_path: Path, target: str, mapping: str
+) -> tuple[list[tuple[object, ...]], Path]:
+    """The table loaded into MySQL, migrated by ``mapping`` (m.yaml): (its rows, the file)."""
+    rows = _load(db)
+    path = tmp_path / "m.yaml"
+    path.write_text(mapping)
+    assert migrate(path, source=db.url, target=target, workers=1).exit_code == 0
+    return rows, path
+
+
 def test_parse_and_refusals() -> None:
     assert parse("90s") == Expiry(ttl=90.0)
     assert parse({"ttl": "1.5h"}) == Expiry(ttl=5400.0)
@@ -174,10 +185,7 @@ def _kinds(report) -> dict[str, int]:  # type: ignore[no-untyped-def]
 def test_verify_judges_ttls_and_fix_never_resurrects(
     mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
-    _load(mysql_db)
-    path = tmp_path / "m.yaml"
-    path.write_text(MAPPING % ("ends", ""))
-    assert migrate(path, source=mysql_db.url, target=redis_url, workers=1).exit_code == 0
+    path = _migrated(mysql_db, tmp_path, redis_url, MAPPING % ("ends", ""))[1]
     ok = verify(path, source=mysql_db.url, target=redis_url)
     assert ok.exit_code == 0, ok.as_dict()
     # a key that lost its TTL, one whose TTL is far from its moment, one within tolerance
@@ -227,10 +235,7 @@ tables:
 def test_a_fixed_ttl_counts_from_the_load(
     mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
-    rows = _load(mysql_db)
-    path = tmp_path / "m.yaml"
-    path.write_text(FIXED)
-    assert migrate(path, source=mysql_db.url, target=redis_url, workers=1).exit_code == 0
+    rows, path = _migrated(mysql_db, tmp_path, redis_url, FIXED)
     for row in rows:
         assert 0 < redis_client.pttl(f"sess:{row[0]}") <= 2000
     assert redis_client.ttl("sess:uniques:login") == -1
@@ -248,3 +253,16 @@ def test_a_fixed_ttl_counts_from_the_load(
     for mode in ({"counts_only": True}, {"sample": 3}):  # row counts: less the rows gone
         report = verify(path, source=mysql_db.url, target=redis_url, **mode)
         assert report.exit_code == 0 and report.tables[0].mysql_rows == 0, report.as_dict()
+
+
+def test_replace_removes_the_schedule_with_the_keys(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = _migrated(mysql_db, tmp_path, redis_url, MAPPING % ("ends", ""))[1]
+    assert redis_client.hexists("migrator:m:expiry:sess:memo", "1")
+    mysql_db.run("DELETE FROM sess WHERE id = 1")
+    report = migrate(path, source=mysql_db.url, target=redis_url, workers=1, replace=True)
+    assert report.exit_code == 0
+    assert redis_client.zscore("migrator:m:expiry:sess", "1") is None  # no memo outlives it
+    assert not redis_client.hexists("migrator:m:expiry:sess:memo", "1")
+    assert redis_client.zscore("migrator:m:expiry:sess", "3") is not None

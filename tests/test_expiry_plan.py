@@ -99,3 +99,15 @@ def test_the_sweep_plans_a_delete_of_the_memo_image() -> None:
     assert (b"DEL", b"emp:1") in commands and (b"DEL", b"login:SMITH:id") in commands
     assert (b"SREM", b"emp:indices:mgr_id:8", b"1") in commands
     assert (b"HDEL", b"migrator:mapping:expiry:emp:memo", b"1") in commands
+
+
+def test_documents_expire_as_row_hashes_do() -> None:
+    for kind in ("json", "json-string"):
+        plan = _at(_plan(f"  emp:\n    as: {kind}\n    expire: 10m\n    indexes: [mgr_id]\n"))
+        at = b"%d" % (NOW * 1000 + 600_000)
+        commands, _ = plan.plan([_row(plan)])
+        assert (b"PEXPIREAT", b"emp:1", at) in commands, kind
+        write = next(i for i, c in enumerate(commands) if c[1:2] == (b"emp:1",))
+        assert write < commands.index((b"PEXPIREAT", b"emp:1", at))
+        d = table_delta(plan)
+        assert d.change(None, _row(plan)).commands[-1] == (b"PEXPIREAT", b"emp:1", at), kind

@@ -380,7 +380,7 @@ def expiry_note(src: Source, plan: TablePlan, planned: int) -> tuple[str, int]:
     r = plan.resolved
     rule = r.table.expire
     assert rule is not None
-    own = [p for name in ("hash", "columns", "unique-string")
+    own = [p for name in ("hash", "columns", "document", "unique-string")
            for p in plan.patterns().get(name, [])]  # fmt: skip
     when = f"{rule.text} after each write" if rule.ttl is not None else f"the moment in {rule.text}"
     text = f"{', '.join(own) or 'no key of its own'}: PEXPIREAT {when}"

@@ -86,7 +86,7 @@ class ExpiringTableDelta(TableDelta):
     def _schedule(self, row: Row, moment: int | None, delta: Delta) -> None:
         at = None if moment is None else b"%d" % moment
         for kind, key in self.entries_of(row):
-            if kind in ("H", "s"):  # the row's own keys (hash or column strings, uniques)
+            if kind in ("H", "s", "j"):  # the row's own keys: hash, strings, document
                 delta.expires[key] = at
         pk = self.pk(row)
         if at is not None and pk is not None:

@@ -28,7 +28,7 @@ from migrator.verify import report as vr
 #: seconds either side of a row's moment in which it is not judged; the largest difference
 #: allowed between a key's TTL and its row's moment
 TOLERANCE = 2.0
-_OWN = ("hash", "columns", "unique-string")  # the structures that write a row's own keys
+_OWN = ("hash", "columns", "document", "unique-string")  # structures writing own keys
 UNKNOWN = -1  # a fixed-ttl row the schedule does not know: any TTL up to the ttl
 
 
