@@ -242,9 +242,19 @@ def test_a_fixed_ttl_counts_from_the_load(
     assert verify(path, source=mysql_db.url, target=redis_url).exit_code == 0
     time.sleep(2.2)
     assert not redis_client.exists("sess:1")
-    # gone from Redis: correctly absent, not missing; --fix sweeps, never writes it back
+    # gone from Redis, within the tolerance of their moment: not judged
     assert verify(path, source=mysql_db.url, target=redis_url).exit_code == 0
+    time.sleep(2.1)
+    # past the tolerance: correctly absent, not missing; but with no sync to sweep, the
+    # shared structures still name the expired rows, which verify reports (they explain
+    # nothing)
     assert redis_client.hlen("sess:uniques:login") == len(rows)  # no sync: not swept yet
+    left = verify(path, source=mysql_db.url, target=redis_url)
+    kinds, text = _kinds(left), str(left.as_dict())
+    assert left.exit_code == 1 and kinds == {"stale key": 3}, kinds  # no row explains them
+    for key in ("sess:uniques:login", "sess:indices:note:n", "sess:indices:note:m"):
+        assert key in text, text
+    # --fix sweeps, never writes them back
     verify(path, source=mysql_db.url, target=redis_url, fix=True)
     assert not redis_client.exists("sess:1") and not redis_client.exists("sess:uniques:login")
     assert not redis_client.exists("sess:indices:note:n")
@@ -253,6 +263,34 @@ def test_a_fixed_ttl_counts_from_the_load(
     for mode in ({"counts_only": True}, {"sample": 3}):  # row counts: less the rows gone
         report = verify(path, source=mysql_db.url, target=redis_url, **mode)
         assert report.exit_code == 0 and report.tables[0].mysql_rows == 0, report.as_dict()
+
+
+def test_members_of_expired_rows_beside_live_ones_are_stale(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """Under a fixed ttl, with no sync to sweep: a shared key holding one live row's member
+    and the leftovers of expired rows (MySQL still has those rows) is reported, member by
+    member; the expired rows do not account for their members."""
+    rows, path = _migrated(mysql_db, tmp_path, redis_url, FIXED)
+    kept = redis_client.dump("sess:1")
+    time.sleep(2.0 + 2.0 + 0.3)  # the ttl, then verify's tolerance
+    # row 1 written again since (as sync would): its keys back, its moment ahead
+    redis_client.restore("sess:1", 60_000, kept)
+    redis_client.zadd("migrator:m:expiry:sess", {"1": (time.time() + 60) * 1000})
+    live = [r for r in rows if r[0] == 1]
+    assert live and redis_client.hlen("sess:uniques:login") == len(rows)
+    found = verify(path, source=mysql_db.url, target=redis_url)
+    kinds, text = _kinds(found), str(found.as_dict())
+    leftovers = len(rows) - 1  # every other row's unique entry; its note's index members
+    notes = sum(1 for r in rows if r[0] != 1 and r[6] == "n")
+    assert found.exit_code == 1, found.as_dict()
+    assert kinds == {"foreign unique entry": leftovers, "foreign index member": notes,
+                     "stale key": 1}, kinds  # fmt: skip
+    assert "sess:indices:note:m" in text  # no live row: the whole key is stale
+    verify(path, source=mysql_db.url, target=redis_url, fix=True)
+    assert redis_client.hkeys("sess:uniques:login") == [b"u1"]
+    assert redis_client.smembers("sess:indices:note:n") == {b"1"}
+    assert verify(path, source=mysql_db.url, target=redis_url).exit_code == 0
 
 
 def test_replace_removes_the_schedule_with_the_keys(

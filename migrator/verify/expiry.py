@@ -83,6 +83,24 @@ class ExpiryChecks:
             out.append((row, moment, keys))
         return out
 
+    def explaining(self, rows: Sequence[Row]) -> list[Row]:
+        """The rows that may explain a member of a shared structure: under a fixed ttl, not
+        those the schedule has past their moment by more than the tolerance, nor those the
+        sweep removed (their members are leftovers a sweep owes); a column's moment: all (the
+        read already left out the rows past it)."""
+        e = self.expiry
+        if e.ttl_ms is None or not rows:
+            return list(rows)
+        now = e.now_ms()
+        pks = [e.pk_text(r) or b"" for r in rows]
+        scheduled, gone = self.read([(b"ZMSCORE", e.schedule, *pks),
+                                     (b"ZMSCORE", self.gone, *pks)])  # fmt: skip
+        return [
+            row
+            for row, at, went in zip(rows, scheduled, gone)
+            if went is None and (at is None or int(float(at)) > now - self.tol)
+        ]
+
     def expired_rows(self) -> int:
         """Under a fixed ttl, the rows MySQL holds that the schedule says are past it (or the
         sweep removed); 0 for a column's moment (the read leaves those out)."""

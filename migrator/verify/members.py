@@ -142,4 +142,6 @@ class Explainer:
             return []
         ordered = sorted(values, key=repr)
         rows = self.src.rows_where(self.name, self.selector, list(cols), ordered, self.where)
+        if self.checks.expiry is not None:  # a fixed ttl's expired rows explain nothing
+            rows = self.checks.expiry.explaining(rows)
         return [r for r in rows if self.plan.ambiguous(r) is None]  # rows migrate writes
