@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from migrator.commands.failures import BeforeWriting
+from migrator.commands.nested import nesting_trees, write_nested
 from migrator.commands.session import (
     check_batch_size,
     load,
@@ -134,6 +135,7 @@ def migrate(
         # nothing of this run is written before the load: a failure here (the target
         # unreachable, refusing the login) needs no --resume, and its hint is its own
         searches = definitions(resolved, m)  # a bad 'search:' stops before connecting
+        tops = nesting_trees(m, src, resolved)  # and a 'nest:' that cannot be
         client = connect_any(target_url(m, target))
         require_json(client, resolved)
         search_index.require(client, searches)
@@ -206,6 +208,7 @@ def migrate(
                         progress.note(r.name, f"target lost data: {what}")
             # every table loaded from its start in this one run: its key count is the hint
             # with which verify guesses whether Redis holds keys the mapping does not explain
+            write_nested(src, client, tops, size, retrying, progress)
             whole = not resumed and not losses and not tables
             checkpoint.record_keys(report.keys if whole else None)
             search_index.build(client, m.name, searches, progress)

@@ -19,6 +19,8 @@ from migrator.mapping.validate import (
 )
 from migrator.plan.cascade import followable
 from migrator.plan.collisions import check_collisions
+from migrator.plan.layout import TableLayout
+from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
 from migrator.plan.search import definition
 from migrator.source.foreign_keys import cascades_logged
@@ -55,6 +57,7 @@ def validate(
         report.problems += shared_keys(mapping, schema, src, report.problems)
         report.problems += cascades(mapping, schema, cascades_logged(src.raw_connection()))
         report.problems += searches(mapping, schema)
+        report.problems += nestings(mapping, schema)
     return report
 
 
@@ -73,6 +76,31 @@ def searches(mapping: Mapping, schema: Schema) -> list[Problem]:
         except MigratorError:
             continue
     return out
+
+
+def nestings(mapping: Mapping, schema: Schema) -> list[Problem]:
+    """A ``nest:`` that cannot be (plan/nesting.py: a parent not mapped as a document, a
+    cycle, no foreign key), and a warning per nested table that sync refuses it."""
+    nested = [t for t in mapping.tables if t.nest is not None]
+    if not nested:
+        return []
+    try:
+        layouts = {r.name: TableLayout(r) for r in resolve(mapping, schema)}
+    except MigratorError:
+        return []  # problems of their own
+    try:
+        trees(layouts)
+    except MigratorError as e:
+        path, _, message = e.message.partition(": ")
+        if not path.startswith("tables."):
+            path, message = "", e.message
+        return [Problem("error", message, path, mapping.file, mapping.line_of(path), e.hint)]
+    return [
+        Problem("warning", "sync refuses nested documents (migrate and verify build them)",
+                f"tables.{t.name}.nest", mapping.file, mapping.line_of(f"tables.{t.name}.nest"),
+                "keep them current with migrate --replace and verify --fix")
+        for t in nested
+    ]  # fmt: skip
 
 
 def cascades(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Problem]:

@@ -17,6 +17,7 @@ from migrator.errors import MigratorError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.keyspace import KeySpace
+from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
 from migrator.plan.search import definition, definitions
 from migrator.progress import NULL_PROGRESS, Progress
@@ -30,8 +31,10 @@ from migrator.store.checkpoint import record_keys_hint
 from migrator.store.cluster import connect_any
 from migrator.store.features import require_json
 from migrator.urls import mask
+from migrator.verify import nesting
 from migrator.verify.cluster_reader import reader_for
 from migrator.verify.keys import Reader
+from migrator.verify.repair import Repairer
 from migrator.verify.report import VerifyReport
 from migrator.verify.search import check as search_check
 from migrator.verify.tables import Checker
@@ -183,4 +186,27 @@ def _pass(
         tables=[tv.check for tv in verifiers], snapshot=snapshot if cluster is None else None,
     )  # fmt: skip
     report.changes = [tv.fixer.done for tv in verifiers if tv.fixer is not None]
-    return report, sum(tv.present + tv.keyed_present for tv in verifiers)
+    present = sum(tv.present + tv.keyed_present for tv in verifiers)
+    if mode == "full":
+        present += _nested(src, reader, plans, report, size, fix)
+    return report, present
+
+
+def _nested(
+    src: Source, reader: Reader, plans: dict[str, TablePlan], report: VerifyReport,
+    size: int, fix: bool,
+) -> int:  # fmt: skip
+    """The nested documents (verify/nesting.py) of the tables checked, in the pass's
+    snapshot; the documents present."""
+    checks = {t.table: t for t in report.tables}
+    present = 0
+    for name, top in trees(plans).items():
+        if name not in checks:
+            continue
+        fixer = Repairer(reader.client, name, reader.retrying) if fix else None
+        found = nesting.check(src, reader, top, checks[name], size, fixer)
+        checks[name].redis_rows = (checks[name].redis_rows or 0) + found
+        present += found
+        if fixer is not None:
+            report.changes.append(fixer.done)
+    return present

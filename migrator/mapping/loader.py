@@ -18,9 +18,11 @@ from migrator.mapping.expiry import Expiry, ExpirySyntaxError
 from migrator.mapping.expiry import parse as parse_expiry
 from migrator.mapping.model import (
     KINDS,
+    NEST_KINDS,
     Index,
     Latest,
     Mapping,
+    Nest,
     Options,
     Reference,
     Retries,
@@ -46,8 +48,9 @@ MAX_BATCH_SIZE = 1_000_000
 TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
     "references", "sorted", "latest", "sets", "where", "fields", "formats", "escape", "expire",
-    "search",
+    "search", "nest",
 )  # fmt: skip
+NEST_KEYS = ("in", "as", "by", "kind", "order")
 SEARCH_KEYS = ("name", "index_sets", "tag", "numeric", "text")
 #: per-column formats (migrator/plan/values.py: FORMATS)
 FORMATS = ("epoch", "epoch_ms", "iso8601", "boolean", "number")
@@ -422,6 +425,7 @@ class _Builder:
         parse("fields", lambda: self.fields(d.get("fields"), f"{path}.fields"))
         parse("formats", lambda: self.formats(d.get("formats"), f"{path}.formats"))
         parse("search", optional("search", self.search))
+        parse("nest", optional("nest", self.nest))
         for key, read in (
             ("unique", self.unique), ("indexes", self.index), ("references", self.reference),
             ("sorted", self.sorted), ("latest", self.latest), ("sets", self.set_spec),
@@ -597,6 +601,23 @@ class _Builder:
             for k in ("tag", "numeric", "text")
         }
         return Search(name, index_sets, **lists)
+
+    def nest(self, value: Any, path: str) -> Nest:
+        d = self.dict_of(value, path, NEST_KEYS)
+        parent = self.string(self.required(d, "in", path), f"{path}.in")
+        name = self.string(self.required(d, "as", path), f"{path}.as")
+        if not name:
+            raise self.error(f"{path}.as", "the field's name is empty: e.g. as: tags")
+        kind = d.get("kind", "array")
+        if kind not in NEST_KINDS:
+            raise self.error(
+                f"{path}.kind", f"expected one of {', '.join(NEST_KINDS)}, got {kind!r}"
+            )
+        by = self.names(d["by"], f"{path}.by") if d.get("by") is not None else None
+        order = self.names(d["order"], f"{path}.order") if d.get("order") is not None else ()
+        if order and kind != "array":
+            raise self.error(f"{path}.order", f"only an array has an order (kind: {kind})")
+        return Nest(parent, name, by, kind, order)
 
     def set_spec(self, value: Any, path: str) -> SetSpec:
         d = self.dict_of(value, path, ("key", "member"))

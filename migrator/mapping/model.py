@@ -198,6 +198,24 @@ class Search:
 
 
 @dataclass(frozen=True)
+class Nest:
+    """The table's rows embedded in their parent's JSON document (plan/nesting.py): under
+    the field ``field`` of the row of ``parent`` that the foreign key ``by`` (None: the
+    table's foreign key to ``parent``) points at. ``kind``: ``array`` (ordered by ``order``,
+    ties by the primary key), ``map`` (keyed by the row's primary key) or ``object`` (one
+    row per parent)."""
+
+    parent: str
+    field: str
+    by: tuple[str, ...] | None = None
+    kind: str = "array"
+    order: tuple[str, ...] = ()
+
+
+NEST_KINDS = ("array", "map", "object")
+
+
+@dataclass(frozen=True)
 class Table:
     name: str
     primary_key: tuple[str, ...] | None = None  # None: introspected
@@ -226,6 +244,8 @@ class Table:
     #: keys depend on (sync/identity.py) stay as they were; ``index_sets: false``, which
     #: changes the keys, is added to them by name
     search: Search | None = field(default=None, repr=False)
+    #: embedded in the parent's document (None: not nested); out of the repr as ``search``
+    nest: Nest | None = field(default=None, repr=False)
 
     @property
     def without_index_sets(self) -> bool:

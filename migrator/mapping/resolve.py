@@ -182,6 +182,9 @@ def column_uses(table: Table) -> list[tuple[str, str]]:
     if table.search is not None:
         for k in ("tag", "numeric", "text"):
             add(f"{p}.search.{k}", getattr(table.search, k))
+    if table.nest is not None:
+        add(f"{p}.nest.by", table.nest.by or ())
+        add(f"{p}.nest.order", table.nest.order)
     return uses
 
 

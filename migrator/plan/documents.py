@@ -23,6 +23,7 @@ and the memory estimate: keys sorted by their UTF-8 bytes, no whitespace, UTF-8 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Callable
 from decimal import Decimal
@@ -103,23 +104,47 @@ def document_function(
 ) -> Callable[[Row], bytes]:
     """Row -> its document text. ``fields``: (field name, position in the row) of each written
     column; ``formats``: per position, the value's format function (plan/values.py)."""
-    items = sorted(fields)
-    names = [json.dumps(n.decode(), ensure_ascii=False).encode() + b":" for n, _ in items]
+    parts = parts_function(fields, kinds, formats, format_names)
+    return lambda row: render(parts(row))
+
+
+Parts = list[tuple[bytes, bytes]]  # (field name, its JSON value), sorted by name
+
+
+def parts_function(
+    fields: list[tuple[bytes, int]],
+    kinds: dict[int, Kind],
+    formats: dict[int, Callable[[bytes], bytes | None]],
+    format_names: dict[int, str],
+) -> Callable[[Row], Parts]:
+    """Row -> its document's fields, sorted by name: (name, JSON value), as
+    ``document_function`` writes them; a nested document adds fields of its own
+    (plan/nesting.py) before ``render``."""
     steps = [
         (name, i, formats.get(i), encoder(kinds[i], format_names.get(i)))
-        for name, (_, i) in zip(names, items)
+        for name, i in sorted(fields)
     ]
 
-    def document(row: Row) -> bytes:
+    def parts(row: Row) -> Parts:
         out = []
         for name, i, fmt, enc in steps:
             v = row[i]
             if v is not None and fmt is not None:
                 v = fmt(v)
-            out.append(name + (NULL if v is None else enc(v)))
-        return b"{" + b",".join(out) + b"}"
+            out.append((name, NULL if v is None else enc(v)))
+        return out
 
-    return document
+    return parts
+
+
+def render(parts: Parts) -> bytes:
+    """A document's text from its fields (sorted by name)."""
+    return b"{" + b",".join(_name(n) + v for n, v in parts) + b"}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _name(name: bytes) -> bytes:
+    return json.dumps(name.decode(), ensure_ascii=False).encode() + b":"
 
 
 def parsed(text: bytes | str) -> Any:

@@ -184,9 +184,9 @@ class TableLayout:
     def _select_columns(self) -> tuple[str, ...]:
         names = list(self.resolved.primary_key)
         own_columns = f"tables.{self.table.name}.columns"
-        wanted = [
-            c for p, c in column_uses(self.table) if self.table.kind != "none" or p != own_columns
-        ]
+        # as: none writes no value of its own, but a nested table's are in its parent's document
+        reads_own = self.table.kind != "none" or self.table.nest is not None
+        wanted = [c for p, c in column_uses(self.table) if reads_own or p != own_columns]
         for c in self.resolved.schema.column_names:  # schema order, for readable SQL
             if c in wanted and c not in names:
                 names.append(c)

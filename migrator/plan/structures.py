@@ -200,7 +200,7 @@ class RowDocument(Structure):
         self.fields = [(plan.field(c), plan.pos[c]) for c in plan.resolved.columns]
         self.document = document_function(
             self.fields,
-            {plan.pos[c]: _document_kind(schema.column(c)) for c in plan.resolved.columns},
+            {plan.pos[c]: document_kind(schema.column(c)) for c in plan.resolved.columns},
             plan.formatters,
             {plan.pos[c]: f for c, f in plan.table.formats},
         )
@@ -226,7 +226,7 @@ class RowDocument(Structure):
         return [self.plan.resolved.key.text]
 
 
-def _document_kind(column: Column) -> Kind:
+def document_kind(column: Column) -> Kind:
     """How a column's value is typed in a document: MariaDB's JSON (a checked LONGTEXT) is
     embedded as JSON, as MySQL's is."""
     return Kind.JSON if column.holds_json else column.kind

@@ -358,6 +358,22 @@ class Source:
         found = self.fetch_all(stmt)
         return [_convert(r, selector) for r in found] if selector.needs_conversion else found
 
+    def page(
+        self, table: str, selector: Selector, pk: Sequence[str], n: int,
+        after: Sequence[Any] | None = None, where: Any = None,
+    ) -> list[RawRow]:  # fmt: skip
+        """Up to ``n`` rows after the primary key ``after`` (in primary-key order), read whole:
+        the connection is free for other reads between pages (source/nesting.py)."""
+        t = sa.table(table, *(sa.column(c) for c in {*selector.names, *pk}))
+        cols = [t.c[c] for c in pk]
+        stmt = sa.select(*(_expr(c, t) for c in selector.columns)).order_by(*cols).limit(n)
+        if after is not None:
+            stmt = stmt.where(after_key(cols, [sa.literal(v) for v in after]))
+        if where is not None:
+            stmt = stmt.where(where)
+        found = self.fetch_all(stmt)
+        return [_convert(r, selector) for r in found] if selector.needs_conversion else found
+
     def random_keys(self, table: str, pk: Sequence[str], n: int, where: Any = None) -> list[RawRow]:
         """The primary keys of ``n`` random rows (``ORDER BY RAND() LIMIT n``). Used by verify."""
         t = sa.table(table, *(sa.column(c) for c in pk))

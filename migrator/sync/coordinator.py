@@ -109,6 +109,13 @@ def coordinate(
     # the online load's: no status of its own (the follow loop's says it is loading)
     online = figures.tee(bars, None, o.status_interval, phase=False)
     others = figures.tee(NULL_PROGRESS, None, o.status_interval, phase=False)
+    nested = [t.name for t in m.tables if t.nest is not None]
+    if nested:
+        raise MigratorError(
+            f"sync cannot yet follow nested documents (nest: on {', '.join(nested)})",
+            "keep them current with migrate --replace and verify --fix, or map the children "
+            "as tables of their own (no nest:) to sync them",
+        )
     client: Any = connect_any(url)
     require_json(client, resolved)
     searches = definitions(resolved, m)

@@ -30,6 +30,7 @@ from migrator.mapping.validate import plural
 from migrator.plan.finish import counter_holds, finish_commands
 from migrator.plan.keyspace import KeyPattern, KeySpace
 from migrator.plan.planner import KeyFn, TablePlan, compile_template
+from migrator.plan.structures import Structure
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source, keyset_value, shared_keys_query
 from migrator.source.shared import SharedValues, shared_values
@@ -174,6 +175,10 @@ class TableVerifier(RowChecks):
         #: the rows latest lists hold: those not past their moment (verify/expiry.py)
         self.live = clause(self.r) if self.r.table.expire is not None else self.where
         self.references = self._references()
+        self.whole_documents: Structure | None = None
+        if any(_nested_in(p, self.name) for p in checker.plans.values()):
+            # its documents hold its nested children: verify/nesting.py checks them whole
+            self.whole_documents = self.structures.pop("document", None)
         self.shared_values = self._shared() if self.r.unenforced_uniques else []
         if checker.fix:
             self.fixer = Repairer(checker.reader.client, self.name, checker.reader.retrying)
@@ -441,6 +446,8 @@ class TableVerifier(RowChecks):
         produced: set[bytes] = set()
         row_structures = [s for n, s in self.structures.items()
                           if n in ("hash", "columns", "document", "unique-string")]  # fmt: skip
+        if self.whole_documents is not None:  # nested documents: their keys all the same
+            row_structures.append(self.whole_documents)
         own: list[KeyPattern] = [
             p for p in self.c.space.all if p.table == self.name and p.family == "row"
         ]
@@ -463,6 +470,10 @@ class TableVerifier(RowChecks):
         for key in dict.fromkeys(keys):
             if key not in produced:
                 self.stray(key, "(no source row has this key)")
+
+
+def _nested_in(plan: TablePlan, parent: str) -> bool:
+    return plan.table.nest is not None and plan.table.nest.parent == parent
 
 
 #: the structures whose keys are one per row, counted against the source's rows

@@ -1,0 +1,50 @@
+"""migrate's nested documents (``nest:``; plan/nesting.py): once the tables are loaded, each
+top table's documents are written again whole, with their children and grandchildren, from
+one snapshot of their own (source/nesting.py)."""
+
+from __future__ import annotations
+
+from migrator.errors import MigratorError
+from migrator.mapping.model import Mapping
+from migrator.mapping.resolve import Resolved, resolve
+from migrator.plan.layout import TableLayout
+from migrator.plan.nesting import Level, trees
+from migrator.progress import Progress
+from migrator.retry import Retrying
+from migrator.source.mysql import Source
+from migrator.source.nesting import all_documents
+from migrator.store.cluster_sink import sink_for
+from migrator.store.sink import Client
+
+
+def nesting_trees(m: Mapping, src: Source, resolved: list[Resolved]) -> dict[str, Level]:
+    """The nesting trees whose top is among the ``resolved`` tables (a nesting that cannot
+    be raises MigratorError, before anything is written)."""
+    if not any(t.nest is not None for t in m.tables):
+        return {}
+    everything = resolved
+    try:
+        everything = resolve(m, src.schema())
+    except MigratorError:
+        pass  # the tables asked for still nest what they can
+    names = {r.name for r in resolved}
+    found = trees({r.name: TableLayout(r) for r in everything})
+    return {n: top for n, top in found.items() if n in names}
+
+
+def write_nested(
+    src: Source, client: Client, tops: dict[str, Level], size: int, retrying: Retrying,
+    progress: Progress,
+) -> int:  # fmt: skip
+    """Write every document of each top table whole; the documents written."""
+    if not tops:
+        return 0
+    src.snapshot("starting the snapshot of nested documents on MySQL")
+    sink = sink_for(client, retrying)
+    written = 0
+    for name, top in tops.items():
+        progress.note(name, f"writing documents with {', '.join(top.tables()[1:])} nested")
+        for cmds in all_documents(src, top, size):
+            sink.write(cmds)
+            written += len(cmds)
+    return written

@@ -1,0 +1,230 @@
+"""Children nested in their parent's JSON document (``nest:``; docs/mapping.md#nested-children).
+
+A nesting tree hangs under a table mapped ``as: json`` / ``as: json-string`` (the top): each
+level is a table whose ``nest: {in: ...}`` names its parent, joined through a foreign key
+(``by``: the child's columns; the parent's columns they point at: ``refs``). A parent's
+document is its own fields (plan/documents.py) plus one field per nested table:
+
+* ``array``: the children's documents ordered by ``order`` (default: the primary key), ties by
+  the primary key; values compare as numbers for numeric columns, else by their bytes; NULL
+  first;
+* ``map``: an object keyed by each child's primary key (its values joined by the separator);
+* ``object``: the one child, or ``null`` (the child with the lowest primary key when several
+  point at the same parent: ``validate`` asks for a unique key on ``by``).
+
+Each child's document is its own written columns (its ``columns:``, ``fields:``,
+``formats:``) plus its own nested children. The same bytes come out in ``migrate`` and
+``verify``: keys sorted, no whitespace. This module is pure: the rows come from
+source/nesting.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from migrator.errors import MigratorError
+from migrator.mapping.kinds import Kind
+from migrator.mapping.model import DOCUMENTS, Nest
+from migrator.plan.batch import Command, Row
+from migrator.plan.documents import NULL, Parts, parts_function, render, string
+from migrator.plan.layout import TableLayout
+from migrator.plan.structures import document_kind
+
+_NUMERIC = (Kind.INTEGER, Kind.BIT, Kind.YEAR, Kind.DECIMAL, Kind.FLOAT, Kind.DOUBLE)
+
+
+@dataclass
+class Level:
+    """One table of a nesting tree: its layout, and how its rows hang under their parent."""
+
+    layout: TableLayout
+    nest: Nest | None  # None: the top
+    by: tuple[int, ...] = ()  # positions, in this table's rows, of the columns naming the parent
+    refs: tuple[int, ...] = ()  # positions, in the parent's rows, of the columns they name
+    children: list[Level] = field(default_factory=list)
+    parts: Callable[[Row], Parts] = field(init=False)
+    sort_key: Callable[[Row], Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        lay = self.layout
+        cols = lay.resolved.columns
+        schema = lay.resolved.schema
+        self.parts = parts_function(
+            [(lay.field(c), lay.pos[c]) for c in cols],
+            {lay.pos[c]: document_kind(schema.column(c)) for c in cols},
+            lay.formatters,
+            {lay.pos[c]: f for c, f in lay.table.formats},
+        )
+        pk = lay.resolved.primary_key
+        order = (self.nest.order if self.nest is not None else ()) or pk
+        steps = [(lay.pos[c], schema.column(c).kind in _NUMERIC) for c in (*order, *pk)]
+        self.sort_key = lambda row: tuple(_comparable(row[i], n) for i, n in steps)
+
+    @property
+    def name(self) -> str:
+        return self.layout.table.name
+
+    def tables(self) -> list[str]:
+        return [self.name, *(t for c in self.children for t in c.tables())]
+
+
+def _comparable(value: bytes | None, numeric: bool) -> tuple[bool, Any]:
+    if value is None:
+        return (False, b"")
+    return (True, Decimal(value.decode()) if numeric else bytes(value))
+
+
+def parent_of(nest: Nest, child: Any, parent: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the child's columns, the parent's columns they point at) of a nesting; ``child``
+    and ``parent``: their TableSchema. Raises MigratorError when no foreign key says so."""
+    fks = [fk for fk in child.foreign_keys if fk.parent == parent.name]
+    if nest.by is not None:
+        fks = [fk for fk in fks if tuple(fk.columns) == tuple(nest.by)]
+        if not fks:
+            raise MigratorError(
+                f"tables.{child.name}.nest.by: no foreign key ({', '.join(nest.by)}) -> "
+                f"{parent.name}",
+                "declare that foreign key in MySQL, or name its columns in nest.by",
+            )
+    elif len(fks) != 1:
+        what = "no foreign key" if not fks else f"{len(fks)} foreign keys"
+        raise MigratorError(
+            f"tables.{child.name}.nest: {child.name} has {what} to {parent.name}",
+            "declare one in MySQL" if not fks else "choose one with nest.by: [columns]",
+        )
+    return tuple(fks[0].columns), tuple(fks[0].parent_columns)
+
+
+def trees(layouts: Mapping[str, TableLayout]) -> dict[str, Level]:
+    """The nesting tree of each top table (mapped as a document, with nested children),
+    from the layouts of every mapped table. Raises MigratorError on a nesting that cannot
+    be (a parent not in the mapping, not a document, a cycle, no foreign key)."""
+    nested = {n: lay for n, lay in layouts.items() if lay.table.nest is not None}
+    if not nested:
+        return {}
+    for name, lay in nested.items():
+        nest = lay.table.nest
+        assert nest is not None
+        top, seen = nest.parent, [name]
+        while top in nested:
+            if top in seen:
+                raise MigratorError(
+                    f"tables.{name}.nest: a cycle ({' -> '.join([*seen, top])})",
+                    "a table cannot be nested, through its parents, in itself",
+                )
+            seen.append(top)
+            parent_nest = layouts[top].table.nest
+            assert parent_nest is not None
+            top = parent_nest.parent
+        if top not in layouts:
+            raise MigratorError(
+                f"tables.{name}.nest.in: '{top}' is not a mapped table",
+                "nest a table in a table of the mapping",
+            )
+        if layouts[top].table.kind not in DOCUMENTS:
+            raise MigratorError(
+                f"tables.{name}.nest.in: '{top}' is mapped as: {layouts[top].table.kind}",
+                f"map '{top}' as: json or as: json-string, whose documents hold its children",
+            )
+
+    def level(lay: TableLayout, nest: Nest | None, parent: TableLayout | None) -> Level:
+        by: tuple[int, ...] = ()
+        refs: tuple[int, ...] = ()
+        if nest is not None and parent is not None:
+            cols, pcols = parent_of(nest, lay.resolved.schema, parent.resolved.schema)
+            unread = [c for c in cols if c not in lay.pos] + [
+                f"{parent.table.name}.{c}" for c in pcols if c not in parent.pos
+            ]
+            if unread:
+                raise MigratorError(
+                    f"tables.{lay.table.name}.nest: the foreign key's columns {unread} are "
+                    "not read",
+                    "point the foreign key at the parent's primary key",
+                )
+            by = tuple(lay.pos[c] for c in cols)
+            refs = tuple(parent.pos[c] for c in pcols)
+            if nest.field in {parent.field(c).decode() for c in parent.resolved.columns}:
+                raise MigratorError(
+                    f"tables.{lay.table.name}.nest.as: '{nest.field}' is a field of "
+                    f"{parent.table.name}'s document already",
+                    "choose another name",
+                )
+        out = Level(lay, nest, by, refs)
+        kids = sorted(n for n, c in nested.items() if _parent(c) == lay.table.name)
+        out.children = [level(nested[k], nested[k].table.nest, lay) for k in kids]
+        names = [c.nest.field for c in out.children if c.nest is not None]
+        if len(set(names)) != len(names):
+            raise MigratorError(
+                f"tables.{lay.table.name}: two nested tables share a field name ({names})",
+                "give each nest its own 'as'",
+            )
+        return out
+
+    tops = sorted({_top(n, layouts) for n in nested})
+    return {t: level(layouts[t], None, None) for t in tops}
+
+
+def _parent(lay: TableLayout) -> str | None:
+    return None if lay.table.nest is None else lay.table.nest.parent
+
+
+def _top(name: str, layouts: Mapping[str, TableLayout]) -> str:
+    nest = layouts[name].table.nest
+    while nest is not None:
+        name = nest.parent
+        nest = layouts[name].table.nest
+    return name
+
+
+Groups = dict[int, dict[tuple[bytes | None, ...], list[Row]]]  # id(level) -> refs -> rows
+
+
+def group(level: Level, rows: Sequence[Row]) -> dict[tuple[bytes | None, ...], list[Row]]:
+    """A level's rows by the parent they name (rows naming none, a NULL in ``by``, left out)."""
+    out: dict[tuple[bytes | None, ...], list[Row]] = {}
+    for row in rows:
+        k = tuple(row[i] for i in level.by)
+        if None not in k:
+            out.setdefault(k, []).append(row)
+    return out
+
+
+def element(level: Level, row: Row, groups: Groups) -> bytes:
+    """A row's document: its own fields and its nested children's."""
+    parts = level.parts(row)
+    for child in level.children:
+        assert child.nest is not None
+        mine = groups.get(id(child), {}).get(tuple(row[i] for i in child.refs), [])
+        parts.append((child.nest.field.encode(), _collection(child, mine, groups)))
+    parts.sort(key=lambda p: p[0])
+    return render(parts)
+
+
+def _collection(level: Level, rows: list[Row], groups: Groups) -> bytes:
+    nest = level.nest
+    assert nest is not None
+    ordered = sorted(rows, key=level.sort_key)
+    if nest.kind == "object":
+        return element(level, ordered[0], groups) if ordered else NULL
+    if nest.kind == "map":
+        pk = level.layout.pk_text
+        items = sorted((pk(r) or b"", element(level, r, groups)) for r in ordered)
+        return b"{" + b",".join(string(k) + b":" + v for k, v in items) + b"}"
+    return b"[" + b",".join(element(level, r, groups) for r in ordered) + b"]"
+
+
+def commands(top: Level, rows: Sequence[Row], groups: Groups) -> list[Command]:
+    """The writes of the top rows' whole documents (``JSON.SET key $ doc`` / ``SET``)."""
+    lay = top.layout
+    redisjson = lay.table.kind == "json"
+    out: list[Command] = []
+    for row in rows:
+        key = lay.row_key(row)
+        if key is None:
+            continue
+        doc = element(top, row, groups)
+        out.append((b"JSON.SET", key, b"$", doc) if redisjson else (b"SET", key, doc))
+    return out

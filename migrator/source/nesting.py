@@ -1,0 +1,62 @@
+"""The rows of a nesting tree (plan/nesting.py) read from MySQL: for a batch of top rows,
+their children, then the children's children, each level by ``WHERE (by) IN (...)`` on the
+parents' values, on the source's reading connection -- inside its snapshot when one is
+open, so that the documents of a batch come from one consistent read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from migrator.plan.batch import Command, Row
+from migrator.plan.nesting import Groups, Level, commands, group
+from migrator.source.mysql import Source, keyset_value
+from migrator.source.where import clause
+
+IN_LIST = 1000  # parent values per query
+
+
+def children(src: Source, level: Level, parents: Sequence[Row], groups: Groups) -> None:
+    """Read each child level of ``level`` for the ``parents`` rows, recursively, into
+    ``groups``."""
+    for child in level.children:
+        lay = child.layout
+        schema = lay.resolved.schema
+        by = [lay.select[i] for i in child.by]
+        kinds = [schema.column(c).kind for c in by]
+        values = {tuple(p[i] for i in child.refs) for p in parents}
+        bound = [tuple(keyset_value(v, k) for v, k in zip(vs, kinds)) for vs in values]
+        wanted = sorted((vs for vs in bound if None not in vs), key=repr)
+        selector = src.selector(child.name, lay.select)
+        where = clause(lay.resolved)
+        rows: list[Row] = []
+        for i in range(0, len(wanted), IN_LIST):
+            rows += src.rows_where(child.name, selector, by, wanted[i : i + IN_LIST], where)
+        groups[id(child)] = group(child, rows)
+        if child.children and rows:
+            children(src, child, rows, groups)
+
+
+def documents(src: Source, top: Level, rows: Sequence[Row]) -> list[Command]:
+    """The writes of the whole documents of ``rows`` (rows of the top table)."""
+    groups: Groups = {}
+    children(src, top, rows, groups)
+    return commands(top, rows, groups)
+
+
+def all_documents(src: Source, top: Level, size: int) -> Iterator[list[Command]]:
+    """The writes of every top row's document, ``size`` rows at a time (each page read
+    whole, then its children), in the current snapshot of ``src``."""
+    lay = top.layout
+    selector = src.selector(top.name, lay.select)
+    pk = lay.resolved.primary_key
+    kinds = [lay.resolved.schema.column(c).kind for c in pk]
+    where = clause(lay.resolved)
+    after = None
+    while True:
+        rows = src.page(top.name, selector, pk, size, after, where)
+        if not rows:
+            return
+        yield documents(src, top, rows)
+        if len(rows) < size:
+            return
+        after = [keyset_value(rows[-1][lay.pos[c]], k) for c, k in zip(pk, kinds)]

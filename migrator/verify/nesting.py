@@ -1,0 +1,36 @@
+"""Verify of nested documents (``nest:``; plan/nesting.py): each top row's whole document,
+rebuilt from MySQL with its children and grandchildren in the pass's snapshot
+(source/nesting.py), against what Redis holds, compared as verify/documents.py compares any
+document. The row pass leaves these tables' documents to this check (verify/tables.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from migrator.plan.nesting import Level
+from migrator.source.mysql import Source
+from migrator.source.nesting import all_documents
+from migrator.verify import documents
+from migrator.verify.keys import Reader
+from migrator.verify.repair import Repairer
+from migrator.verify.report import TableCheck
+
+
+def check(
+    src: Source, reader: Reader, top: Level, out: TableCheck, size: int, fixer: Repairer | None
+) -> int:
+    """Compare every document of the ``top`` table; the documents present. ``fixer``: each
+    difference's repair (the whole document written again) is queued there."""
+
+    def found(kind: str, key: bytes, fieldname: Any = None, mysql: Any = None,
+              redis: Any = None, repair: Any = ()) -> None:  # fmt: skip
+        out.add(kind, key, fieldname, mysql, redis)
+        if fixer is not None:
+            fixer.repair(kind, key, fieldname, repair)
+
+    present = 0
+    for cmds in all_documents(src, top, size):
+        present += documents.compare(cmds, reader.read(documents.reads(cmds)), found)
+    if fixer is not None:
+        fixer.flush()
+    return present

@@ -1,0 +1,221 @@
+"""Children nested in their parent's JSON document (``nest:``; docs/mapping.md#nested-children)
+on real servers: the seeds' books with their tags nested, notes nested in the tags (a map,
+third level) and a one-to-one detail (an object); each document compared with one built here
+from MySQL queries, verify 0, a changed child found by verify and repaired by --fix; what
+validate, migrate and sync refuse."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from typer.testing import CliRunner
+
+from migrator.cli import app
+from migrator.commands import migrate, verify
+from migrator.commands.validate import validate
+from migrator.errors import MigratorError
+from migrator.mapping.loader import parse_mapping
+from migrator.verify import report as vr
+from tests.services import MySQLDatabase
+
+SAMPLE = (Path(__file__).parent.parent / "samples" / "book_tag.sql").read_text()
+
+MORE = """
+CREATE TABLE note (
+  id INT PRIMARY KEY, tagname VARCHAR(32) NOT NULL, book_id INT NOT NULL,
+  body VARCHAR(64) NOT NULL, `rank` INT NULL,
+  CONSTRAINT fk_note_tag FOREIGN KEY (tagname, book_id) REFERENCES tag (tagname, book_id)
+) CHARACTER SET utf8mb4;
+CREATE TABLE detail (
+  book_id INT PRIMARY KEY, pages INT NOT NULL, price DECIMAL(8,2) NULL,
+  CONSTRAINT fk_detail_book FOREIGN KEY (book_id) REFERENCES book (id)
+) CHARACTER SET utf8mb4;
+INSERT INTO note VALUES (10, 'ruby', 2, 'rails is ruby', 2), (11, 'ruby', 2, 'again', 1),
+  (12, 'ruby', 2, 'tie', 1), (13, 'web', 2, 'web "notes"', NULL), (14, 'erlang', 3, 'otp', 5);
+INSERT INTO detail VALUES (1, 448, 39.99), (3, 536, NULL);
+"""
+
+MAPPING = """
+version: 1
+tables:
+  book:
+    as: {kind}
+    counter: false
+  tag:
+    as: none
+    counter: false
+    columns: [tagname]
+    nest: {{in: book, as: tags, order: tagname}}
+  note:
+    as: none
+    counter: false
+    nest: {{in: tag, as: notes, kind: {note_kind}{order}}}
+  detail:
+    as: none
+    counter: false
+    nest: {{in: book, as: detail, kind: object}}
+"""
+
+
+def load(db: MySQLDatabase) -> None:
+    db.run(SAMPLE)
+    db.run(MORE)
+
+
+def mapping_of(kind: str = "json-string", note_kind: str = "map") -> Any:
+    order = ", order: rank" if note_kind == "array" else ""
+    return parse_mapping(MAPPING.format(kind=kind, note_kind=note_kind, order=order))
+
+
+def expected(db: MySQLDatabase, note_kind: str = "map") -> dict[str, Any]:
+    """Each book's document, built from MySQL queries here (not by the tool's code)."""
+    docs: dict[str, Any] = {}
+    for bid, name, author in db.query("SELECT id, name, author FROM book"):
+        detail = db.query("SELECT pages, price FROM detail WHERE book_id = %s", (bid,))
+        tags = []
+        for (tagname,) in db.query(
+            "SELECT tagname FROM tag WHERE book_id = %s ORDER BY CAST(tagname AS BINARY)", (bid,)
+        ):
+            notes = db.query(
+                "SELECT id, body, `rank` FROM note WHERE tagname = %s AND book_id = %s "
+                "ORDER BY `rank` IS NOT NULL, `rank`, id",
+                (tagname, bid),
+            )
+            # a child's document: its written columns (every non-primary-key one by default)
+            items = [
+                (str(i), {"body": body, "rank": rank, "tagname": tagname, "book_id": bid})
+                for i, body, rank in notes
+            ]
+            tags.append(
+                {"tagname": tagname,
+                 "notes": dict(items) if note_kind == "map" else [v for _, v in items]}
+            )  # fmt: skip
+        docs[f"book:{bid}"] = {
+            "name": name,
+            "author": author,
+            "tags": tags,
+            "detail": None
+            if not detail
+            else {
+                "pages": detail[0][0],
+                "price": None if detail[0][1] is None else str(detail[0][1]),
+            },
+        }
+    return docs
+
+
+def stored(client: redis.Redis, kind: str) -> dict[str, Any]:
+    out = {}
+    for key in sorted(client.scan_iter("book:*")):
+        text = key.decode()
+        out[text] = client.json().get(text) if kind == "json" else json.loads(client.get(key))
+    return out
+
+
+@pytest.mark.parametrize("note_kind", ["map", "array"])
+def test_migrate_nests_two_levels_and_an_object(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, note_kind: str
+) -> None:
+    load(mysql_db)
+    m = mapping_of(note_kind=note_kind)
+    report = migrate(m, source=mysql_db.url, target=redis_url)
+    assert report.exit_code == 0
+    assert stored(redis_client, "json-string") == expected(mysql_db, note_kind)
+    # canonical bytes: keys sorted, no spaces, as any document of the tool
+    text = redis_client.get("book:2")
+    assert (
+        text
+        == json.dumps(
+            json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        ).encode()
+    )
+    # the children write nothing of their own (as: none)
+    keys = [k for k in redis_client.keys("*") if not k.startswith(b"migrator:")]
+    assert sorted(keys) == [b"book:1", b"book:2", b"book:3"]
+    ok = verify(m, source=mysql_db.url, target=redis_url)
+    assert ok.exit_code == 0, ok.as_dict()
+
+
+def test_verify_finds_a_changed_child_and_fix_repairs_it(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+) -> None:
+    load(mysql_db)
+    m = mapping_of()
+    migrate(m, source=mysql_db.url, target=redis_url)
+    doc = json.loads(redis_client.get("book:2"))
+    doc["tags"][0]["notes"]["10"]["body"] = "changed"
+    redis_client.set("book:2", json.dumps(doc))
+    # and MySQL moves on: a tag moves to another book, a note is deleted, a detail added
+    mysql_db.run(
+        "DELETE FROM note WHERE id = 13; UPDATE tag SET book_id = 1 "
+        "WHERE tagname = 'web' AND book_id = 2; INSERT INTO note VALUES (13, 'web', 1, 'moved', "
+        "NULL); DELETE FROM note WHERE id = 14; INSERT INTO detail VALUES (2, 10, 1.50)"
+    )
+    found = verify(m, source=mysql_db.url, target=redis_url)
+    assert found.exit_code == 1
+    book = next(t for t in found.tables if t.table == "book")
+    assert book.counts[vr.DIFFERENT_VALUE] == 3, book.as_dict()  # books 1, 2 and 3
+    fixed = verify(m, source=mysql_db.url, target=redis_url, fix=True)
+    assert fixed.exit_code == 0, fixed.as_dict()
+    assert stored(redis_client, "json-string") == expected(mysql_db)
+    assert verify(m, source=mysql_db.url, target=redis_url).exit_code == 0
+
+
+def test_redisjson_documents_read_by_a_stock_client(
+    mysql_db: MySQLDatabase, modules_redis_url: str
+) -> None:
+    load(mysql_db)
+    m = mapping_of("json")
+    assert migrate(m, source=mysql_db.url, target=modules_redis_url).exit_code == 0
+    client = redis.Redis.from_url(modules_redis_url)
+    assert client.type("book:2") == b"ReJSON-RL"
+    assert stored(client, "json") == expected(mysql_db)
+    assert client.json().get("book:2", "$.tags[*].tagname") == ["ruby", "web"]
+    client.json().set("book:3", "$.tags[0].notes.14.rank", 6)
+    assert verify(m, source=mysql_db.url, target=modules_redis_url).exit_code == 1
+    verify(m, source=mysql_db.url, target=modules_redis_url, fix=True)
+    assert verify(m, source=mysql_db.url, target=modules_redis_url).exit_code == 0
+    assert stored(client, "json") == expected(mysql_db)
+
+
+BAD = [
+    ("book:\n    as: hash\n  tag:\n    nest: {in: book, as: tags}\n", "is mapped as: hash"),
+    ("book:\n    as: json-string\n  tag:\n    nest: {in: note, as: tags}\n"
+     "  note:\n    nest: {in: tag, as: notes}\n", "a cycle"),
+    ("book:\n    as: json-string\n  detail:\n    nest: {in: tag, as: d}\n  tag:\n"
+     "    nest: {in: book, as: tags}\n", "no foreign key"),
+    ("book:\n    as: json-string\n  tag:\n    nest: {in: book, as: name}\n", "a field of book"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("tables", "why"), BAD)
+def test_validate_and_migrate_refuse_what_cannot_nest(
+    mysql_db: MySQLDatabase, redis_url: str, tables: str, why: str
+) -> None:
+    load(mysql_db)
+    text = "version: 1\ntables:\n  " + tables
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.yaml"
+        path.write_text(text)
+        report = validate(path, mysql_db.url)
+    errors = [str(p) for p in report.problems if p.level == "error"]
+    assert any(why in e for e in errors), [str(p) for p in report.problems]
+    with pytest.raises(MigratorError, match=why):
+        migrate(parse_mapping(text), source=mysql_db.url, target=redis_url)
+
+
+def test_sync_refuses_nested_documents_at_start(mysql_db: MySQLDatabase, redis_url: str) -> None:
+    load(mysql_db)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.yaml"
+        path.write_text(MAPPING.format(kind="json-string", note_kind="map", order=""))
+        result = CliRunner().invoke(
+            app, ["sync", str(path), "--source", mysql_db.url, "--target", redis_url]
+        )
+    assert result.exit_code == 2, result.output
+    assert "nested documents" in result.output
