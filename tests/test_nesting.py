@@ -7,6 +7,7 @@ validate, migrate and sync refuse."""
 from __future__ import annotations
 
 import json
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import redis
 from typer.testing import CliRunner
 
 from migrator.cli import app
-from migrator.commands import migrate, verify
+from migrator.commands import dry_run, migrate, verify
 from migrator.commands.validate import validate
 from migrator.errors import MigratorError
 from migrator.mapping.loader import parse_mapping
@@ -219,3 +220,17 @@ def test_sync_refuses_nested_documents_at_start(mysql_db: MySQLDatabase, redis_u
         )
     assert result.exit_code == 2, result.output
     assert "nested documents" in result.output
+
+
+def test_dry_run_samples_the_nested_documents_and_refuses_resp(
+    mysql_db: MySQLDatabase, tmp_path: Path
+) -> None:
+    load(mysql_db)
+    m = mapping_of()
+    report = dry_run(m, source=mysql_db.url, sample=2)
+    book = next(t for t in report.tables if t.table == "book")
+    want = expected(mysql_db)
+    shown = [json.loads(shlex.split(line)[-1]) for line in book.sample if line.startswith("SET")]
+    assert shown == [want["book:1"], want["book:2"]]
+    with pytest.raises(MigratorError, match="--resp cannot yet write nested documents"):
+        dry_run(m, source=mysql_db.url, resp_file=tmp_path / "load.resp")

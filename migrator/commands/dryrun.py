@@ -25,17 +25,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+from migrator.commands.nested import nesting_trees
 from migrator.commands.session import check_batch_size, load, opened, target_url
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError
 from migrator.mapping.model import Template
 from migrator.mapping.resolve import Resolved
 from migrator.plan.estimate import Limits, MemoryModel, keyspace
 from migrator.plan.finish import finish_commands
+from migrator.plan.nesting import Level
 from migrator.plan.planner import Command, Stats, TablePlan
 from migrator.plan.resp import resp
 from migrator.plan.search import definition
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
+from migrator.source.nesting import documents
 from migrator.source.snapshot import Snapshot
 from migrator.source.where import clause, condition
 from migrator.urls import mask
@@ -263,6 +266,12 @@ def dry_run(
     limits = limits or Limits()
     started = time.perf_counter()
     with opened(m, source, tables) as (src, resolved), _atomic(resp_file) as out:
+        tops = nesting_trees(m, src, resolved)
+        if tops and resp_file is not None:
+            raise MigratorError(
+                f"--resp cannot yet write nested documents (nest: into {', '.join(tops)})",
+                "load them with migrate, or drop --resp to see the documents' samples",
+            )
         snapshot = src.snapshot()  # every table as of one moment, as migrate reads them
         reports = []
         commands = resp_bytes = 0
@@ -277,7 +286,7 @@ def dry_run(
                 patterns=plan.patterns(),
                 keys={k: v.keys for k, v in sink.models.items()},
                 memory={k: v.bytes for k, v in sink.models.items()},
-                sample=[command_line(c) for c in sample_commands(src, plan, r, sample)],
+                sample=[command_line(c) for c in _sample(src, plan, r, sample, tops)],
                 skipped=dict(done.skipped),
                 rejected=dict(done.rejected),
                 seconds=time.perf_counter() - t0,
@@ -316,6 +325,20 @@ def dry_run(
     result.keyspace_bytes = keyspace(result.keys)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _sample(
+    src: Source, plan: TablePlan, r: Resolved, n: int, tops: dict[str, Level]
+) -> list[Command]:
+    """The commands of the first ``n`` rows; a top table's documents with their children
+    nested (commands/nested.py) in the place of its flat ones."""
+    cmds = sample_commands(src, plan, r, n)
+    top = tops.get(r.name)
+    if top is None or n == 0:
+        return cmds
+    rows = src.page(r.name, src.selector(r.name, plan.select), r.primary_key, n, None, clause(r))
+    whole = {c[1]: c for c in documents(src, top, rows)}
+    return [whole.get(c[1], c) if c[0] in (b"SET", b"JSON.SET") else c for c in cmds]
 
 
 def plan_table(
