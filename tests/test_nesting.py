@@ -234,3 +234,15 @@ def test_dry_run_samples_the_nested_documents_and_refuses_resp(
     assert shown == [want["book:1"], want["book:2"]]
     with pytest.raises(MigratorError, match="--resp cannot yet write nested documents"):
         dry_run(m, source=mysql_db.url, resp_file=tmp_path / "load.resp")
+
+
+def test_the_docs_example_writes_what_it_says(mysql_db: MySQLDatabase) -> None:
+    text = (Path(__file__).parent.parent / "docs" / "mapping.md").read_text(encoding="utf-8")
+    section = text.split("#### Nested children", 1)[1]
+    mapping_text, rest = section.split("```yaml\n", 1)[1].split("```", 1)
+    said = rest.split("```\n", 1)[1].split("```", 1)[0].splitlines()
+    mysql_db.run(SAMPLE)
+    report = dry_run(parse_mapping(mapping_text), source=mysql_db.url, sample=10)
+    book = next(t for t in report.tables if t.table == "book")
+    written = [shlex.split(line) for line in book.sample if line.startswith("SET")]
+    assert [" ".join(w) for w in written] == said
