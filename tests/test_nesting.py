@@ -39,6 +39,11 @@ CREATE TABLE detail (
 INSERT INTO note VALUES (10, 'ruby', 2, 'rails is ruby', 2), (11, 'ruby', 2, 'again', 1),
   (12, 'ruby', 2, 'tie', 1), (13, 'web', 2, 'web "notes"', NULL), (14, 'erlang', 3, 'otp', 5);
 INSERT INTO detail VALUES (1, 448, 39.99), (3, 536, NULL);
+CREATE TABLE pair (
+  id INT PRIMARY KEY, a INT NOT NULL, b INT NOT NULL,
+  FOREIGN KEY (a) REFERENCES book (id), FOREIGN KEY (b) REFERENCES book (id)
+);
+INSERT INTO pair VALUES (7, 1, 2), (5, 1, 3), (6, 3, 3);
 """
 
 MAPPING = """
@@ -191,6 +196,11 @@ BAD = [
     ("book:\n    as: json-string\n  detail:\n    nest: {in: tag, as: d}\n  tag:\n"
      "    nest: {in: book, as: tags}\n", "no foreign key"),
     ("book:\n    as: json-string\n  tag:\n    nest: {in: book, as: name}\n", "a field of book"),
+    ("book:\n    as: json-string\n  tag:\n    nest: {in: book, as: tags}\n"
+     "  note:\n    columns: [body]\n    nest: {in: tag, as: notes}\n", "are not read"),
+    ("book:\n    as: json-string\n  tag:\n    nest: {in: book, as: tags}\n    expire: 1h\n",
+     "a nested table's rows live in their parent's document"),
+    ("book:\n    as: json-string\n  pair:\n    nest: {in: book, as: p}\n", "2 foreign keys"),
 ]  # fmt: skip
 
 
@@ -246,3 +256,35 @@ def test_the_docs_example_writes_what_it_says(mysql_db: MySQLDatabase) -> None:
     book = next(t for t in report.tables if t.table == "book")
     written = [shlex.split(line) for line in book.sample if line.startswith("SET")]
     assert [" ".join(w) for w in written] == said
+
+
+def test_an_object_holds_the_lowest_key_and_where_keeps_rows(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+) -> None:
+    load(mysql_db)
+    text = """
+version: 1
+tables:
+  book:
+    as: json-string
+    counter: false
+    columns: [name]
+  pair:
+    as: none
+    counter: false
+    columns: [b]
+    nest: {in: book, as: first, by: a, kind: object}
+  tag:
+    as: none
+    counter: false
+    columns: [tagname]
+    where: "tagname <> 'ruby'"
+    nest: {in: book, as: tags}
+"""
+    m = parse_mapping(text)
+    assert migrate(m, source=mysql_db.url, target=redis_url).exit_code == 0
+    got = stored(redis_client, "json-string")
+    assert got["book:1"]["first"] == {"b": 3}  # pairs 5 and 7 point at book 1: 5 is kept
+    assert got["book:2"] == {"name": "Ruby on rail", "first": None, "tags": [{"tagname": "web"}]}
+    assert got["book:1"]["tags"] == [] and got["book:3"]["tags"] == [{"tagname": "erlang"}]
+    assert verify(m, source=mysql_db.url, target=redis_url).exit_code == 0

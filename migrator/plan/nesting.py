@@ -124,6 +124,11 @@ def trees(layouts: Mapping[str, TableLayout]) -> dict[str, Level]:
                 f"tables.{name}.nest.in: '{top}' is not a mapped table",
                 "nest a table in a table of the mapping",
             )
+        if lay.table.expire is not None:
+            raise MigratorError(
+                f"tables.{name}.expire: a nested table's rows live in their parent's document",
+                "drop expire: from the nested table (or nest: from it)",
+            )
         if layouts[top].table.kind not in DOCUMENTS:
             raise MigratorError(
                 f"tables.{name}.nest.in: '{top}' is mapped as: {layouts[top].table.kind}",
