@@ -288,3 +288,15 @@ tables:
     assert got["book:2"] == {"name": "Ruby on rail", "first": None, "tags": [{"tagname": "web"}]}
     assert got["book:1"]["tags"] == [] and got["book:3"]["tags"] == [{"tagname": "erlang"}]
     assert verify(m, source=mysql_db.url, target=redis_url).exit_code == 0
+
+
+def test_migrate_of_a_child_table_writes_its_parents_documents_again(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+) -> None:
+    load(mysql_db)
+    m = mapping_of()
+    migrate(m, source=mysql_db.url, target=redis_url)
+    mysql_db.run("INSERT INTO note VALUES (20, 'erlang', 3, 'new', 1)")
+    assert migrate(m, source=mysql_db.url, target=redis_url, tables=["note"]).exit_code == 0
+    assert stored(redis_client, "json-string") == expected(mysql_db)
+    assert verify(m, source=mysql_db.url, target=redis_url).exit_code == 0

@@ -18,8 +18,9 @@ from migrator.store.sink import Client
 
 
 def nesting_trees(m: Mapping, src: Source, resolved: list[Resolved]) -> dict[str, Level]:
-    """The nesting trees whose top is among the ``resolved`` tables (a nesting that cannot
-    be raises MigratorError, before anything is written)."""
+    """The nesting trees that hold one of the ``resolved`` tables (``migrate --tables tag``
+    writes the books' documents again); a nesting that cannot be raises MigratorError,
+    before anything is written."""
     if not any(t.nest is not None for t in m.tables):
         return {}
     everything = resolved
@@ -29,7 +30,7 @@ def nesting_trees(m: Mapping, src: Source, resolved: list[Resolved]) -> dict[str
         pass  # the tables asked for still nest what they can
     names = {r.name for r in resolved}
     found = trees({r.name: TableLayout(r) for r in everything})
-    return {n: top for n, top in found.items() if n in names}
+    return {n: top for n, top in found.items() if names & set(top.tables())}
 
 
 def write_nested(
