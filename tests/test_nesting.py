@@ -78,6 +78,14 @@ def mapping_of(kind: str = "json-string", note_kind: str = "map") -> Any:
     return parse_mapping(MAPPING.format(kind=kind, note_kind=note_kind, order=order))
 
 
+def migrated(db: MySQLDatabase, url: str) -> Any:
+    """The sample loaded into MySQL and migrated (json-string, notes as a map): its mapping."""
+    load(db)
+    m = mapping_of()
+    assert migrate(m, source=db.url, target=url).exit_code == 0
+    return m
+
+
 def expected(db: MySQLDatabase, note_kind: str = "map") -> dict[str, Any]:
     """Each book's document, built from MySQL queries here (not by the tool's code)."""
     docs: dict[str, Any] = {}
@@ -150,9 +158,7 @@ def test_migrate_nests_two_levels_and_an_object(
 def test_verify_finds_a_changed_child_and_fix_repairs_it(
     mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    load(mysql_db)
-    m = mapping_of()
-    migrate(m, source=mysql_db.url, target=redis_url)
+    m = migrated(mysql_db, redis_url)
     doc = json.loads(redis_client.get("book:2"))
     doc["tags"][0]["notes"]["10"]["body"] = "changed"
     redis_client.set("book:2", json.dumps(doc))
@@ -293,9 +299,7 @@ tables:
 def test_migrate_of_a_child_table_writes_its_parents_documents_again(
     mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    load(mysql_db)
-    m = mapping_of()
-    migrate(m, source=mysql_db.url, target=redis_url)
+    m = migrated(mysql_db, redis_url)
     mysql_db.run("INSERT INTO note VALUES (20, 'erlang', 3, 'new', 1)")
     assert migrate(m, source=mysql_db.url, target=redis_url, tables=["note"]).exit_code == 0
     assert stored(redis_client, "json-string") == expected(mysql_db)
