@@ -207,6 +207,8 @@ BAD = [
     ("book:\n    as: json-string\n  tag:\n    nest: {in: book, as: tags}\n    expire: 1h\n",
      "a nested table's rows live in their parent's document"),
     ("book:\n    as: json-string\n  pair:\n    nest: {in: book, as: p}\n", "2 foreign keys"),
+    ("book:\n    as: json-string\n  tag:\n    nest: {in: book, as: x}\n"
+     "  detail:\n    nest: {in: book, as: x}\n", "share a field name"),
 ]  # fmt: skip
 
 
