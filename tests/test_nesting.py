@@ -100,9 +100,10 @@ def expected(db: MySQLDatabase, note_kind: str = "map") -> dict[str, Any]:
                 "ORDER BY `rank` IS NOT NULL, `rank`, id",
                 (tagname, bid),
             )
-            # a child's document: its written columns (every non-primary-key one by default)
+            # a child's document: its written columns (a nested table's default: every one,
+            # the primary key's included)
             items = [
-                (str(i), {"body": body, "rank": rank, "tagname": tagname, "book_id": bid})
+                (str(i), {"id": i, "body": body, "rank": rank, "tagname": tagname, "book_id": bid})
                 for i, body, rank in notes
             ]
             tags.append(
@@ -116,6 +117,7 @@ def expected(db: MySQLDatabase, note_kind: str = "map") -> dict[str, Any]:
             "detail": None
             if not detail
             else {
+                "book_id": bid,
                 "pages": detail[0][0],
                 "price": None if detail[0][1] is None else str(detail[0][1]),
             },

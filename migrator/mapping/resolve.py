@@ -119,8 +119,8 @@ def resolve(mapping: Mapping, schema: Schema, only: list[str] | None = None) -> 
         sep = mapping.options.separator
         key = table.key or default_key(table.name, pk, sep)
         columns = table.columns
-        if columns is None:
-            columns = tuple(c for c in ts.column_names if c not in pk)
+        if columns is None:  # a nested child's element has no key to carry its primary key
+            columns = tuple(c for c in ts.column_names if c not in pk or table.nest is not None)
         counter = table.counter
         if counter is None:
             single_int = len(pk) == 1 and ts.column(pk[0]).is_integer
