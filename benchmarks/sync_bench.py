@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.source.binlog import Transaction
+from migrator.sync import follow
 from migrator.sync.figures import SyncFigures
 from tests.binlog_server import PrivateMariaDB, free_port
 
@@ -248,7 +249,13 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--switch-interval", type=float, default=follow.SWITCH_INTERVAL,
+        help="seconds a thread holds the interpreter lock while sync follows (sync's own: "
+        "%(default)s; 0.005, CPython's default, was sync's before)",
+    )  # fmt: skip
     args = parser.parse_args()
+    follow.SWITCH_INTERVAL = args.switch_interval
     db, target = PrivateMariaDB(), PrivateRedis()
     try:
         url = bench_database(db)
