@@ -43,7 +43,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.source.binlog import Transaction
-from migrator.sync import follow
 from migrator.sync.figures import SyncFigures
 from tests.binlog_server import PrivateMariaDB, free_port
 
@@ -250,12 +249,12 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument(
-        "--switch-interval", type=float, default=follow.SWITCH_INTERVAL,
-        help="seconds a thread holds the interpreter lock while sync follows (sync's own: "
-        "%(default)s; 0.005, CPython's default, was sync's before)",
+        "--switch-interval", type=float, default=sys.getswitchinterval(),
+        help="the interpreter's switch interval in this process, where sync runs (default: "
+        "CPython's, %(default)s s; an experiment, docs/performance.md)",
     )  # fmt: skip
     args = parser.parse_args()
-    follow.SWITCH_INTERVAL = args.switch_interval
+    sys.setswitchinterval(args.switch_interval)
     db, target = PrivateMariaDB(), PrivateRedis()
     try:
         url = bench_database(db)
