@@ -248,7 +248,13 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--switch-interval", type=float, default=sys.getswitchinterval(),
+        help="the interpreter's switch interval in this process, where sync runs (default: "
+        "CPython's, %(default)s s; an experiment, docs/performance.md)",
+    )  # fmt: skip
     args = parser.parse_args()
+    sys.setswitchinterval(args.switch_interval)
     db, target = PrivateMariaDB(), PrivateRedis()
     try:
         url = bench_database(db)

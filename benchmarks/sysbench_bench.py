@@ -49,7 +49,6 @@ from benchmarks.sync_bench import PrivateRedis
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.source.binlog import Transaction
-from migrator.sync import follow
 from migrator.sync.figures import SyncFigures
 from tests.binlog_server import PrivateMariaDB
 
@@ -271,13 +270,13 @@ def main() -> None:
     parser.add_argument("--live", type=float, default=20.0, help="seconds of live load (0: none)")
     parser.add_argument("--runs", type=int, default=1, help="backlog runs (each a new backlog)")
     parser.add_argument(
-        "--switch-interval", type=float, default=follow.SWITCH_INTERVAL,
-        help="seconds a thread holds the interpreter lock while sync follows (sync's own: "
-        "%(default)s; 0.005, CPython's default, was sync's before)",
+        "--switch-interval", type=float, default=sys.getswitchinterval(),
+        help="the interpreter's switch interval in this process, where sync runs (default: "
+        "CPython's, %(default)s s; an experiment, docs/performance.md)",
     )  # fmt: skip
     args = parser.parse_args()
-    follow.SWITCH_INTERVAL = args.switch_interval
-    print(f"switch interval while following: {args.switch_interval * 1000:g} ms")
+    sys.setswitchinterval(args.switch_interval)
+    print(f"interpreter switch interval: {args.switch_interval * 1000:g} ms")
     ensure_sysbench()
     src = Source(args.engine, args.port)
     target = PrivateRedis()

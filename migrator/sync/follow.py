@@ -12,7 +12,6 @@ caller (commands/sync.py) decides what comes next.
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -67,33 +66,6 @@ from migrator.sync.schema_watch import (
 from migrator.sync.shared_uniques import shared_entries
 
 MAX_GROUP_ROWS = 5000  # row changes applied in one MULTI/EXEC at most (whole transactions)
-
-
-#: how long a thread runs before the interpreter lock goes to another that waits for it
-#: (CPython's default: 5 ms). The reader and the applying thread wait on sockets in turn (the
-#: log, Redis's replies) and must take the lock back each time: at the default a thread whose
-#: reply came can wait up to 5 ms for the other to let go. While a follow loop runs the
-#: interval is this (docs/performance.md: the drain of small transactions, measured)
-SWITCH_INTERVAL = 0.0005
-
-_handover = threading.Lock()
-_following = [0, 0.0]  # follow loops running in this process, the interval before the first
-
-
-def quick_handover(enter: bool) -> None:
-    """Set ``SWITCH_INTERVAL`` when the first follow loop of the process starts (unless the
-    process's is shorter) and restore the process's own once the last one ends."""
-    with _handover:
-        if enter:
-            if _following[0] == 0:
-                _following[1] = sys.getswitchinterval()
-                if _following[1] > SWITCH_INTERVAL:
-                    sys.setswitchinterval(SWITCH_INTERVAL)
-            _following[0] += 1
-        else:
-            _following[0] -= 1
-            if _following[0] == 0 and _following[1] > SWITCH_INTERVAL:
-                sys.setswitchinterval(_following[1])
 
 
 def position_fields(pos: BinlogPosition) -> dict[str, str]:
@@ -256,11 +228,9 @@ class Follower:
         # the source's own word on its log's end: the lag when the reader is behind
         head = HeadWatch(self.ctl.url.render_as_string(hide_password=False), self.figures)
         head.start()
-        quick_handover(True)
         try:
             self._loop(until_caught_up, report)
         finally:
-            quick_handover(False)
             self.reader_stop.set()
             head.close()
             thread.join(2.0)
