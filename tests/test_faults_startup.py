@@ -217,6 +217,14 @@ def test_redis_gone_during_replace_removal_is_retried(
 
 
 # -- kill -9 while workers start -----------------------------------------------------------------
+def spawned(proc: subprocess.Popen[str]) -> list[int]:
+    """The processes below ``proc``; fails at once, with what it printed, if it ended first."""
+    if proc.poll() is not None:
+        out, err = proc.communicate()
+        raise AssertionError(f"migrate ended ({proc.returncode}) before a worker: {out}{err}")
+    return descendants(proc.pid)
+
+
 def test_kill_9_while_a_worker_starts_leaves_stderr_clean(
     mysql_db: Any, plain_server: RedisProcess, tmp_path: Path
 ) -> None:
@@ -229,12 +237,15 @@ def test_kill_9_while_a_worker_starts_leaves_stderr_clean(
     for delay in (0.0, 0.0, 0.0, 0.3):
         proc = subprocess.Popen(
             [sys.executable, "-m", "migrator", "migrate", str(path), "--source", mysql_db.url,
-             "--target", plain_server.url, "--workers", "3", "--batch-size", "20"],
+             "--target", plain_server.url, "--workers", "3", "--batch-size", "20",
+             # chunks of 5,000: a worker process is needed whatever MySQL's row estimate (a
+             # low one makes 60,000 rows a single chunk, which the parent's own thread reads)
+             "--chunk-rows", "5000"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         )  # fmt: skip
         kids: list[int] = []
         try:
-            wait_for("a process spawned", lambda p=proc.pid: descendants(p), 60, every=0.001)
+            wait_for("a process spawned", lambda p=proc: spawned(p), 60, every=0.001)
             time.sleep(delay)
             kids = descendants(proc.pid)
             proc.kill()

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 import redis
 
@@ -39,8 +40,23 @@ from tests.sync.ddl_scene import (
 )
 
 
+#: MySQL refuses an online ALTER whose log of concurrent DML met a duplicate key that a
+#: writer's statement raised and rolled back ("Duplicate entry ... for key"): the statement
+#: never reached the binary log, and a DBA runs it again — as this does, a few times
+DDL_RETRIED = 1062
+
+
 def _run(db: Any, statement: str) -> Callable[[Writers], None]:
-    return lambda writers: db.run(statement)
+    def change(writers: Writers) -> None:
+        for attempt in range(5):
+            try:
+                db.run(statement)
+                return
+            except pymysql.err.IntegrityError as e:
+                if e.args[0] != DDL_RETRIED or attempt == 4:
+                    raise
+
+    return change
 
 
 def _stopped_by(
