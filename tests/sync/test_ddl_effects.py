@@ -39,7 +39,6 @@ from tests.sync.ddl_scene import (
     stored_state,
 )
 
-
 #: MySQL refuses an online ALTER whose log of concurrent DML met a duplicate key that a
 #: writer's statement raised and rolled back ("Duplicate entry ... for key"): the statement
 #: never reached the binary log, and a DBA runs it again — as this does, a few times
