@@ -44,7 +44,7 @@ from migrator.scaleout import dask_tasks as scaleout
 from migrator.scaleout.workers import default_workers, load_tables
 from migrator.source.chunks import CHUNK_ROWS
 from migrator.source.mysql import Source
-from migrator.store import search_index
+from migrator.store import features, search_index
 from migrator.store.checkpoint import (
     REPLACING,
     Checkpoint,
@@ -54,7 +54,6 @@ from migrator.store.checkpoint import (
 )
 from migrator.store.cluster import connect_any
 from migrator.store.cluster_sink import sink_for
-from migrator.store.features import require_json
 from migrator.store.guard import Guard, run_id
 from migrator.store.keys import remove_owned
 from migrator.store.sink import Client, transient
@@ -137,8 +136,7 @@ def migrate(
         searches = definitions(resolved, m)  # a bad 'search:' stops before connecting
         tops = nesting_trees(m, src, resolved)  # and a 'nest:' that cannot be
         client = connect_any(target_url(m, target))
-        require_json(client, resolved)
-        search_index.require(client, searches)
+        features.require(client, resolved, searches)
         # a Redis that goes away from here on is retried as it is mid-load
         retrying = Retrying(policy, lambda text: progress.note(STARTING, text))
         # what an earlier run left (read once: a retried start-up has begun its own)

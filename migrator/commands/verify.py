@@ -26,10 +26,9 @@ from migrator.scaleout import dask_tasks as scaleout
 from migrator.scaleout.dask_verify import Cluster, check_tables
 from migrator.source.chunks import CHUNK_ROWS
 from migrator.source.mysql import Source
-from migrator.store import search_index
+from migrator.store import features, search_index
 from migrator.store.checkpoint import record_keys_hint
 from migrator.store.cluster import connect_any
-from migrator.store.features import require_json
 from migrator.urls import mask
 from migrator.verify import nesting
 from migrator.verify.cluster_reader import reader_for
@@ -95,8 +94,7 @@ def verify(
         plans = {r.name: TablePlan(r) for r in everything}
         space = KeySpace(list(plans.values()), m.options.ignore)
         client = connect_any(target_url(m, target))
-        require_json(client, resolved)
-        search_index.require(client, definitions(resolved, m))
+        features.require(client, resolved, definitions(resolved, m))
         reader = reader_for(client, Retrying(policy))
         size = batch_size or m.options.batch_size
         cluster = None

@@ -1,6 +1,7 @@
-"""What the target must offer for the mapping, checked at start (exit 2 with the fix): the
-JSON type for ``as: json`` tables (RedisJSON: a module on Redis 7 and Valkey, built into
-Redis 8's open-source server)."""
+"""What the target must offer for the mapping, checked at start by ``require`` before anything
+is written (exit 2 with the fix): the JSON type for ``as: json`` tables (RedisJSON: a module
+on Redis 7 and Valkey, built into Redis 8's open-source server), and the query engine for
+``search:`` (store/search_index.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from redis.exceptions import ResponseError
 
 from migrator.errors import MigratorError
 from migrator.mapping.resolve import Resolved
+from migrator.plan.search import SearchIndex
+from migrator.store import search_index
 
 #: a key no table writes: JSON.TYPE of a missing key answers nil where the type exists
 PROBE = b"migrator:probe:json"
@@ -38,3 +41,9 @@ def require_json(client: Any, resolved: Sequence[Resolved]) -> None:
         "write the documents as JSON text in strings ('as: json-string', any Redis), or use "
         "a server with RedisJSON (Redis 8, or Redis Stack / the RedisJSON module loaded)",
     )
+
+
+def require(client: Any, resolved: Sequence[Resolved], searches: Sequence[SearchIndex]) -> None:
+    """Every check of this module and of search indexes, in one call for each command."""
+    require_json(client, resolved)
+    search_index.require(client, searches)

@@ -52,10 +52,9 @@ from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
 from migrator.source.reconnect import surfaced
 from migrator.source.snapshot import Snapshot
-from migrator.store import search_index
+from migrator.store import features, search_index
 from migrator.store.checkpoint import KeysFollower
 from migrator.store.cluster import connect_any, is_cluster
-from migrator.store.features import require_json
 from migrator.store.sync_lock import SyncLock
 from migrator.store.sync_state import SyncState
 from migrator.sync.failover import failover
@@ -117,9 +116,8 @@ def coordinate(
             "as tables of their own (no nest:) to sync them",
         )
     client: Any = connect_any(url)
-    require_json(client, resolved)
     searches = definitions(resolved, m)
-    search_index.require(client, searches)  # the server indexes the hashes as sync writes them
+    features.require(client, resolved, searches)  # the server indexes what sync writes
     database = src.url.database
     if not database:
         raise MigratorError(
