@@ -97,6 +97,10 @@ def test_parse_and_refusals() -> None:
     ]:
         with pytest.raises(ExpirySyntaxError, match=message):
             parse(bad)
+    # what dry-run says (and the fingerprint holds): a unit only where it is not seconds
+    assert parse({"column": "ends_at", "offset": "1d"}).text == "ends_at + 86400s"
+    assert parse({"column": "c", "offset": "-10m", "unit": "ms"}).text == "c - 600s (unit ms)"
+    assert parse("1h").text == "ttl 3600s"
     row = (b"1", None, b"", b"a:b-")
     assert decode_row(encode_row(row)) == row
 

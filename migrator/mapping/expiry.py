@@ -46,7 +46,8 @@ class Expiry:
         if self.ttl is not None:
             return f"ttl {_seconds(self.ttl)}"
         extra = f" {'+' if self.offset >= 0 else '-'} {_seconds(abs(self.offset))}"
-        return f"{self.column}{extra if self.offset else ''} (unit {self.unit})"
+        unit = f" (unit {self.unit})" if self.unit != "s" else ""  # a DATETIME has none
+        return f"{self.column}{extra if self.offset else ''}{unit}"
 
     @property
     def columns(self) -> tuple[str, ...]:
