@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import random
+import subprocess
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -20,7 +21,7 @@ from migrator.mapping.model import Mapping
 from migrator.reports import SyncReport
 from tests.faults import wait_for
 from tests.services import MySQLDatabase
-from tests.sync.helpers import mixed_writes, while_syncing
+from tests.sync.helpers import cli, mixed_writes, while_syncing
 
 SCHEMA = """
 CREATE TABLE tok (
@@ -199,3 +200,67 @@ def test_a_fixed_ttl_is_renewed_by_every_write_and_swept(
     assert redis_client.hget("tok:2", "city") == b"Rome" and redis_client.pttl("tok:2") > 3000
     assert redis_client.zscore("migrator:fixed:expiry:tok:gone", b"2") is None
     assert redis_client.smembers("tok:indices:city:Rome") == {b"2"}
+
+
+# -- a fault in the middle of a sweep -----------------------------------------------------------
+def _one_way_or_the_other(client, name: str, rows: dict[bytes, tuple[object, ...]]) -> int:  # type: ignore[no-untyped-def]
+    """Each swept row is wholly there (its schedule entry, memo, unique entry, index and
+    sorted-set members) or wholly gone: the sweep's MULTI/EXEC per row. The rows still due."""
+    schedule = set(client.zrange(f"migrator:{name}:expiry:tok", 0, -1))
+    memo = set(client.hkeys(f"migrator:{name}:expiry:tok:memo"))
+    emails = client.hgetall("tok:uniques:email")
+    cities = {c: client.smembers(f"tok:indices:city:{c}") for c in CITY[:2]}
+    scored = set(client.zrange("tok:by:score", 0, -1))
+    for i, row in rows.items():
+        there = [i in schedule, i in memo, emails.get(str(row[1]).encode()) == i, i in scored]
+        if row[2] is not None:
+            there.append(i in cities[row[2]])
+        assert len(set(there)) == 1, (i, there)
+    return len(schedule & set(rows))
+
+
+def test_kill_9_in_the_middle_of_a_sweep_leaves_each_row_whole_and_the_next_run_ends_it(
+    binlog_db, redis_url: str, redis_client, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """2,000 rows loaded 4 s before their moment; once it is past, ``sync`` runs and is
+    killed (-9) as soon as its sweep has removed a row, three times: after each kill every
+    row is wholly there or wholly gone (never a unique entry without its schedule entry, say),
+    the kill fell in the middle of a sweep at least once, and the next run ends the sweep:
+    Redis as MySQL says, and ``verify`` exit 0."""
+    binlog_db.run(SCHEMA)
+    ends = datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(seconds=4)
+    rng = random.Random(4)
+    rows = {str(i).encode(): (i, f"u{i}@x.org", rng.choice(CITY), i % 50, ends)
+            for i in range(1, 2001)}  # fmt: skip
+    conn = binlog_db.connect(client_flag=0)
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO tok VALUES (%s,%s,%s,%s,%s)", list(rows.values()))
+    conn.commit()
+    conn.close()
+    path = tmp_path / "sweep.yaml"
+    path.write_text(MAPPING)
+    mapping = parse_mapping(MAPPING, name="sweep")
+    _caught_up(mapping, binlog_db, redis_url)
+    assert _one_way_or_the_other(redis_client, "sweep", rows) == 2000, "not all loaded"
+    time.sleep(max(0.0, (ends - datetime.now(timezone.utc).replace(tzinfo=None)).total_seconds()))
+    cut = []
+    for _ in range(3):
+        due = _one_way_or_the_other(redis_client, "sweep", rows)
+        if not due:
+            break
+        proc = subprocess.Popen(
+            cli("sync", str(path), "--source", binlog_db.url, "--target", redis_url,
+                "--server-id", str(next(_ids))),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            gauge = "migrator:sweep:expiry:tok"
+            wait_for("a row swept", lambda d=due: redis_client.zcard(gauge) < d or proc.poll(),
+                     60, every=0.001)  # fmt: skip
+        finally:
+            proc.kill()
+            proc.communicate(timeout=30)
+        cut.append((due, _one_way_or_the_other(redis_client, "sweep", rows)))
+    assert any(0 < left < due for due, left in cut), f"no kill fell mid-sweep: {cut}"
+    _settled(mapping, binlog_db, redis_url, redis_client)
+    assert _one_way_or_the_other(redis_client, "sweep", rows) == 0
