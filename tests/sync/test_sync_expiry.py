@@ -244,6 +244,10 @@ def test_kill_9_in_the_middle_of_a_sweep_leaves_each_row_whole_and_the_next_run_
     assert _one_way_or_the_other(redis_client, "sweep", rows) == 2000, "not all loaded"
     time.sleep(max(0.0, (ends - datetime.now(timezone.utc).replace(tzinfo=None)).total_seconds()))
     cut = []
+
+    def swept(due: int) -> bool:
+        return bool(redis_client.zcard("migrator:sweep:expiry:tok") < due)
+
     for _ in range(3):
         due = _one_way_or_the_other(redis_client, "sweep", rows)
         if not due:
@@ -254,9 +258,7 @@ def test_kill_9_in_the_middle_of_a_sweep_leaves_each_row_whole_and_the_next_run_
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
-            gauge = "migrator:sweep:expiry:tok"
-            wait_for("a row swept", lambda d=due: redis_client.zcard(gauge) < d or proc.poll(),
-                     60, every=0.001)  # fmt: skip
+            wait_for("a row swept", lambda d=due, p=proc: swept(d) or p.poll(), 60, every=0.001)
         finally:
             proc.kill()
             proc.communicate(timeout=30)
