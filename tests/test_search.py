@@ -24,7 +24,8 @@ from migrator.mapping.loader import parse_mapping
 from migrator.mapping.resolve import resolve
 from migrator.plan.search import definition
 from migrator.source.mysql import Source
-from migrator.store.search_index import current, has_search, state_key
+from migrator.store.search_index import current, has_search, state_key, versions
+from tests.faults import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -400,3 +401,56 @@ def test_documents_get_an_index_on_json(mysql_db, modules_redis_url: str) -> Non
     finally:
         client.close()
     assert verify(m, source=mysql_db.url, target=modules_redis_url).exit_code == 0
+
+
+def test_an_index_build_killed_at_each_step_is_ended_by_the_next_run(
+    mysql_db, modules_redis_url: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """A changed mapping's migrate killed (-9) while its new index version builds: the alias
+    still answers from the old one; the next run builds on, swaps, and drops the old. A run
+    killed after the swap but before the old version was dropped (the state is made here,
+    the window being a single command): the next run drops it. Never two versions left."""
+    mysql_db.run(SCHEMA)
+    _insert(mysql_db, _rows(6, 40_000))
+    client = redis.Redis.from_url(modules_redis_url, decode_responses=True)
+    try:
+        assert migrate(_mapping(), source=mysql_db.url, target=modules_redis_url).exit_code == 0
+        old = current(client, "books")
+        path = tmp_path / "searchtest.yaml"
+        path.write_text(MAPPING % ", text: [author]")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "migrator", "migrate", str(path), "--source", mysql_db.url,
+             "--target", modules_redis_url],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            wait_for("the new version", lambda: len(versions(client, "books")) == 2 or proc.poll(),
+                     120, every=0.001)  # fmt: skip
+        finally:
+            proc.kill()
+            proc.communicate(timeout=30)
+        new = next(v for v in versions(client, "books") if v != old)
+        assert current(client, "books") == old  # killed while building: the old one answers
+        assert client.ft("books").search(Query("*").paging(0, 0)).total == 40_000
+        assert migrate(_mapping(", text: [author]"), source=mysql_db.url,
+                       target=modules_redis_url).exit_code == 0  # fmt: skip
+        assert current(client, "books") == new and versions(client, "books") == [new]
+        # killed right after FT.ALIASUPDATE: the new version aliased, the old one still there
+        with Source(mysql_db.url) as src:
+            first = definition(resolve(_mapping(), src.schema())[0])
+        assert first is not None and first.version == old
+        client.execute_command("FT.CREATE", old, *first.args())
+        assert sorted(versions(client, "books")) == sorted([old, new])
+        assert migrate(_mapping(", text: [author]"), source=mysql_db.url,
+                       target=modules_redis_url).exit_code == 0  # fmt: skip
+        assert list(client.execute_command("FT._LIST")) == [new]
+        assert client.hget(state_key("searchtest", "book"), "index") == new
+        for query, where in (
+            ("@lang:{de}", "lang = 'de'"),
+            ("@author:ann", "LOWER(author) = 'ann'"),
+            ("@year:[1990 2000]", "year BETWEEN 1990 AND 2000"),
+        ):
+            total = client.ft("books").search(Query(query).paging(0, 0)).total
+            assert total == len(_ids(mysql_db, where)), query
+    finally:
+        client.close()

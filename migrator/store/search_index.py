@@ -12,6 +12,7 @@ A reader of the alias is never without an index. The definition and its digest a
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -123,17 +124,21 @@ def wait_indexed(client: redis.Redis, name: str, seconds: float = INDEXING_SECON
 
 
 def ensure(client: redis.Redis, mapping: str, index: SearchIndex) -> bool:
-    """Make the alias point to this definition; True when a new version was built."""
+    """Make the alias point to this definition; True when a new version was built.
+
+    Each step can be interrupted (``kill -9``) and the next call ends the work: a version
+    created but not yet aliased is built on; the definition is recorded, and every other
+    version of ours under the alias dropped, also when the alias already points here."""
     version = index.version
     before = current(client, index.alias)
-    if before == version:
-        return False
-    if before == index.alias:
-        raise _taken(index.alias)
-    if info(client, version) is None:
-        client.execute_command("FT.CREATE", version, *index.args())
-    wait_indexed(client, version)
-    client.execute_command("FT.ALIASUPDATE", index.alias, version)
+    built = before != version
+    if built:
+        if before == index.alias:
+            raise _taken(index.alias)
+        if info(client, version) is None:
+            client.execute_command("FT.CREATE", version, *index.args())
+        wait_indexed(client, version)
+        client.execute_command("FT.ALIASUPDATE", index.alias, version)
     client.hset(
         state_key(mapping, index.table),
         mapping={
@@ -141,9 +146,16 @@ def ensure(client: redis.Redis, mapping: str, index: SearchIndex) -> bool:
             "definition": json.dumps(index.command()),
         },
     )  # fmt: skip
-    if before is not None and before.startswith(f"{index.alias}:"):  # a version of ours
-        client.execute_command("FT.DROPINDEX", before)
-    return True
+    for old in versions(client, index.alias):
+        if old != version:
+            client.execute_command("FT.DROPINDEX", old)
+    return built
+
+
+def versions(client: redis.Redis, alias: str) -> list[str]:
+    """The indexes this tool made under ``alias`` (``<alias>:<12 hex digits>``)."""
+    ours = re.compile(re.escape(alias) + ":[0-9a-f]{12}")
+    return [n for n in map(_text, client.execute_command("FT._LIST")) if ours.fullmatch(n)]
 
 
 def counts(client: redis.Redis, name: str, queries: Sequence[str], batch: int = 1000) -> list[int]:
