@@ -156,9 +156,15 @@ def test_init_never_drafts_a_filter(mysql_db: MySQLDatabase) -> None:
 
     mysql_db.run(SCHEMA)
     draft = scaffold.render(init(mysql_db.url))
-    # the header names where: in a comment; no table gets one
-    assert not any(line.lstrip().startswith("where:") for line in draft.splitlines())
-    assert parse_mapping(draft).tables[0].where is None
+    # the header names each opt-in key in a comment; no table gets one
+    header = [line for line in draft.splitlines() if line.startswith("#")]
+    body = [line.lstrip() for line in draft.splitlines() if not line.startswith("#")]
+    for key in ("where", "fields", "formats", "expire", "as", "nest", "search"):
+        assert any(f" {key}: " in line for line in header), key
+        assert not any(line.startswith(f"{key}:") for line in body), key
+    table = parse_mapping(draft).tables[0]
+    assert table.where is None and table.expire is None and table.nest is None
+    assert table.search is None and table.kind == "hash"
 
 
 @pytest.mark.parametrize(("on_delete", "refused"), [("CASCADE", False), ("SET NULL", True)])

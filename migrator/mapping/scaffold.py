@@ -366,6 +366,11 @@ def render(d: Draft) -> str:
         "#                                   formats (mapping.md#fields, #formats)",
         "#   expire: 1h  or  expire: {column: ends_at, offset: 1d}   keys that expire, a",
         "#                                   fixed ttl or a column's moment (mapping.md#expire)",
+        "#   as: json  or  as: json-string   a JSON document per row instead of a hash (mapping.md#as)",
+        "#   nest: {in: book, as: tags}      a child table inside its parent's documents",
+        "#                                   (mapping.md#nested-children)",
+        "#   search: {name: books}           a search index made from the mapping and MySQL's",
+        "#                                   indexes (mapping.md#search)",
     ]
     if "${MYSQL_PASSWORD" in d.source_setting:
         out.append("# the password is not stored here: export MYSQL_PASSWORD=... or pass --source")
