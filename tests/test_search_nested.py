@@ -44,7 +44,7 @@ CREATE TABLE label (
 ) CHARACTER SET utf8mb4;
 CREATE TABLE note (
   id INT PRIMARY KEY, label_id INT NOT NULL,
-  body VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  body VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, remark VARCHAR(32),
   FOREIGN KEY (label_id) REFERENCES label (id)
 ) CHARACTER SET utf8mb4;
 CREATE TABLE detail (
@@ -65,6 +65,7 @@ tables:
       name: books
       tag: [labels.word, labels.code, labels.notes.body]
       numeric: [year, labels.stars, detail.pages%s]
+      text: [labels.notes.remark]
   label:
     as: none
     counter: false
@@ -74,7 +75,7 @@ tables:
   note:
     as: none
     counter: false
-    columns: [body]
+    columns: [body, remark]
     nest: {in: label, as: notes, by: [label_id], kind: map}
   detail:
     as: none
@@ -86,6 +87,7 @@ tables:
 WORDS = ["ruby", "Ruby", "web", "WEB", "erlang", "a b", "x,y", None]
 CODES = ["A", "a", "b-1", None]
 BODIES = ["ok", "OK", "deep note", None]
+REMARKS = ["fast red", "slow blue", "red", None]
 
 
 def _mapping(extra: str = "") -> Any:
@@ -106,13 +108,13 @@ def _load(db: MySQLDatabase, seed: int = 1, books: int = 180) -> None:
             label.append((lid, b, rnd.choice(WORDS), rnd.choice(CODES),
                           rnd.choice([None, 1, 2, 3, 4, 5])))  # fmt: skip
             for _ in range(rnd.randrange(3)):
-                note.append((len(note) + 1, lid, rnd.choice(BODIES)))
+                note.append((len(note) + 1, lid, rnd.choice(BODIES), rnd.choice(REMARKS)))
         if rnd.random() < 0.5:
             detail.append((b, rnd.choice([None, 100, 250, 400, 800])))
     db.insert("INSERT INTO book (id, name, year) VALUES (%s, %s, %s)", book)
     db.insert("INSERT INTO label (id, book_id, word, code, stars) VALUES (%s, %s, %s, %s, %s)",
               label)  # fmt: skip
-    db.insert("INSERT INTO note VALUES (%s, %s, %s)", note)
+    db.insert("INSERT INTO note VALUES (%s, %s, %s, %s)", note)
     db.insert("INSERT INTO detail VALUES (%s, %s)", detail)
 
 
@@ -161,6 +163,8 @@ def test_a_path_into_the_nested_children_is_a_json_path_attribute(
         "$.labels[*].stars", "NUMERIC",
     )  # fmt: skip
     assert attrs["detail_pages"].path == "$.detail.pages"  # an object
+    remark = attrs["labels_notes_remark"]
+    assert (remark.path, remark.type) == ("$.labels[*].notes.*.remark", "TEXT")
     assert "$.labels[*].word AS labels_word TAG SEPARATOR \x1f" in args
     assert "$.detail.pages AS detail_pages NUMERIC SORTABLE" in args
     # a changed path is a new definition: a new version under the alias
@@ -200,7 +204,7 @@ def test_validate_and_migrate_refuse_a_bad_path(
     mysql_db.run(SCHEMA)
     text = MAPPING.replace(
         "    search:\n      name: books\n      tag: [labels.word, labels.code, labels.notes.body]\n"
-        "      numeric: [year, labels.stars, detail.pages%s]\n",
+        "      numeric: [year, labels.stars, detail.pages%s]\n      text: [labels.notes.remark]\n",
         f"    search: {{name: books, {search}}}\n",
     ).replace("columns: [name, year]", "columns: [name, year, labels_code]")
     text = text.replace("columns: [word, code, stars]", "columns: [word, code, stars, seen]")
@@ -257,6 +261,9 @@ def test_ft_search_on_nested_children_agrees_with_mysql_and_verify(
         for body in {b for b in BODIES if b}:  # a map, two levels down
             got = _found(client, f"@labels_notes_body:{{{_escape(body)}}}")
             assert got == _ids(db, notes, "note.body = %s", (body,)), body
+        for word in ("red", "blue"):  # TEXT: a word of the remark
+            got = _found(client, f"@labels_notes_remark:{word}")
+            assert got == _ids(db, notes, "note.remark LIKE %s", (f"%{word}%",)) and got, word
         for lo, hi in ((1, 2), (3, 5), (4, 4)):
             got = _found(client, f"@labels_stars:[{lo} {hi}]")
             assert got == _ids(db, LABELS, "label.stars BETWEEN %s AND %s", (lo, hi))
@@ -334,7 +341,8 @@ def test_a_new_path_moves_the_alias_to_a_new_version(
     _load(mysql_db, seed=2, books=40)
     plain = parse_mapping(MAPPING.replace(
         "      tag: [labels.word, labels.code, labels.notes.body]\n"
-        "      numeric: [year, labels.stars, detail.pages%s]\n", "      numeric: [year]\n",
+        "      numeric: [year, labels.stars, detail.pages%s]\n      text: [labels.notes.remark]\n",
+        "      numeric: [year]\n",
     ), name="nestsearch")  # fmt: skip
     assert migrate(plain, source=mysql_db.url, target=modules_redis_url).exit_code == 0
     client = redis.Redis.from_url(modules_redis_url, decode_responses=True)
