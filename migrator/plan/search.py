@@ -18,9 +18,9 @@ A document's nested children (plan/nesting.py) are indexed through a path named 
 ``search.tag``/``numeric``/``text``: ``tags.tagname`` (the nest's ``as``, then the child's
 column; deeper: ``tags.notes.body``) is ``$.tags[*].tagname AS tags_tagname`` (``.*`` for a
 ``map``, nothing for an ``object``), typed by the child column's kind, format and collation
-as a column of the table's own. The
-``digest`` names the definition: a changed one is a new version of the index
-(``<name>:<digest>``), and the alias ``name`` moves to it (store/search_index.py).
+as a column of the table's own. The ``digest`` names the definition: a changed one is a new
+version of the index (``<name>:<digest>``), and the alias ``name`` moves to it
+(store/search_index.py).
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def definition(r: Resolved, tables: Tables[str, Resolved] | None = None) -> Sear
         col = ts.column(column)
         kind, sensitive = _typed(r.name, col, forced, formats.get(column), doc, path, column)
         field = fields.get(column, column)
-        json_path = _json_path([field]) if doc else None
+        json_path = "$" + _member(field) if doc else None
         attrs.append(Attribute(column, field, kind, sensitive, json_path))
     if not attrs:
         raise MappingError(
@@ -318,6 +318,7 @@ def _step(name: str, how: str) -> str:
 
 
 def _member(name: str) -> str:
+    """``.lang``, or ``["odd name"]`` for a field that is not a plain identifier."""
     return f".{name}" if name.isidentifier() else "[" + _quote(name) + "]"
 
 
@@ -329,11 +330,6 @@ def _number(kind: Kind, fmt: str | None, doc: bool) -> bool:
     if doc:  # DECIMAL is a string in a document, exactly; BIT a number
         return kind in (Kind.INTEGER, Kind.BIT, Kind.YEAR, Kind.FLOAT, Kind.DOUBLE)
     return kind.numeric and kind is not Kind.BIT
-
-
-def _json_path(fields: Sequence[str]) -> str:
-    """``$.lang``, or ``$["odd name"]`` for a field that is not a plain identifier."""
-    return "$" + "".join(_member(f) for f in fields)
 
 
 def _prefix(r: Resolved) -> str:
