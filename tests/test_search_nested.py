@@ -348,7 +348,9 @@ def test_a_new_path_moves_the_alias_to_a_new_version(
     client = redis.Redis.from_url(modules_redis_url, decode_responses=True)
     try:
         before = current(client, "books")
-        assert migrate(_mapping(), source=mysql_db.url, target=modules_redis_url).exit_code == 0
+        # --tables book: the nested tables a path names are resolved all the same
+        again = migrate(_mapping(), source=mysql_db.url, target=modules_redis_url, tables=["book"])
+        assert again.exit_code == 0
         after = current(client, "books")
         assert after is not None and after != before
         assert before not in client.execute_command("FT._LIST")  # the old version dropped
@@ -357,6 +359,8 @@ def test_a_new_path_moves_the_alias_to_a_new_version(
     finally:
         client.close()
     assert verify(_mapping(), source=mysql_db.url, target=modules_redis_url).exit_code == 0
+    checked = verify(_mapping(), source=mysql_db.url, target=modules_redis_url, tables=["book"])
+    assert checked.exit_code == 0
 
 
 def _example() -> str:
