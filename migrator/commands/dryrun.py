@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from migrator.commands.nested import nesting_trees
+from migrator.commands.nested import every_table, nesting_trees
 from migrator.commands.session import check_batch_size, load, opened, target_url
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError
 from migrator.mapping.model import Template
@@ -35,7 +35,7 @@ from migrator.plan.finish import finish_commands
 from migrator.plan.nesting import Level
 from migrator.plan.planner import Command, Stats, TablePlan
 from migrator.plan.resp import resp
-from migrator.plan.search import definition
+from migrator.plan.search import definitions
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.source.nesting import documents
@@ -267,6 +267,7 @@ def dry_run(
     started = time.perf_counter()
     with opened(m, source, tables) as (src, resolved), _atomic(resp_file) as out:
         tops = nesting_trees(m, src, resolved)
+        searches = {i.table: i for i in definitions(resolved, m, every_table(m, src, resolved))}
         if tops and resp_file is not None:
             raise MigratorError(
                 f"--resp cannot yet write nested documents (nest: into {', '.join(tops)})",
@@ -296,7 +297,7 @@ def dry_run(
             if plan.expiry is not None:
                 report.expire, report.expired = expiry_note(src, plan, done.rows)
                 kept += report.expired
-            index = definition(r)
+            index = searches.get(r.name)
             if index is not None:
                 report.search = command_line(tuple(a.encode() for a in index.command()))
             if r.table.where is not None:  # the rows planned are those the filter keeps

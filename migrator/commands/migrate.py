@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from migrator.commands.failures import BeforeWriting
-from migrator.commands.nested import nesting_trees, write_nested
+from migrator.commands.nested import every_table, nesting_trees, write_nested
 from migrator.commands.session import (
     check_batch_size,
     load,
@@ -133,7 +133,8 @@ def migrate(
         )
         # nothing of this run is written before the load: a failure here (the target
         # unreachable, refusing the login) needs no --resume, and its hint is its own
-        searches = definitions(resolved, m)  # a bad 'search:' stops before connecting
+        # a bad 'search:' stops before connecting
+        searches = definitions(resolved, m, every_table(m, src, resolved))
         tops = nesting_trees(m, src, resolved)  # and a 'nest:' that cannot be
         client = connect_any(target_url(m, target))
         features.require(client, resolved, searches)

@@ -23,14 +23,21 @@ def nesting_trees(m: Mapping, src: Source, resolved: list[Resolved]) -> dict[str
     before anything is written."""
     if not any(t.nest is not None for t in m.tables):
         return {}
-    everything = resolved
-    try:
-        everything = resolve(m, src.schema())
-    except MigratorError:
-        pass  # the tables asked for still nest what they can
     names = {r.name for r in resolved}
-    found = trees({r.name: TableLayout(r) for r in everything})
+    found = trees({r.name: TableLayout(r) for r in every_table(m, src, resolved)})
     return {n: top for n, top in found.items() if names & set(top.tables())}
+
+
+def every_table(m: Mapping, src: Source, resolved: list[Resolved]) -> list[Resolved]:
+    """Every table of the mapping resolved (the parents and children of a nesting, which
+    ``--tables`` may leave out), or ``resolved`` when the others cannot be: the tables
+    asked for still nest, and index, what they can."""
+    if len(resolved) == len(m.tables):
+        return resolved
+    try:
+        return resolve(m, src.schema())
+    except MigratorError:
+        return resolved
 
 
 def write_nested(

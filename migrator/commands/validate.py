@@ -8,7 +8,7 @@ from typing import Any
 from migrator.errors import MappingError, MappingErrors, MigratorError
 from migrator.mapping.loader import load_mapping
 from migrator.mapping.model import Mapping
-from migrator.mapping.resolve import resolve
+from migrator.mapping.resolve import Resolved, resolve
 from migrator.mapping.schema import Schema
 from migrator.mapping.validate import (
     Problem,
@@ -22,7 +22,7 @@ from migrator.plan.collisions import check_collisions
 from migrator.plan.layout import TableLayout
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
-from migrator.plan.search import definition
+from migrator.plan.search import definitions
 from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source, shared_keys_query
 from migrator.source.where import condition
@@ -64,12 +64,17 @@ def validate(
 def searches(mapping: Mapping, schema: Schema) -> list[Problem]:
     """A ``search:`` the table's columns cannot make an index of (plan/search.py)."""
     out = []
+    tables: dict[str, Resolved] = {}  # those that resolve, nested children among them
+    for t in mapping.tables:
+        try:
+            tables.update((r.name, r) for r in resolve(mapping, schema, [t.name]))
+        except MigratorError:
+            continue
     for table in mapping.tables:
         if table.search is None:
             continue
         try:
-            for r in resolve(mapping, schema, [table.name]):
-                definition(r)
+            definitions(resolve(mapping, schema, [table.name]), mapping, list(tables.values()))
         except MappingError as e:
             if e.path.endswith(".search"):
                 out.append(problem_from(e))

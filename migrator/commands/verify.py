@@ -19,7 +19,7 @@ from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
-from migrator.plan.search import definition, definitions
+from migrator.plan.search import SearchIndex, definitions
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.retry import Retrying
 from migrator.scaleout import dask_tasks as scaleout
@@ -94,7 +94,8 @@ def verify(
         plans = {r.name: TablePlan(r) for r in everything}
         space = KeySpace(list(plans.values()), m.options.ignore)
         client = connect_any(target_url(m, target))
-        features.require(client, resolved, definitions(resolved, m))
+        searches = definitions(resolved, m, everything)
+        features.require(client, resolved, searches)
         reader = reader_for(client, Retrying(policy))
         size = batch_size or m.options.batch_size
         cluster = None
@@ -118,7 +119,7 @@ def verify(
                     report = second
                 if report.ok and not tables:  # every key the mapping explains, and no other
                     record_keys_hint(client, m.name, keys)
-            _searches(src, client, m.name, resolved, report, fix)
+            _searches(src, client, m.name, resolved, searches, report, fix)
         finally:
             client.close()
             if cluster is not None:
@@ -130,18 +131,19 @@ def verify(
 
 
 def _searches(
-    src: Source, client: Any, name: str, resolved: list[Resolved], report: VerifyReport, fix: bool
-) -> None:
+    src: Source, client: Any, name: str, resolved: list[Resolved], searches: list[SearchIndex],
+    report: VerifyReport, fix: bool,
+) -> None:  # fmt: skip
     """Each table's search index against MySQL (verify/search.py); ``fix``: first made
     current under its alias (store/search_index.py), as migrate does."""
     checks = {t.table: t for t in report.tables}
-    for r in resolved:
-        index = definition(r)
-        if index is None or r.name not in checks:
+    tables = {r.name: r for r in resolved}
+    for index in searches:
+        if index.table not in checks:
             continue
         if fix and search_index.has_search(client):
             search_index.ensure(client, name, index)
-        search_check(src, client, r, index, checks[r.name])
+        search_check(src, client, tables[index.table], index, checks[index.table])
 
 
 def _pass(

@@ -179,9 +179,9 @@ def column_uses(table: Table) -> list[tuple[str, str]]:
         add(f"{p}.fields.{column}", (column,))
     for column, _ in table.formats:
         add(f"{p}.formats.{column}", (column,))
-    if table.search is not None:
+    if table.search is not None:  # a path into nested children (tags.tagname): plan/search.py
         for k in ("tag", "numeric", "text"):
-            add(f"{p}.search.{k}", getattr(table.search, k))
+            add(f"{p}.search.{k}", tuple(c for c in getattr(table.search, k) if "." not in c))
     if table.nest is not None:
         add(f"{p}.nest.by", table.nest.by or ())
         add(f"{p}.nest.order", table.nest.order)

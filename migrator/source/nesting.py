@@ -6,9 +6,16 @@ open, so that the documents of a batch come from one consistent read."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+
+from migrator.mapping.kinds import Kind
+from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Command, Row
 from migrator.plan.nesting import Groups, Level, commands, group
+from migrator.plan.search import Hop
 from migrator.source.mysql import Source, keyset_value
 from migrator.source.where import clause
 
@@ -60,3 +67,48 @@ def all_documents(src: Source, top: Level, size: int) -> Iterator[list[Command]]
         if len(rows) < size:
             return
         after = [keyset_value(rows[-1][lay.pos[c]], k) for c, k in zip(pk, kinds)]
+
+
+def nested_value_counts(
+    src: Source, top: Resolved, hops: Sequence[Hop], column: str
+) -> list[tuple[Any, int]]:
+    """(value, documents) per value of a nested child's ``column`` (the table of the last of
+    ``hops``, nested down from ``top``): how many of the top table's documents hold a child
+    with that value, each document once, values grouped by the column's collation -- a search
+    index's TAG counts of a nested path are compared with them. A child belongs to the
+    parent whose key its ``by`` columns hold byte for byte, as in the documents
+    (plan/nesting.py); each table's row filter applies; NULL is left out."""
+    levels = [top, *(h.table for h in hops)]
+    subs = []
+    for i, r in enumerate(levels):
+        need = list(r.primary_key) if i == 0 else list(hops[i - 1].by)
+        need += list(hops[i].refs) if i < len(hops) else [column]
+        need = list(dict.fromkeys(need))
+        t = sa.table(r.name, *(sa.column(c) for c in need))
+        stmt = sa.select(*(t.c[c] for c in need)).select_from(t)
+        where = clause(r)
+        subs.append((stmt if where is None else stmt.where(where)).subquery(f"level{i}"))
+    joined: Any = subs[0]
+    for i, hop in enumerate(hops):
+        parent, child = subs[i], subs[i + 1]
+        kinds = [hop.table.schema.column(c).kind for c in hop.by]
+        same = [
+            _bytes(child.c[b], k) == _bytes(parent.c[ref], k)
+            for b, ref, k in zip(hop.by, hop.refs, kinds, strict=True)
+        ]
+        joined = joined.join(child, sa.and_(*same))
+    value = subs[-1].c[column]
+    keys = [subs[0].c[c].label(f"k{n}") for n, c in enumerate(top.primary_key)]
+    pairs = (  # each document once per value (as the collation compares values)
+        sa.select(value.label("value"), *keys)
+        .select_from(joined)
+        .where(value.is_not(None))
+        .distinct()
+        .subquery("pairs")
+    )
+    stmt = sa.select(sa.func.min(pairs.c.value), sa.func.count()).group_by(pairs.c.value)
+    return [(v, int(n or 0)) for v, n in src.fetch_all(stmt)]
+
+
+def _bytes(col: Any, kind: Kind) -> Any:
+    return sa.cast(col, mysql.BINARY()) if kind is Kind.TEXT else col

@@ -4,8 +4,9 @@ Indexing is waited out first (FT.INFO ``indexing``); then the index the alias na
 this definition's version, hold as many documents as MySQL has rows (those a ``where:``
 keeps), and, for each TAG attribute of a text column, match as many documents per value as
 MySQL's ``GROUP BY`` counts (``FT.SEARCH alias "@field:{value}" LIMIT 0 0``; values grouped by
-the column's collation, as the TAG's case rule follows it). Differences are counted in the
-table's check as ``search index`` problems (exit 1).
+the column's collation, as the TAG's case rule follows it); for a nested child's column, the
+documents holding a child of each value (each document once; source/nesting.py). Differences
+are counted in the table's check as ``search index`` problems (exit 1).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from migrator.mapping.kinds import Kind
 from migrator.mapping.resolve import Resolved
 from migrator.plan.search import SearchIndex
 from migrator.source.mysql import Source
+from migrator.source.nesting import nested_value_counts
 from migrator.source.where import clause
 from migrator.store import search_index
 from migrator.verify.report import TableCheck
@@ -41,12 +43,15 @@ def check(src: Source, client: Any, r: Resolved, index: SearchIndex, out: TableC
     rows = src.count(r.name, where)
     if docs != rows:
         out.add("search index documents", alias, mysql=rows, redis=docs)
-    formats = dict(r.table.formats)
     for attr in index.tags():
-        column = r.schema.column(attr.column)
-        if column.kind is not Kind.TEXT or attr.column in formats:
+        owner = attr.via[-1].table if attr.via else r  # a nested child's table
+        column = owner.schema.column(attr.column)
+        if column.kind is not Kind.TEXT or attr.column in dict(owner.table.formats):
             continue
-        values = src.value_counts(r.name, attr.column, where)
+        if attr.via:
+            values = nested_value_counts(src, r, attr.via, attr.column)
+        else:
+            values = src.value_counts(r.name, attr.column, where)
         if len(values) > MAX_VALUES:
             out.notes.append(
                 f"search index {alias}: {attr.field} has {len(values):,} values; the first "
