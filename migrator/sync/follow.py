@@ -50,6 +50,7 @@ from migrator.store.sync_state import SyncState, apply_group, raise_counter
 from migrator.sync.figures import SyncFigures
 from migrator.sync.head import HeadWatch
 from migrator.sync.nesting import NestSync, cascade_plans
+from migrator.sync.nesting import refuse as refuse_nesting
 from migrator.sync.online_snapshot import (
     FIRST_RUN,
     SNAPSHOT_CHUNK_ROWS,
@@ -159,6 +160,7 @@ class Follower:
         tops = trees(self.plans)  # nested documents (sync/nesting.py)
         followed = cascade_plans(self.plans, tops)
         try:
+            refuse_nesting(tops, self.cluster, logged)
             refuse_unfollowable(followed, self.cluster, logged)
         except MigratorError:
             ctl.close()
