@@ -438,3 +438,17 @@ def test_a_replay_from_the_state_before_a_crash_gives_the_same_documents(
     assert stored(client, "json-string") == documents
     again = {k: client.dump(k) for k in client.scan_iter(match="migrator:nestsync2:nest:*")}
     assert set(again) == set(after)
+
+
+def test_a_changed_mapping_of_a_nested_table_stops_and_names_the_reload(
+    binlog_db: MySQLDatabase, redis_url: str
+) -> None:
+    binlog_db.run(SCHEMA)
+    caught_up(binlog_db, redis_url, 2)
+    text = TWO_LEVELS.format(kind="json-string") + "    columns: [tag_id, body]\n"
+    changed = parse_mapping(text, name="nestsync2")
+    with pytest.raises(MigratorError, match=r"note must be read again .*nested") as e:
+        sync(changed, source=binlog_db.url, target=redis_url, until_caught_up=True,
+             server_id=next(_ids))  # fmt: skip
+    assert "--reload" in e.value.hint
+    assert stored(redis.Redis.from_url(redis_url), "json-string") == expected(binlog_db, 2)
