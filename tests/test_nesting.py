@@ -173,7 +173,8 @@ def test_verify_finds_a_changed_child_and_fix_repairs_it(
     found = verify(m, source=mysql_db.url, target=redis_url)
     assert found.exit_code == 1
     book = next(t for t in found.tables if t.table == "book")
-    assert book.counts[vr.DIFFERENT_VALUE] == 3, book.as_dict()  # books 1, 2 and 3
+    # books 1, 2 and 3, and the rows kept beside them for sync (plan/nesting_side.py)
+    assert book.counts[vr.DIFFERENT_VALUE] > 3, book.as_dict()
     fixed = verify(m, source=mysql_db.url, target=redis_url, fix=True)
     assert fixed.exit_code == 0, fixed.as_dict()
     assert stored(redis_client, "json-string") == expected(mysql_db)
@@ -230,16 +231,29 @@ def test_validate_and_migrate_refuse_what_cannot_nest(
         migrate(parse_mapping(text), source=mysql_db.url, target=redis_url)
 
 
-def test_sync_refuses_nested_documents_at_start(mysql_db: MySQLDatabase, redis_url: str) -> None:
+def test_sync_and_validate_refuse_a_nesting_through_a_nullable_key(
+    mysql_db: MySQLDatabase, redis_url: str
+) -> None:
+    """sync keeps nested documents (tests/sync/test_sync_nesting.py) but not a child whose
+    foreign key may be NULL: refused at start (exit 2) with the fix; validate warns."""
     load(mysql_db)
+    mysql_db.run(
+        "CREATE TABLE extra (id INT PRIMARY KEY, book_id INT NULL, "
+        "FOREIGN KEY (book_id) REFERENCES book (id))"
+    )
+    text = MAPPING.format(kind="json-string", note_kind="map", order="")
+    text += "  extra:\n    as: none\n    counter: false\n    nest: {in: book, as: extras}\n"
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "m.yaml"
-        path.write_text(MAPPING.format(kind="json-string", note_kind="map", order=""))
+        path.write_text(text)
         result = CliRunner().invoke(
             app, ["sync", str(path), "--source", mysql_db.url, "--target", redis_url]
         )
+        report = validate(path, mysql_db.url)
     assert result.exit_code == 2, result.output
-    assert "nested documents" in result.output
+    assert "NOT NULL" in result.output and "book_id" in result.output
+    warned = [str(p) for p in report.problems if p.level == "warning" and "sync" in str(p)]
+    assert any("NOT NULL" in w and "extra" in w for w in warned), warned
 
 
 def test_dry_run_samples_the_nested_documents_and_refuses_resp(
@@ -252,6 +266,9 @@ def test_dry_run_samples_the_nested_documents_and_refuses_resp(
     want = expected(mysql_db)
     shown = [json.loads(shlex.split(line)[-1]) for line in book.sample if line.startswith("SET")]
     assert shown == [want["book:1"], want["book:2"]]
+    # the rows kept beside the documents for sync (plan/nesting_side.py)
+    assert "HSET migrator:mapping:nest:book" in "\n".join(book.sample), book.sample
+    assert any(line.startswith("SADD migrator:mapping:nest:tag:in:") for line in book.sample)
     with pytest.raises(MigratorError, match="--resp cannot yet write nested documents"):
         dry_run(m, source=mysql_db.url, resp_file=tmp_path / "load.resp")
 
@@ -297,6 +314,19 @@ tables:
     assert got["book:1"]["first"] == {"b": 3}  # pairs 5 and 7 point at book 1: 5 is kept
     assert got["book:2"] == {"name": "Ruby on rail", "first": None, "tags": [{"tagname": "web"}]}
     assert got["book:1"]["tags"] == [] and got["book:3"]["tags"] == [{"tagname": "erlang"}]
+    assert verify(m, source=mysql_db.url, target=redis_url).exit_code == 0
+
+
+def test_replace_removes_the_rows_kept_beside_the_documents(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+) -> None:
+    m = migrated(mysql_db, redis_url)
+    assert redis_client.hlen("migrator:mapping:nest:note") == 5
+    redis_client.sadd("migrator:mapping:nest:note:in:stale", "x")
+    mysql_db.run("DELETE FROM note WHERE id = 14")
+    assert migrate(m, source=mysql_db.url, target=redis_url, replace=True).exit_code == 0
+    assert redis_client.exists("migrator:mapping:nest:note:in:stale") == 0
+    assert redis_client.hlen("migrator:mapping:nest:note") == 4
     assert verify(m, source=mysql_db.url, target=redis_url).exit_code == 0
 
 

@@ -141,7 +141,8 @@ def sync(
             "while following the log; no long transaction, and Ctrl-C or a crash resumes at "
             "its chunk. Consistent: every table in one snapshot, as migrate reads it (one "
             "moment of the source throughout); for tables small enough to read in one go, "
-            "and the exact choice on MySQL, whose snapshots carry no binary-log position, "
+            "and the exact choice on MySQL, whose snapshots carry no binary-log position; "
+            "always used for a mapping with nested documents (nest:), "
             "e.g. migrator sync m.yaml --consistent-load.",
         ),
     ] = False,

@@ -32,13 +32,15 @@ from migrator.mapping.model import Template
 from migrator.mapping.resolve import Resolved
 from migrator.plan.estimate import Limits, MemoryModel, keyspace
 from migrator.plan.finish import finish_commands
-from migrator.plan.nesting import Level
+from migrator.plan.nesting import Groups, Level
+from migrator.plan.nesting import commands as nested_commands
+from migrator.plan.nesting_side import side_commands
 from migrator.plan.planner import Command, Stats, TablePlan
 from migrator.plan.resp import resp
 from migrator.plan.search import definitions
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
-from migrator.source.nesting import documents
+from migrator.source.nesting import children
 from migrator.source.snapshot import Snapshot
 from migrator.source.where import clause, condition
 from migrator.urls import mask
@@ -332,14 +334,18 @@ def _sample(
     src: Source, plan: TablePlan, r: Resolved, n: int, tops: dict[str, Level]
 ) -> list[Command]:
     """The commands of the first ``n`` rows; a top table's documents with their children
-    nested (commands/nested.py) in the place of its flat ones."""
+    nested (commands/nested.py) in the place of its flat ones, then the rows kept beside
+    them (plan/nesting_side.py)."""
     cmds = sample_commands(src, plan, r, n)
     top = tops.get(r.name)
     if top is None or n == 0:
         return cmds
     rows = src.page(r.name, src.selector(r.name, plan.select), r.primary_key, n, None, clause(r))
-    whole = {c[1]: c for c in documents(src, top, rows)}
-    return [whole.get(c[1], c) if c[0] in (b"SET", b"JSON.SET") else c for c in cmds]
+    groups: Groups = {}
+    children(src, top, rows, groups)
+    whole = {c[1]: c for c in nested_commands(top, rows, groups)}
+    cmds = [whole.get(c[1], c) if c[0] in (b"SET", b"JSON.SET") else c for c in cmds]
+    return cmds + side_commands(top, rows, groups)  # the rows kept beside them, for sync
 
 
 def plan_table(

@@ -12,7 +12,7 @@ from migrator.plan.nesting import Level, trees
 from migrator.progress import Progress
 from migrator.retry import Retrying
 from migrator.source.mysql import Source
-from migrator.source.nesting import all_documents
+from migrator.source.nesting import all_written
 from migrator.store.cluster_sink import sink_for
 from migrator.store.sink import Client
 
@@ -44,7 +44,8 @@ def write_nested(
     src: Source, client: Client, tops: dict[str, Level], size: int, retrying: Retrying,
     progress: Progress,
 ) -> int:  # fmt: skip
-    """Write every document of each top table whole; the documents written."""
+    """Write every document of each top table whole, and the rows' side structure
+    (plan/nesting_side.py); the documents written."""
     if not tops:
         return 0
     src.snapshot("starting the snapshot of nested documents on MySQL")
@@ -52,7 +53,7 @@ def write_nested(
     written = 0
     for name, top in tops.items():
         progress.note(name, f"writing documents with {', '.join(top.tables()[1:])} nested")
-        for cmds in all_documents(src, top, size):
+        for cmds in all_written(src, top, size):
             sink.write(cmds)
-            written += len(cmds)
+            written += sum(c[0] in (b"SET", b"JSON.SET") for c in cmds)
     return written

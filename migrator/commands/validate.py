@@ -26,6 +26,8 @@ from migrator.plan.search import definitions
 from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source, shared_keys_query
 from migrator.source.where import condition
+from migrator.sync.nesting import cascade_plans
+from migrator.sync.nesting import refuse as refuse_nesting
 from migrator.urls import mask
 
 
@@ -57,7 +59,7 @@ def validate(
         report.problems += shared_keys(mapping, schema, src, report.problems)
         report.problems += cascades(mapping, schema, cascades_logged(src.raw_connection()))
         report.problems += searches(mapping, schema)
-        report.problems += nestings(mapping, schema)
+        report.problems += nestings(mapping, schema, cascades_logged(src.raw_connection()))
     return report
 
 
@@ -83,9 +85,9 @@ def searches(mapping: Mapping, schema: Schema) -> list[Problem]:
     return out
 
 
-def nestings(mapping: Mapping, schema: Schema) -> list[Problem]:
+def nestings(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Problem]:
     """A ``nest:`` that cannot be (plan/nesting.py: a parent not mapped as a document, a
-    cycle, no foreign key), and a warning per nested table that sync refuses it."""
+    cycle, no foreign key), and a warning for a tree sync refuses (sync/nesting.py)."""
     nested = [t for t in mapping.tables if t.nest is not None]
     if not nested:
         return []
@@ -94,18 +96,21 @@ def nestings(mapping: Mapping, schema: Schema) -> list[Problem]:
     except MigratorError:
         return []  # problems of their own
     try:
-        trees(layouts)
+        tops = trees(layouts)
     except MigratorError as e:
         path, _, message = e.message.partition(": ")
         if not path.startswith("tables."):
             path, message = "", e.message
         return [Problem("error", message, path, mapping.file, mapping.line_of(path), e.hint)]
-    return [
-        Problem("warning", "sync refuses nested documents (migrate and verify build them)",
-                f"tables.{t.name}.nest", mapping.file, mapping.line_of(f"tables.{t.name}.nest"),
-                "keep them current with migrate --replace and verify --fix")
-        for t in nested
-    ]  # fmt: skip
+    try:
+        refuse_nesting(tops, cluster=False, logged=logged)
+    except MigratorError as e:
+        path, _, message = e.message.partition(": ")
+        if not path.startswith("tables."):
+            path, message = "", e.message
+        return [Problem("warning", f"sync refuses these nested documents: {message}", path,
+                        mapping.file, mapping.line_of(path), e.hint)]  # fmt: skip
+    return []
 
 
 def cascades(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Problem]:
@@ -118,6 +123,10 @@ def cascades(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Pro
             plans.update({r.name: TablePlan(r) for r in resolve(mapping, schema, [table.name])})
         except MigratorError:
             failed.add(table.name)  # problems of its own
+    try:  # nested tables without keys of their own: sync/nesting.py follows their nesting
+        plans = cascade_plans(plans, trees(plans))
+    except MigratorError:
+        pass  # nestings() reports it
     out = []
     for u in followable(plans, logged=logged, failed=failed)[1]:
         where = f"tables.{u.table}"

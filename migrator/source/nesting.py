@@ -15,6 +15,7 @@ from migrator.mapping.kinds import Kind
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Command, Row
 from migrator.plan.nesting import Groups, Level, commands, group
+from migrator.plan.nesting_side import side_commands
 from migrator.plan.search import Hop
 from migrator.source.mysql import Source, keyset_value
 from migrator.source.where import clause
@@ -53,6 +54,20 @@ def documents(src: Source, top: Level, rows: Sequence[Row]) -> list[Command]:
 def all_documents(src: Source, top: Level, size: int) -> Iterator[list[Command]]:
     """The writes of every top row's document, ``size`` rows at a time (each page read
     whole, then its children), in the current snapshot of ``src``."""
+    for rows, groups in all_trees(src, top, size):
+        yield commands(top, rows, groups)
+
+
+def all_written(src: Source, top: Level, size: int) -> Iterator[list[Command]]:
+    """``all_documents``' writes followed, page by page, by the rows' side structure
+    (plan/nesting_side.py): what migrate and sync's first load write."""
+    for rows, groups in all_trees(src, top, size):
+        yield commands(top, rows, groups) + side_commands(top, rows, groups)
+
+
+def all_trees(src: Source, top: Level, size: int) -> Iterator[tuple[list[Row], Groups]]:
+    """Every top row with its descendants, ``size`` top rows at a time (each page read
+    whole, then its children), in the current snapshot of ``src``."""
     lay = top.layout
     selector = src.selector(top.name, lay.select)
     pk = lay.resolved.primary_key
@@ -63,7 +78,9 @@ def all_documents(src: Source, top: Level, size: int) -> Iterator[list[Command]]
         rows = src.page(top.name, selector, pk, size, after, where)
         if not rows:
             return
-        yield documents(src, top, rows)
+        groups: Groups = {}
+        children(src, top, rows, groups)
+        yield list(rows), groups
         if len(rows) < size:
             return
         after = [keyset_value(rows[-1][lay.pos[c]], k) for c, k in zip(pk, kinds)]

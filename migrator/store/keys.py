@@ -6,11 +6,15 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import cast
 
 from redis.cluster import RedisCluster
 
-from migrator.plan.keyspace import KeyPattern, KeySpace, glob_regex
+from migrator.errors import MigratorError
+from migrator.plan.keyspace import KeyPattern, KeySpace, glob_escape, glob_regex
+from migrator.plan.nesting import trees
+from migrator.plan.nesting_side import side_keys
 from migrator.retry import Retrying, Stopped
 from migrator.store.sink import Client, retry
 
@@ -107,4 +111,27 @@ def remove_owned(
     ]
     if schedules:
         retry(lambda: client.unlink(*schedules), retrying=retrying)
-    return removed + unlink()
+    removed += unlink()
+    pending = []
+    # the side structure of nested documents goes with its tree (plan/nesting_side.py)
+    hashes, prefixes = nested_keys(space, wanted)
+    pending += hashes
+    for prefix in prefixes:
+        pending += retry(partial(_scan, client, glob_escape(prefix) + "*"), retrying=retrying)
+    if pending:
+        retry(lambda: client.unlink(*pending), retrying=retrying)
+    return removed
+
+
+def _scan(client: Client, match: str) -> list[bytes]:
+    return list(client.scan_iter(match=match, count=1000))
+
+
+def nested_keys(space: KeySpace, wanted: list[str] | None) -> tuple[list[bytes], list[bytes]]:
+    if not any(p.table.nest is not None for p in space.plans.values()):
+        return [], []
+    try:
+        tops = trees(space.plans)
+    except MigratorError:
+        return [], []  # a nesting that cannot be wrote nothing
+    return side_keys(tops, wanted)

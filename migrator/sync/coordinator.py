@@ -40,6 +40,7 @@ from migrator.errors import MigratorError
 from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.cascade import refuse_unfollowable
+from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
 from migrator.plan.search import definitions
 from migrator.progress import NULL_PROGRESS, Progress
@@ -67,6 +68,8 @@ from migrator.sync.identity import (
     mapping_fingerprint,
     table_fingerprints,
 )
+from migrator.sync.nesting import cascade_plans
+from migrator.sync.nesting import refuse as refuse_nesting
 from migrator.sync.online_snapshot import FIELD, SNAPSHOT_CHUNK_ROWS, dump_queue, first_run_queue
 from migrator.sync.recovery import SyncRun
 from migrator.sync.schema_watch import Resnapshot
@@ -108,13 +111,9 @@ def coordinate(
     # the online load's: no status of its own (the follow loop's says it is loading)
     online = figures.tee(bars, None, o.status_interval, phase=False)
     others = figures.tee(NULL_PROGRESS, None, o.status_interval, phase=False)
-    nested = [t.name for t in m.tables if t.nest is not None]
-    if nested:
-        raise MigratorError(
-            f"sync cannot yet follow nested documents (nest: on {', '.join(nested)})",
-            "keep them current with migrate --replace and verify --fix, or map the children "
-            "as tables of their own (no nest:) to sync them",
-        )
+    tops = trees({r.name: TablePlan(r) for r in resolved})  # nested documents
+    online_load = o.online_load and not tops  # a tree is loaded whole, in one snapshot
+    refuse_nesting(tops, cluster=False, logged=True)  # what needs no server: at once
     client: Any = connect_any(url)
     searches = definitions(resolved, m)
     features.require(client, resolved, searches)  # the server indexes what sync writes
@@ -129,7 +128,9 @@ def coordinate(
              "checking the source's settings", src.close)  # fmt: skip
     logged = surfaced(lambda: cascades_logged(src.raw_connection()),
                       "reading the source's settings", src.close)  # fmt: skip
-    refuse_unfollowable({r.name: TablePlan(r) for r in resolved}, is_cluster(client), logged)
+    refuse_nesting(tops, is_cluster(client), logged)
+    plans = {r.name: TablePlan(r) for r in resolved}
+    refuse_unfollowable(cascade_plans(plans, tops), is_cluster(client), logged)
     ident = f"{src.url.host or 'localhost'}:{src.url.port or 3306}/{database}"
     lock = SyncLock(connect_any(url), m.name, m.file or m.name)
     lock.acquire()  # before anything is written or the log is read
@@ -158,8 +159,8 @@ def coordinate(
         )
 
         def first_load(retrying: Retrying) -> tuple[Snapshot, list[TableReport]]:
-            report.online_load = o.online_load
-            if o.online_load:
+            report.online_load = online_load
+            if online_load:
                 return load_position(src, reader_id)
             return load_snapshot(src, client, resolved, m, progress, o.stop, retrying, reader_id)
 
@@ -178,7 +179,7 @@ def coordinate(
             replan=lambda: replan(src, m, resolved),
             fields={"source": ident, "server": server, **identity, **(
                 {FIELD: dump_queue(first_run_queue(resolved, o.chunk_rows))}
-                if o.online_load else {})},
+                if online_load else {})},
         )  # fmt: skip
         hint = KeysFollower(client, m.name)  # verify's @keys, kept (checkpoint.py)
         try:

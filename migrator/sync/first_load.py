@@ -1,6 +1,8 @@
 """sync's first load, before the log is followed: by default only the log's position (the
 tables are then read online, sync/online_snapshot.py); with ``--consistent-load`` every
-mapped table read in one consistent snapshot and written as migrate writes it."""
+mapped table read in one consistent snapshot and written as migrate writes it (a mapping
+with nested documents always loads so: the documents and their side structure are written
+from that snapshot, as migrate writes them)."""
 
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Stats
 from migrator.plan.finish import finish_commands
+from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
 from migrator.plan.values import converter
 from migrator.progress import Progress
 from migrator.reports import TableReport
 from migrator.retry import Retrying
 from migrator.source.mysql import Selector, Source
+from migrator.source.nesting import all_written
 from migrator.source.reconnect import surfaced
 from migrator.source.snapshot import Snapshot, gtid_snapshot, start_snapshot
 from migrator.source.where import clause
@@ -104,6 +108,13 @@ def load_snapshot(
                     readers=dict(total.readers),
                 )
             )
+        for top in trees({r.name: TablePlan(r) for r in resolved}).values():
+            progress.note(top.name, f"writing documents with {', '.join(top.tables()[1:])} nested")
+            sink = sink_for(client, retrying)  # the documents whole, and their rows beside them
+            for cmds in all_written(src, top, m.options.batch_size):
+                if stop.is_set():
+                    raise KeyboardInterrupt
+                sink.write(cmds)
     finally:
         with suppress(Exception):  # a lost connection has nothing to roll back
             conn.rollback()

@@ -25,6 +25,7 @@ from migrator.plan.batch import Command
 from migrator.plan.cascade import Cascades, followable, refuse_unfollowable
 from migrator.plan.delta import Delta
 from migrator.plan.expiry_delta import table_delta
+from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import SchemaChanged, SyncReport, SyncStatus, TableReport
@@ -48,6 +49,8 @@ from migrator.store.sink import retry
 from migrator.store.sync_state import SyncState, apply_group, raise_counter
 from migrator.sync.figures import SyncFigures
 from migrator.sync.head import HeadWatch
+from migrator.sync.nesting import NestSync, cascade_plans
+from migrator.sync.nesting import refuse as refuse_nesting
 from migrator.sync.online_snapshot import (
     FIRST_RUN,
     SNAPSHOT_CHUNK_ROWS,
@@ -154,12 +157,16 @@ class Follower:
         ctl = self.ctl
         logged = surfaced(lambda: cascades_logged(ctl.raw_connection()),
                           "reading the source's settings", ctl.close)  # fmt: skip
+        tops = trees(self.plans)  # nested documents (sync/nesting.py)
+        followed = cascade_plans(self.plans, tops)
         try:
-            refuse_unfollowable(self.plans, self.cluster, logged)
+            refuse_nesting(tops, self.cluster, logged)
+            refuse_unfollowable(followed, self.cluster, logged)
         except MigratorError:
             ctl.close()
             raise
-        rules = followable(self.plans, self.cluster, logged)[0]
+        rules = followable(followed, self.cluster, logged)[0]
+        self.nesting = NestSync(tops, self._read, logged) if tops else None
         self.cascades = Cascades(rules, self.deltas, self._read) if rules else None
         self.schema: SchemaWatch | None = None  # DDL decided by its effect on the mapping
         # a DDL that changes what the mapping writes for one table's rows: (table, reason)
@@ -350,10 +357,22 @@ class Follower:
         are removed when its turn comes, then it is loaded chunk by chunk. Stored at once
         with the applied position, so a crash still does it. ``reason`` is reported."""
         assert self.snapshots is not None, "a Follower built with its mapping"
+        self._refuse_tree(table, reason)
         self.snapshots.add(table, reason)
         self._store_snapshots()
         if self.report is not None:
             self.report.notes.append(f"re-snapshot of {table} queued: {reason}")
+
+    def _refuse_tree(self, table: str, reason: str) -> None:
+        """A table of a nesting tree is not read again alone (its documents hold others'
+        rows): sync stops (exit 2), the position before the change kept."""
+        if self.nesting is not None and table in self.nesting.tables:
+            raise MigratorError(
+                f"{table} must be read again ({reason}), and it is part of nested documents, "
+                "which sync does not re-read one table at a time",
+                f"'migrator sync {self.report.mapping if self.report else 'MAPPING'} --reload' "
+                "removes the mapping's keys and loads a new snapshot",
+            )
 
     def _snapshot_waits(self) -> bool:
         return self.snapshots is not None and bool(self.snapshots.queue)
@@ -391,6 +410,9 @@ class Follower:
         deltas = self.deltas
         snap = self.snapshots
         replaced = {p.table for p in snap.queue} if snap is not None and snap.queue else None
+        nesting = self.nesting
+        if nesting is not None:
+            nesting.prefetch((c.table, c.before, c.after) for txn in group for c in txn.changes)
         for txn in group:
             for change in txn.changes:
                 if replaced and change.table in replaced:
@@ -402,6 +424,8 @@ class Follower:
                     deltas[change.table].change(change.before, change.after, total)
                 if self.cascades is not None:  # child rows the log does not carry
                     self.cascades.follow(change.table, change.before, change.after, total)
+                if nesting is not None:
+                    nesting.change(change.table, change.before, change.after)
         last = group[-1]
         self._commit(total, last.position)
         self.position = last.position
@@ -430,6 +454,8 @@ class Follower:
                 lambda: shared_entries(self.src, self.plans, total.dirty_unique),
                 "reading the rows that share a unique value", self.src.close,
             )  # fmt: skip
+        if self.nesting is not None:  # nested documents, after their tables' own writes
+            commands += self.nesting.commands()
         fields = position_fields(at)
         position = self.state.command(fields | self.schema.fields() if self.schema else fields)
         apply_group(self.client, commands, position, self.state, self.retrying)
@@ -477,6 +503,8 @@ class Follower:
                     self.resnapshot_online(ddl.table, reason)
                 else:  # resnapshot_by_hand stops, the position kept
                     self.resnapshot(ddl.table, reason)
+            if effect.action == "truncate":
+                self._refuse_tree(ddl.table, f"{short_query(ddl.query)} at {ddl.position}")
             if effect.action != "stop" and ddl.after is not None:
                 if effect.action == "truncate":
                     self.schema.truncate(self.client, ddl.table)  # a crash: replayed, the same

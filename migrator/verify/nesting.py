@@ -1,17 +1,21 @@
 """Verify of nested documents (``nest:``; plan/nesting.py): each top row's whole document,
 rebuilt from MySQL with its children and grandchildren in the pass's snapshot
 (source/nesting.py), against what Redis holds, compared as verify/documents.py compares any
-document. The row pass leaves these tables' documents to this check (verify/tables.py)."""
+document. The row pass leaves these tables' documents to this check (verify/tables.py). The
+rows kept beside the documents for sync (plan/nesting_side.py) are compared too
+(verify/nesting_side.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from migrator.plan.nesting import Level
+from migrator.plan.nesting import Level, commands
+from migrator.plan.nesting_side import side_commands
 from migrator.source.mysql import Source
-from migrator.source.nesting import all_documents
+from migrator.source.nesting import all_trees
 from migrator.verify import documents
 from migrator.verify.keys import Reader
+from migrator.verify.nesting_side import SideCheck
 from migrator.verify.repair import Repairer
 from migrator.verify.report import TableCheck
 
@@ -29,8 +33,12 @@ def check(
             fixer.repair(kind, key, fieldname, repair)
 
     present = 0
-    for cmds in all_documents(src, top, size):
+    side = SideCheck(top, reader, found)
+    for rows, groups in all_trees(src, top, size):
+        cmds = commands(top, rows, groups)
         present += documents.compare(cmds, reader.read(documents.reads(cmds)), found)
+        side.page(side_commands(top, rows, groups))
+    side.rest()
     if fixer is not None:
         fixer.flush()
     return present

@@ -1,0 +1,298 @@
+"""sync of nested documents (``nest:``; docs/mapping.md#nested-children).
+
+Every row change of a table of a nesting tree is filed into the tree's side structure
+(plan/nesting_side.py: each row's image, each parent's SET of children), and each top
+document it can touch is marked: the top row's own (its key before and after), or the top
+of the parent its before- and after-image name. Once the group's changes are in, each marked
+top is found through the images as they are *after* the group (a child's parent, its
+parent's parent...), and its document rendered again whole from the images by
+plan/nesting.py (the bytes migrate writes); a document whose top row is gone is deleted.
+
+Redis is read before the group's commands are sent (the images and SETs the group needs,
+each read once), and every read is overlaid with what the group has changed so far, so a
+transaction sees the ones before it in the same group. The side structure's writes and the
+documents go into the group's MULTI/EXEC with its position: a crash replays the group from
+the state before it, with the same result.
+
+The log does not carry what InnoDB's own foreign keys cascade (MariaDB; MySQL with
+``innodb_native_foreign_keys=ON``): a parent's DELETE under ``ON DELETE CASCADE`` removes its
+children (and theirs) from the side structure, and a key change under ``ON UPDATE CASCADE``
+moves them, their foreign key's values rewritten, as InnoDB does. A server that logs them
+sends the children's changes itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from migrator.errors import MigratorError
+from migrator.mapping.schema import ForeignKey
+from migrator.plan.batch import Command, Row
+from migrator.plan.expiry import decode_row, encode_row
+from migrator.plan.nesting import Groups, Level, commands
+from migrator.plan.nesting_side import Side, members_key, rows_key, sides, walk
+
+Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
+
+FIX = "keep these documents current with migrate --replace and verify --fix"
+
+
+def nesting_fk(level: Level, parent: Level) -> ForeignKey:
+    cols = tuple(level.layout.select[i] for i in level.by)
+    schema = level.layout.resolved.schema
+    return next(fk for fk in schema.foreign_keys if fk.parent == parent.name and
+                tuple(fk.columns) == cols)  # fmt: skip
+
+
+def refuse(tops: dict[str, Level], cluster: bool, logged: bool) -> None:
+    """Raise (exit 2) naming what sync cannot keep exact in these nesting trees, and the fix."""
+    for top in tops.values():
+        sides(top)  # a foreign key to other columns than the parent's primary key
+        if cluster:
+            raise MigratorError(
+                f"sync cannot keep nested documents ({top.name}) on a Redis Cluster: a "
+                "document and the rows it is rebuilt from live in different slots",
+                f"sync to a single Redis server, or {FIX}",
+            )
+        if top.layout.table.expire is not None:
+            raise MigratorError(
+                f"tables.{top.name}: sync does not keep nested documents of a table with "
+                "expire:", f"drop expire: from {top.name}, or {FIX}",
+            )  # fmt: skip
+        for level in walk(top):
+            lay = level.layout
+            if lay.table.where is not None:
+                raise MigratorError(
+                    f"tables.{level.name}.where: sync does not keep nested documents of a "
+                    "tree with a row filter", f"drop where: from {level.name}, or {FIX}",
+                )  # fmt: skip
+            own: list[ForeignKey] = []
+            for parent in [p for p in walk(top) if level in p.children]:
+                fk = nesting_fk(level, parent)
+                own.append(fk)
+                cols = [c for c in fk.columns if lay.resolved.schema.column(c).nullable]
+                if cols:
+                    raise MigratorError(
+                        f"tables.{level.name}.nest: sync keeps nested documents whose "
+                        f"foreign key's columns are NOT NULL ({', '.join(cols)} may be NULL)",
+                        f"make {', '.join(cols)} NOT NULL in MySQL, or {FIX}",
+                    )
+            for fk in lay.resolved.schema.foreign_keys:
+                if logged or any(fk is o for o in own) or not fk.unlogged_rules:
+                    continue
+                raise MigratorError(
+                    f"tables.{level.name}: its foreign key {fk.name} -> {fk.parent} "
+                    f"{', '.join(fk.unlogged_rules)} changes rows of a nested document "
+                    "without a trace in the binary log",
+                    f"make the rule RESTRICT, or {FIX}",
+                )
+
+
+def cascade_plans(plans: dict[str, Any], tops: dict[str, Level]) -> dict[str, Any]:
+    """The plans plan/cascade.py follows foreign keys for: without the nested tables that
+    have no keys of their own (``as: none``), whose nesting this module follows."""
+    nested = {lv.name for top in tops.values() for lv in walk(top)[1:]}
+    return {n: p for n, p in plans.items() if n not in nested or p.table.kind != "none"}
+
+
+class NestSync:
+    """The side structure and the documents of every nesting tree, for the groups of sync."""
+
+    def __init__(self, tops: dict[str, Level], read: Read, logged: bool) -> None:
+        self.read, self.logged = read, logged
+        self.sides: dict[str, Side] = {}
+        self.top_of: dict[str, Level] = {}
+        self.parent: dict[str, Level] = {}
+        self.rule: dict[str, ForeignKey] = {}  # nested table -> its foreign key to the parent
+        for top in tops.values():
+            self.sides.update(sides(top))
+            for level in walk(top):
+                self.top_of[level.name] = top
+                for child in level.children:
+                    self.parent[child.name] = level
+                    self.rule[child.name] = nesting_fk(child, level)
+        self._clear()
+
+    def _clear(self) -> None:
+        self.images: dict[bytes, dict[bytes, bytes | None]] = {}  # rows key -> pk -> image
+        self.changed: dict[bytes, dict[bytes, bytes | None]] = {}  # what the group wrote
+        self.members: dict[bytes, set[bytes]] = {}  # SET key -> members
+        self.touched: set[bytes] = set()  # SETs the group changed
+        self.dirty: dict[str, dict[bytes, None]] = {}  # top table -> top keys (encoded)
+        self.anchors: list[tuple[str, bytes]] = []  # (table, key): rows whose top to mark
+        self.old_keys: dict[bytes, None] = {}  # document keys of top rows before the group
+
+    @property
+    def tables(self) -> set[str]:
+        return set(self.sides)
+
+    # -- reads, overlaid with the group's changes ---------------------------------------
+    def _rows(self, level: Level, pks: Iterable[bytes]) -> list[bytes | None]:
+        key = rows_key(level)
+        held = self.images.setdefault(key, {})
+        missing = [pk for pk in dict.fromkeys(pks) if pk not in held]
+        if missing:
+            (got,) = self.read([(b"HMGET", key, *missing)])
+            held.update(zip(missing, got))
+        return [held[pk] for pk in pks]
+
+    def _sets(self, keys: Iterable[bytes]) -> list[set[bytes]]:
+        keys = list(keys)
+        missing = [k for k in dict.fromkeys(keys) if k not in self.members]
+        if missing:
+            for k, got in zip(missing, self.read([(b"SMEMBERS", k) for k in missing])):
+                self.members[k] = set(got)
+        return [self.members[k] for k in keys]
+
+    def _put(self, level: Level, pk: bytes, image: bytes | None) -> None:
+        key = rows_key(level)
+        self.images.setdefault(key, {})[pk] = image
+        self.changed.setdefault(key, {})[pk] = image
+
+    def _file(self, level: Level, parent: bytes, pk: bytes, into: bool) -> None:
+        key = members_key(level, parent)
+        (members,) = self._sets([key])
+        if into:
+            members.add(pk)
+        else:
+            members.discard(pk)
+        self.touched.add(key)
+
+    def children(self, level: Level, parent: bytes) -> list[Row]:
+        """The rows of ``level`` under the parent whose key is ``parent``, at this point."""
+        (members,) = self._sets([members_key(level, parent)])
+        pks = sorted(members)
+        return [decode_row(img) for img in self._rows(level, pks) if img is not None]
+
+    def prefetch(self, changes: Iterable[tuple[str, Row | None, Row | None]]) -> None:
+        """Read at once the SETs of children the group's changes name (one round trip)."""
+        keys = []
+        for table, before, after in changes:
+            side = self.sides.get(table)
+            if side is None or not side.up:
+                continue
+            for row in (before, after):
+                if row is not None and (parent := side.parent(row)) is not None:
+                    keys.append(members_key(side.level, parent))
+        if keys:
+            self._sets(keys)
+
+    # -- a row change --------------------------------------------------------------------
+    def change(self, table: str, before: Row | None, after: Row | None) -> None:
+        side = self.sides.get(table)
+        if side is None:
+            return
+        level, top = side.level, self.top_of[table]
+        if before is not None:
+            pk = side.key(before)
+            self._put(level, pk, None)
+            self._mark(level, top, side, before, pk, into=False)
+        if after is not None:
+            pk = side.key(after)
+            self._put(level, pk, encode_row(tuple(after)))
+            self._mark(level, top, side, after, pk, into=True)
+        if before is not None and not self.logged:
+            self._cascade(level, before, after)
+
+    def _mark(self, level: Level, top: Level, side: Side, row: Row, pk: bytes, into: bool) -> None:
+        if level is top:
+            self.dirty.setdefault(top.name, {})[pk] = None
+            if not into:
+                key = top.layout.row_key(row)
+                if key is not None:
+                    self.old_keys[key] = None
+            return
+        parent = side.parent(row)
+        if parent is not None:
+            self._file(level, parent, pk, into)
+            self.anchors.append((self.parent[level.name].name, parent))
+
+    def _cascade(self, level: Level, before: Row, after: Row | None) -> None:
+        """What InnoDB's own foreign keys do to the children of a deleted row or of a row
+        whose key changed: not in the log, applied here from the rule."""
+        side = self.sides[level.name]
+        old = side.key(before)
+        if after is not None and side.key(after) == old:
+            return
+        for child in level.children:
+            fk = self.rule[child.name]
+            rule = (fk.on_delete if after is None else fk.on_update).upper()
+            if rule != "CASCADE":
+                continue  # RESTRICT / NO ACTION: MySQL let it happen only without children
+            for row in self.children(child, old):
+                new: Row | None = None
+                if after is not None:
+                    moved = list(row)
+                    for k, i in enumerate(child.by):
+                        moved[i] = after[child.refs[k]]
+                    new = tuple(moved)
+                self.change(child.name, row, new)
+
+    # -- the group's commands ------------------------------------------------------------
+    def commands(self) -> list[Command]:
+        """The group's writes: the side structure, then each marked document whole (or its
+        removal); the state is cleared for the next group."""
+        try:
+            return self._commands()
+        finally:
+            self._clear()
+
+    def _commands(self) -> list[Command]:
+        pending: dict[str, dict[bytes, None]] = {}
+        for table, pk in self.anchors:
+            pending.setdefault(table, {})[pk] = None
+        while pending:  # each marked row's top, as the rows are now: a read per level
+            table, pks = pending.popitem()
+            side = self.sides[table]
+            if not side.up:
+                self.dirty.setdefault(table, {}).update(pks)
+                continue
+            up = self.parent[table].name
+            for img in self._rows(side.level, list(pks)):
+                parent = None if img is None else side.parent(decode_row(img))
+                if parent is not None:  # gone: its own change marked what held it
+                    pending.setdefault(up, {})[parent] = None
+        out: list[Command] = []
+        for key, changed in self.changed.items():
+            gone = [pk for pk, img in changed.items() if img is None]
+            kept = [x for pk, img in changed.items() if img is not None for x in (pk, img)]
+            if gone:
+                out.append((b"HDEL", key, *gone))
+            if kept:
+                out.append((b"HSET", key, *kept))
+        for key in sorted(self.touched):
+            out.append((b"DEL", key))
+            if self.members[key]:
+                out.append((b"SADD", key, *sorted(self.members[key])))
+        written: set[bytes] = set()
+        for name, pks in self.dirty.items():
+            top = self.top_of[name]
+            rows: list[Row] = [decode_row(i) for i in self._rows(top, list(pks)) if i is not None]
+            groups: Groups = {}
+            self._descend(top, rows, groups)
+            docs = commands(top, rows, groups)
+            written |= {c[1] for c in docs}
+            out += docs
+        out[:0] = [(b"DEL", key) for key in self.old_keys if key not in written]
+        return out
+
+    def _descend(self, level: Level, rows: list[Row], groups: Groups) -> None:
+        """Read every child level of ``rows`` (rows of ``level``) into ``groups``, one
+        pipelined read per level and kind."""
+        side = self.sides[level.name]
+        for child in level.children:
+            parents = {side.key(r): tuple(r[i] for i in child.refs) for r in rows}
+            sets = self._sets(members_key(child, p) for p in parents)
+            pks = sorted({pk for s in sets for pk in s})
+            found = dict(zip(pks, self._rows(child, pks)))
+            mine: dict[tuple[bytes | None, ...], list[Row]] = {}
+            below: list[Row] = []
+            for (_, refs), members in zip(parents.items(), sets):
+                kids: list[Row] = [decode_row(i) for pk in sorted(members) if (i := found[pk])]
+                if kids:
+                    mine[refs] = kids
+                    below += kids
+            groups[id(child)] = mine
+            if child.children and below:
+                self._descend(child, below, groups)
