@@ -1,6 +1,7 @@
 """README.md's "Which rows, which fields, which shapes" example, as printed there, on both
 engines and a server with JSON and search (tests/modules_server.py): validate, migrate, the
-values and TTLs it promises, a search by text, then verify 0."""
+values and TTLs it promises, the tags nested in their books, a search by text and by a nested
+tag, then verify 0."""
 
 from __future__ import annotations
 
@@ -23,12 +24,17 @@ CREATE TABLE session (
   is_admin TINYINT(1), ends_at DATETIME NULL
 );
 CREATE TABLE book (id INT PRIMARY KEY, name VARCHAR(50), author VARCHAR(50), FULLTEXT (name));
+CREATE TABLE tag (
+  tagname VARCHAR(20), book_id INT, PRIMARY KEY (tagname, book_id),
+  FOREIGN KEY (book_id) REFERENCES book (id) ON DELETE CASCADE
+);
 INSERT INTO session VALUES
   (1, 'active', '2026-02-01 00:00:00', 3, 1, UTC_TIMESTAMP() + INTERVAL 1 HOUR),
   (2, 'closed', '2026-02-01 00:00:00', 1, 0, NULL),
   (3, 'active', '2025-12-31 00:00:00', 1, 0, NULL),
   (4, 'active', '2026-03-01 00:00:00', 2, 0, UTC_TIMESTAMP() - INTERVAL 2 DAY);
 INSERT INTO book VALUES (1, 'Programming Ruby', 'Dave Thomas'), (2, 'Erlang', 'Joe Armstrong');
+INSERT INTO tag VALUES ('ruby', 1), ('web', 1), ('erlang', 2), ('web', 2);
 """
 
 
@@ -57,12 +63,18 @@ def test_the_readme_example_does_what_it_says(
         assert abs(r.ttl("session:1") - (3600 + 86400)) < 60, r.ttl("session:1")
         # filtered out (status, created) or past its moment (ends_at + 1 day < now)
         assert not any(r.exists(f"session:{i}") for i in (2, 3, 4))
-        assert r.json().get("book:1") == {"name": "Programming Ruby", "author": "Dave Thomas"}
+        assert r.json().get("book:1") == {
+            "name": "Programming Ruby", "author": "Dave Thomas",
+            "tags": [{"book_id": 1, "tagname": "ruby"}, {"book_id": 1, "tagname": "web"}],
+        }  # fmt: skip
+        assert not r.exists("tag:ruby:1")  # as: none: in its book's document only
         deadline = time.monotonic() + 30
         while int(r.ft("books").info()["indexing"]) and time.monotonic() < deadline:
             time.sleep(0.05)
         hits = r.ft("books").search(Query("@name:erlang")).docs
         assert [d.id for d in hits] == ["book:2"], hits
+        tagged = r.ft("books").search(Query("@tags_tagname:{web}")).docs
+        assert sorted(d.id for d in tagged) == ["book:1", "book:2"], tagged
     finally:
         r.close()
     assert verify(path, source=mysql_db.url, target=modules_redis_url).exit_code == 0
