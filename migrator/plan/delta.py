@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, filterfalse
 from typing import Any
 
 from migrator.plan.batch import Command, Row
@@ -251,16 +251,17 @@ class TableDelta:
         if old_key is not None and old_key != new_key and self.whole_rows:
             delta.delete_row(old_key)  # the whole row hash goes
             dropped = ("H", old_key)
+        # filterfalse over a dict's own methods: C loops, where a comprehension is a call
         for kk, was in old.items():
             now = new.get(kk)
             if now is None:
                 if kk == dropped:
                     continue
                 gone: Iterable[bytes] = was
-            elif now != was:
-                gone = [sub for sub in was if sub not in now]
-            else:
+            elif was.keys() <= now.keys():  # every entry kept (changed or not)
                 continue
+            else:
+                gone = list(filterfalse(now.__contains__, was))
             subs = ops.get(kk)
             if subs is None:
                 subs = ops[kk] = {}
@@ -277,8 +278,8 @@ class TableDelta:
                     ops[kk] = now  # a fresh dict of this call: kept, not copied
                 else:
                     subs.update(now)
-            elif prior != now:
-                changed = {sub: v for sub, v in now.items() if prior.get(sub) != v}
+            elif prior != now:  # the entries not in ``prior`` as they are, in ``now``'s order
+                changed = dict(filterfalse(prior.items().__contains__, now.items()))
                 if not changed:
                     continue
                 if subs is None:
