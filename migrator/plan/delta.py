@@ -153,9 +153,13 @@ class Delta:
         every write, one command per key, then the expiry of rows' own keys."""
         out: list[Command] = [(b"DEL", key) for key in self.row_dels]
         row_dels, ops = self.row_dels, self.ops
-        for (kind, key), subs in ops.items():
+        # the keys with a removal: the only ones whose writes need a filter below
+        removing: set[tuple[str, bytes]] = set()
+        for kk, subs in ops.items():
             if REMOVED not in subs.values():  # identity only: bytes never equal the marker
                 continue
+            removing.add(kk)
+            kind, key = kk
             if kind == "s" or kind == "j":
                 out.append((b"DEL", key))
             elif kind != "H" or key not in row_dels:  # else gone with the row's DEL
@@ -164,7 +168,7 @@ class Delta:
             kept = ops.get(kk)
             if kept is None:
                 continue
-            if REMOVED in kept.values():
+            if kk in removing:
                 kept = {sub: v for sub, v in kept.items() if v is not REMOVED}
                 if not kept:
                     continue
