@@ -80,8 +80,8 @@ def entries_function(
     lines.append(f"    pk = {pk_expr}")
     for structure, collect in zip(plan.structures, collectors, strict=True):
         if isinstance(structure, RowHash) and collect is None:  # else formatted: collected
-            lines += [f"    key = {code.const(plan.row_key)}(row)", "    if key is not None:"]
-            lines.append("        h = {}")
+            null, expr = code.key(plan.resolved.key, plan.row_key)  # plan.row_key, inlined
+            lines += [f"    if not ({null}):", f"        key = {expr}", "        h = {}"]
             for name, i in structure.fields:
                 lines.append(f"        if _{i} is not None: h[{code.const(name)}] = _{i}")
             fallback = ", ".join(f"{code.const(n)}: _{i} or b''" for n, i in structure.pk_fields)
