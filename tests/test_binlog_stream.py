@@ -5,6 +5,7 @@ errors and lost connections, MySQL's compressed transactions, GTIDs of both engi
 from __future__ import annotations
 
 import io
+import random
 import struct
 import zlib
 
@@ -15,7 +16,7 @@ from sqlalchemy.engine import make_url
 
 from migrator.errors import SourceError
 from migrator.source.binlog import GtidState, _query
-from migrator.source.binlog_rows import _text
+from migrator.source.binlog_rows import _decimal, _text
 from migrator.source.binlog_stream import (
     GTID,
     MARIADB_GTID,
@@ -185,3 +186,53 @@ def test_ascii_text_of_an_ascii_compatible_charset_is_kept_as_its_bytes() -> Non
 def test_mysql_wide_charsets_are_decoded_in_their_byte_order(charset: str, raw: bytes) -> None:
     # MySQL stores utf16, ucs2 and utf32 big-endian; utf16le is its own charset
     assert _text(1, charset)(bytes([len(raw)]) + raw, 0) == ("Aé", 1 + len(raw))
+
+
+def _packed_decimal(text: str, precision: int, scale: int) -> bytes:
+    """MySQL's binary DECIMAL of ``text`` (decimal2bin): 9-digit groups in 4 bytes, the
+    leftover digits in 1-4, big-endian; the top bit set for >= 0, every byte inverted < 0."""
+    sizes = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4]
+    negative = text.startswith("-")
+    whole, _, frac = text.lstrip("-").partition(".")
+    whole, frac = whole.lstrip("0").zfill(precision - scale), frac.ljust(scale, "0")
+    out = b""
+    lead = len(whole) % 9
+    groups = ([whole[:lead]] if lead else []) + [
+        whole[i : i + 9] for i in range(lead, len(whole), 9)
+    ]
+    groups += [frac[i : i + 9] for i in range(0, len(frac), 9)]
+    for g in groups:
+        out += int(g).to_bytes(sizes[len(g)], "big")
+    raw = bytearray(out)
+    if negative:
+        raw = bytearray(b ^ 0xFF for b in raw)
+    raw[0] ^= 0x80
+    return bytes(raw)
+
+
+@pytest.mark.parametrize(
+    "precision, scale",
+    [(10, 2), (5, 0), (1, 0), (8, 8), (16, 8), (12, 4), (3, 3), (9, 0), (18, 9), (15, 2),
+     (30, 20), (65, 30)],
+)  # fmt: skip
+def test_decimals_are_their_text(precision: int, scale: int) -> None:
+    """Every width (one group each side: the fast path; more: the groups), both signs, zero,
+    the extremes and random digits, read at an offset: the text MySQL prints."""
+    rng = random.Random(precision * 100 + scale)
+    integral = precision - scale
+    texts = {"0" + ("." + "0" * scale if scale else ""), "-" + "9" * max(integral, 1)}
+    for _ in range(300):
+        digits = "".join(rng.choice("0123456789") for _ in range(precision))
+        whole = digits[:integral].lstrip("0") or "0"
+        text = whole + ("." + digits[integral:] if scale else "")
+        texts.add(("-" if rng.random() < 0.5 else "") + text)
+    texts.add(
+        "9" * integral + ("." + "9" * scale if scale else "") if integral else "0." + "9" * scale
+    )
+    read = _decimal(precision, scale)
+    for text in texts:
+        if integral == 0 and text.startswith("-9"):
+            continue
+        text = text if "." in text or not scale else text + "." + "0" * scale
+        packed = _packed_decimal(text, precision, scale)
+        assert read(b"xx" + packed + b"yy", 2) == (text.encode(), 2 + len(packed)), text

@@ -162,6 +162,15 @@ def test_null_in_a_custom_row_key_rejects_the_row() -> None:
 def test_resp_encoding() -> None:
     assert resp([(b"SET", b"k", b"a b")]) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\na b\r\n"
     assert resp([(b"SET", b"k", b"")]) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n"
+    # several commands, from an iterator; a long value (its header made, not kept); ``*0``
+    long = b"x" * 5000
+    assert resp(iter([(b"PING",), (b"SET", long, b"\r\n")])) == (
+        b"*1\r\n$4\r\nPING\r\n*3\r\n$3\r\nSET\r\n$5000\r\n" + long + b"\r\n$2\r\n\r\n\r\n"
+    )
+    assert resp([(b"PING",), (), (b"GET", b"k")]) == (
+        b"*1\r\n$4\r\nPING\r\n*0\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
+    )
+    assert resp([]) == b""
 
 
 @pytest.mark.parametrize(

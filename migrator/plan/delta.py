@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, filterfalse
 from typing import Any
 
 from migrator.plan.batch import Command, Row
@@ -153,9 +153,13 @@ class Delta:
         every write, one command per key, then the expiry of rows' own keys."""
         out: list[Command] = [(b"DEL", key) for key in self.row_dels]
         row_dels, ops = self.row_dels, self.ops
-        for (kind, key), subs in ops.items():
+        # the keys with a removal: the only ones whose writes need a filter below
+        removing: set[tuple[str, bytes]] = set()
+        for kk, subs in ops.items():
             if REMOVED not in subs.values():  # identity only: bytes never equal the marker
                 continue
+            removing.add(kk)
+            kind, key = kk
             if kind == "s" or kind == "j":
                 out.append((b"DEL", key))
             elif kind != "H" or key not in row_dels:  # else gone with the row's DEL
@@ -164,7 +168,7 @@ class Delta:
             kept = ops.get(kk)
             if kept is None:
                 continue
-            if REMOVED in kept.values():
+            if kk in removing:
                 kept = {sub: v for sub, v in kept.items() if v is not REMOVED}
                 if not kept:
                     continue
@@ -251,16 +255,17 @@ class TableDelta:
         if old_key is not None and old_key != new_key and self.whole_rows:
             delta.delete_row(old_key)  # the whole row hash goes
             dropped = ("H", old_key)
+        # filterfalse over a dict's own methods: C loops, where a comprehension is a call
         for kk, was in old.items():
             now = new.get(kk)
             if now is None:
                 if kk == dropped:
                     continue
                 gone: Iterable[bytes] = was
-            elif now != was:
-                gone = [sub for sub in was if sub not in now]
-            else:
+            elif was.keys() <= now.keys():  # every entry kept (changed or not)
                 continue
+            else:
+                gone = list(filterfalse(now.__contains__, was))
             subs = ops.get(kk)
             if subs is None:
                 subs = ops[kk] = {}
@@ -277,8 +282,8 @@ class TableDelta:
                     ops[kk] = now  # a fresh dict of this call: kept, not copied
                 else:
                     subs.update(now)
-            elif prior != now:
-                changed = {sub: v for sub, v in now.items() if prior.get(sub) != v}
+            elif prior != now:  # the entries not in ``prior`` as they are, in ``now``'s order
+                changed = dict(filterfalse(prior.items().__contains__, now.items()))
                 if not changed:
                     continue
                 if subs is None:

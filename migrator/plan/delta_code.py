@@ -29,6 +29,9 @@ class _Code:
         self.plan = plan
         self.namespace: dict[str, Any] = {"SCORE": score}
         self.lines: list[str] = []
+        #: entry types no code so far can have put in ``out``: their first group is set, not
+        #: merged (a collector may put any: after one, every type merges)
+        self.fresh = set("HhSz")
 
     def const(self, value: object) -> str:
         name = f"C{len(self.namespace)}"
@@ -47,8 +50,12 @@ class _Code:
         terms = [self.const(p) if isinstance(p, bytes) else f"_{p}" for p in parts]
         return " or ".join(f"_{i} is None" for i in used) or "False", " + ".join(terms) or "b''"
 
-    def merge(self, indent: str, kk: str, sub: str, value: str) -> None:
+    def merge(self, indent: str, kind: str, kk: str, sub: str, value: str) -> None:
         """``out[kk][sub] = value``, the group made on its first entry."""
+        if kind in self.fresh:
+            self.fresh.discard(kind)
+            self.lines.append(f"{indent}out[{kk}] = {{{sub}: {value}}}")
+            return
         self.lines += [
             f"{indent}got = out.get({kk})",
             f"{indent}if got is None:",
@@ -73,19 +80,23 @@ def entries_function(
     lines.append(f"    pk = {pk_expr}")
     for structure, collect in zip(plan.structures, collectors, strict=True):
         if isinstance(structure, RowHash) and collect is None:  # else formatted: collected
-            lines += [f"    key = {code.const(plan.row_key)}(row)", "    if key is not None:"]
-            lines.append("        h = {}")
+            null, expr = code.key(plan.resolved.key, plan.row_key)  # plan.row_key, inlined
+            lines += [f"    if not ({null}):", f"        key = {expr}", "        h = {}"]
             for name, i in structure.fields:
                 lines.append(f"        if _{i} is not None: h[{code.const(name)}] = _{i}")
             fallback = ", ".join(f"{code.const(n)}: _{i} or b''" for n, i in structure.pk_fields)
             lines += ["        if not h:", f"            h = {{{fallback}}}"]
-            lines += [
-                "        got = out.get(('H', key))",
-                "        if got is None:",
-                "            out['H', key] = h",
-                "        else:",
-                "            got.update(h)",
-            ]
+            if "H" in code.fresh:
+                code.fresh.discard("H")
+                lines.append("        out['H', key] = h")
+            else:
+                lines += [
+                    "        got = out.get(('H', key))",
+                    "        if got is None:",
+                    "            out['H', key] = h",
+                    "        else:",
+                    "            got.update(h)",
+                ]
         elif isinstance(structure, UniqueHashes):
             hashed = [u.columns for u in plan.table.unique if u.key is None]
             for (key, value_of), columns in zip(structure.items, hashed, strict=True):
@@ -94,13 +105,13 @@ def entries_function(
                 value = f"_{plan.pos[columns[0]]}" if one else f"{code.const(value_of)}(row)"
                 lines.append(f"    v = {value}")
                 lines.append("    if v is not None and pk is not None:")
-                code.merge("        ", kk, "v", "pk")
+                code.merge("        ", "h", kk, "v", "pk")
         elif isinstance(structure, IndexSets):
             for template, key_of in zip(structure.templates, structure.items, strict=True):
                 null, expr = code.key(template, key_of)
                 lines.append(f"    if pk is not None and not ({null}):")
                 lines.append(f"        kk = ('S', {expr})")
-                code.merge("        ", "kk", "pk", "b''")
+                code.merge("        ", "S", "kk", "pk", "b''")
         elif isinstance(structure, SortedSets):
             for (_, key_of, i, kind), s in zip(structure.items, plan.table.sorted, strict=True):
                 null, expr = code.key(s.key, key_of)
@@ -108,9 +119,10 @@ def entries_function(
                 lines.append(f"        z = SCORE(_{i}, {code.const(kind)})")
                 lines.append("        if z is not None:")
                 lines.append(f"            kk = ('z', {expr})")
-                code.merge("            ", "kk", "pk", "z")
+                code.merge("            ", "z", "kk", "pk", "z")
         else:
             assert collect is not None, f"no collector for {structure.name}"
+            code.fresh.clear()
             lines.append(f"    {code.const(collect)}(row, out)")
     lines.append("    return out")
     source = "\n".join(lines) + "\n"
