@@ -93,11 +93,13 @@ def while_syncing(
 ) -> None:
     """``run(stop, on_status)`` (a sync) in a thread while each of ``writes`` runs in a thread
     of its own; once the writes are done and the sync is past its first load, it is stopped
-    and joined. Whatever the sync raised is raised here. Stopped while following: a stop
-    during the first load is an interrupt (exit 130), which a slow host reaches when the
-    writes end before the load does."""
+    and joined. Whatever the sync or a writer raised is raised here (a writer that died
+    early would leave fewer changes to follow, and a test that passes on them). Stopped while
+    following: a stop during the first load is an interrupt (exit 130), which a slow host
+    reaches when the writes end before the load does."""
     stop = threading.Event()
     errors: list[BaseException] = []
+    failed: list[BaseException] = []  # the writers'
     following = threading.Event()
 
     def status(s: Any) -> None:
@@ -112,7 +114,14 @@ def while_syncing(
 
     follower = threading.Thread(target=follow)
     follower.start()
-    writers = [threading.Thread(target=w) for w in writes]
+
+    def write(w: Callable[[], object]) -> None:
+        try:
+            w()
+        except BaseException as e:
+            failed.append(e)
+
+    writers = [threading.Thread(target=write, args=(w,)) for w in writes]
     try:
         for w in writers:
             w.start()
@@ -125,6 +134,8 @@ def while_syncing(
     assert not follower.is_alive(), "sync did not stop within 60 s"
     if errors:
         raise errors[0]
+    if failed:
+        raise AssertionError(f"a writer failed: {failed[0]!r}") from failed[0]
 
 
 def mixed_writes(
