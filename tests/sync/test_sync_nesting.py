@@ -29,6 +29,7 @@ from migrator.source.mysql import Source
 from migrator.sync.nesting import refuse
 from tests.services import MySQLDatabase
 from tests.sync.helpers import while_syncing
+from tests.test_nesting import stored
 
 _ids = iter(range(9100, 9400))
 
@@ -131,14 +132,6 @@ def expected(db: MySQLDatabase, levels: int) -> dict[str, Any]:
             "detail": {"book_id": bid, "pages": detail[0][0]} if detail else None,
         }  # fmt: skip
     return docs
-
-
-def stored(client: redis.Redis, kind: str) -> dict[str, Any]:
-    out = {}
-    for key in sorted(client.scan_iter("book:*")):
-        text = key.decode()
-        out[text] = client.json().get(text) if kind == "json" else json.loads(client.get(key))
-    return out
 
 
 def caught_up(db: MySQLDatabase, url: str, levels: int, kind: str = "json-string") -> Any:
