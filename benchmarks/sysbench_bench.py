@@ -16,7 +16,8 @@ moves), updates one row's ``c``, deletes one row and inserts it again — four r
 1. Backlog: sync loads the tables, then stops; sysbench writes at full speed for
    ``--seconds`` (the source's txn/s); then ``sync --until-caught-up`` applies the backlog:
    its txn/s and row changes/s, their ratio to the source's rate, and the CPU per 1,000
-   transactions of sync's reader thread and of its applying thread.
+   transactions of sync's reader (its process, which decodes the log, and the thread that
+   takes the events from it) and of its applying thread.
 2. Live (``--live`` seconds, 0: skip): sync follows while sysbench writes at full speed.
    The lag is measured independently of sync: every 20 ms the source's log end
    (``SHOW MASTER STATUS`` / ``SHOW BINARY LOG STATUS``) is noted with the time; the lag at a
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -173,6 +175,7 @@ def backlog(
     rate = sysbench(src, "run", threads, seconds)
     written_load = load()
     cpu = ThreadCPU()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # sync's reader process, once ended
     out: dict[str, Any] = {}
 
     def run() -> None:
@@ -185,11 +188,17 @@ def backlog(
     runner.start()
     runner.join()
     threads_cpu = cpu.stop()
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)
+    decoder = ended.ru_utime + ended.ru_stime - children.ru_utime - children.ru_stime
     report, secs = out["report"], out["seconds"]
     txns, rows = report.transactions, report.rows_changed
     drain = txns / secs
-    reader = threads_cpu.get("binlog-reader", 0.0)
+    pump = threads_cpu.get("binlog-reader", 0.0)  # the thread reading the reader's output
     applier = threads_cpu.get("applier", 0.0)
+
+    def per_1000(seconds: float) -> str:
+        return f"{seconds * 1000 / max(txns, 1) * 1000:.0f} ms"
+
     print(
         f"[{src.engine}] source (sysbench oltp_write_only, {threads} threads, {seconds:.0f} s): "
         f"{rate:,.0f} txn/s; {written_load}"
@@ -197,8 +206,8 @@ def backlog(
     print(f"[{src.engine}] sync --until-caught-up: {txns:,} transactions ({rows:,} row changes) "
           f"in {secs:.2f} s = {drain:,.0f} txn/s, {rows / secs:,.0f} row changes/s; "
           f"ratio {drain / rate:.2f}x the source's rate; CPU per 1,000 txn: reader "
-          f"{reader * 1000 / max(txns, 1) * 1000:.0f} ms, applier "
-          f"{applier * 1000 / max(txns, 1) * 1000:.0f} ms; {load()}")  # fmt: skip
+          f"{per_1000(pump + decoder)} ({per_1000(decoder)} in its process), applier "
+          f"{per_1000(applier)}; {load()}")  # fmt: skip
     return {"source": rate, "drain": drain, "ratio": drain / rate}
 
 

@@ -16,6 +16,7 @@ from migrator.mapping.model import Mapping
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import SyncReport, SyncStatus
 from migrator.source.binlog import Transaction
+from migrator.source.reader_process import reader_kind
 from migrator.sync.coordinator import Options, coordinate
 from migrator.sync.figures import HealthRules, SyncFigures, serving
 from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS
@@ -65,6 +66,7 @@ def sync(
     and the next run loads again)."""
     m = load(mapping)
     asked = refuse_unknown(m, resnapshot_tables)
+    reader_kind()  # MIGRATOR_SYNC_READER, refused before anything is done
     if chunk_rows < 1:
         raise MigratorError("--chunk-rows must be 1 or more", "e.g. --chunk-rows 20000")
     if retries is not None and retries < 0:

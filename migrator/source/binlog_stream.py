@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +114,8 @@ class LogStream:
         )
         self.conn: Any = None
         self.mariadb = self.checksum = self.ended = False
+        #: called before the socket is read (it may wait): what was read can be passed on
+        self.before_read: Callable[[], None] | None = None
 
     def open(self) -> None:
         """Connect, register as a replica and ask for the log (the first iteration does it:
@@ -157,6 +159,8 @@ class LogStream:
     def _more(self, buf: bytes, off: int, need: int) -> tuple[bytes, int]:
         """``buf`` from ``off`` with at least ``need`` bytes (read from the socket)."""
         buf = buf[off:]
+        if self.before_read is not None:
+            self.before_read()
         while len(buf) < need:
             try:
                 chunk = self.read1(READ_SIZE)

@@ -32,7 +32,6 @@ from migrator.reports import SchemaChanged, SyncReport, SyncStatus, TableReport
 from migrator.retry import Retrying
 from migrator.source.binlog import (
     BinlogPosition,
-    BinlogReader,
     Idle,
     SchemaChange,
     TableColumns,
@@ -41,6 +40,7 @@ from migrator.source.binlog import (
 from migrator.source.binlog_settings import log_status
 from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
+from migrator.source.reader_process import reader_for
 from migrator.source.reconnect import SourceLost, lost_reason, surfaced
 from migrator.source.where import clause
 from migrator.store.cluster import is_cluster
@@ -73,26 +73,6 @@ MAX_GROUP_ROWS = 5000  # row changes applied in one MULTI/EXEC at most (whole tr
 
 def position_fields(pos: BinlogPosition) -> dict[str, str]:
     return {"file": pos.file, "pos": str(pos.pos), "gtid": pos.gtid}
-
-
-def wkt_function(src: Source) -> Callable[[bytes], bytes]:
-    """GEOMETRY from the log (SRID + WKB) -> the WKT the snapshot selects, asked of the server
-    so the text is byte-for-byte ``ST_AsText``'s."""
-
-    def ask(raw: bytes) -> bytes:
-        cursor = src.raw_connection().cursor()
-        try:
-            srid = int.from_bytes(raw[:4], "little")
-            cursor.execute("SELECT ST_AsText(ST_GeomFromWKB(UNHEX(%s), %s))", (raw[4:].hex(), srid))
-            value = cursor.fetchone()[0]
-        finally:
-            cursor.close()
-        return bytes(value)
-
-    def wkt(raw: bytes) -> bytes:
-        return surfaced(lambda: ask(raw), "turning GEOMETRY into text", src.close)
-
-    return wkt
 
 
 _END = object()
@@ -185,9 +165,9 @@ class Follower:
         self.asked, self.identity = asked, identity or {}
         self.read_to = start  # how far the log is applied, or read with nothing to apply
         self.reader_stop = threading.Event()
-        self.reader = BinlogReader(
+        self.reader = reader_for(
             src.url, server_id=server_id, database=database, tables=tables, start=start,
-            stop=self.reader_stop, heartbeat=heartbeat, wkt=wkt_function(self.ctl),
+            stop=self.reader_stop, heartbeat=heartbeat, ctl=self.ctl,
         )  # fmt: skip
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=2000)
         self.on_status, self.status_interval, self.on_applied = (

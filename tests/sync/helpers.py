@@ -36,7 +36,7 @@ def log_base(db: Any) -> str:
 
 
 def wkt_of(src: Any) -> Any:
-    from migrator.sync.follow import wkt_function
+    from migrator.source.reader_process import wkt_function
 
     return wkt_function(src)
 

@@ -1,0 +1,110 @@
+"""sync's binary-log reader in a process of its own (issue 26 item 2): it is started by sync,
+replaced when it dies, dies with sync, and the thread reader (``MIGRATOR_SYNC_READER=thread``)
+gives the same result; a setting sync does not know is refused before anything is done."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from migrator.commands.sync import sync
+from migrator.errors import EXIT_USAGE, MigratorError
+from migrator.source.reader_process import READER_ENV
+from tests.binlog_server import missing
+from tests.faults import redis_server_problem, wait_for
+from tests.sync.helpers import following, write_random
+from tests.sync.test_sync_faults import Following, _caught_up, _cli_setup, _mapping
+from tests.sync.workload import SCHEMA
+
+pytestmark = pytest.mark.skipif(
+    redis_server_problem() is not None or missing() is not None,
+    reason=f"{redis_server_problem() or missing()}",
+)
+
+MODULE = b"migrator.source.reader_process"
+
+
+def readers_of(parent: int) -> list[int]:
+    """The live reader processes whose parent is ``parent`` (zombies are not alive)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == parent and state != "Z" and MODULE in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_killed_reader_process_is_started_again_and_sync_stays_exact(  # type: ignore[no-untyped-def]
+    binlog_db, redis_url
+) -> None:
+    binlog_db.run(SCHEMA)
+    run = Following(binlog_db, redis_url)
+    wait_for("sync's reader process", lambda: len(readers_of(os.getpid())) == 1, 30)
+    (first,) = readers_of(os.getpid())
+    cmdline = Path(f"/proc/{first}/cmdline").read_bytes()
+    assert b"@" not in cmdline and b"mysql" not in cmdline, cmdline  # the URL goes by pipe
+    write_random(binlog_db, 81, 30)
+    run.wait_applied(1)
+    os.kill(first, signal.SIGKILL)
+    before = run.applied
+    write_random(binlog_db, 82, 30)
+    run.wait_applied(before + 1)  # read by a new reader process
+    (second,) = readers_of(os.getpid())
+    assert second != first
+    report = run.finish()
+    assert any("reader's process was killed" in n for n in run.notes()), run.notes()
+    assert any("reconnected" in r for r in report.recoveries), report.recoveries
+    wait_for("no reader process left", lambda: not readers_of(os.getpid()), 10)
+    _caught_up(binlog_db, redis_url)  # verify exit 0
+
+
+def test_a_kill_9_of_sync_leaves_no_reader_process_behind(binlog_db, redis_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    binlog_db.run(SCHEMA)
+    base, env = _cli_setup(binlog_db, redis_url, tmp_path)
+    with following(base, env) as proc:
+        wait_for("sync's reader process", lambda: len(readers_of(proc.pid)) == 1, 30)
+        (reader,) = readers_of(proc.pid)
+        proc.kill()
+        proc.wait()
+    wait_for(f"reader {reader} gone", lambda: not _alive(reader), 10)
+
+
+def test_the_thread_reader_gives_the_same_result(binlog_db, redis_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv(READER_ENV, "thread")
+    binlog_db.run(SCHEMA)
+    run = Following(binlog_db, redis_url)
+    write_random(binlog_db, 83, 40)
+    run.wait_applied(1)
+    assert readers_of(os.getpid()) == []  # decoded in this process
+    run.finish()
+    _caught_up(binlog_db, redis_url)  # verify exit 0
+
+
+def test_a_reader_setting_sync_does_not_know_is_refused_first(  # type: ignore[no-untyped-def]
+    binlog_db, redis_url, monkeypatch
+) -> None:
+    monkeypatch.setenv(READER_ENV, "fork")
+    binlog_db.run(SCHEMA)
+    with pytest.raises(MigratorError) as e:
+        sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
+             server_id=8991)  # fmt: skip
+    assert e.value.exit_code == EXIT_USAGE
+    assert READER_ENV in str(e.value) and "'process'" in str(e.value.hint)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
