@@ -189,7 +189,7 @@ def backlog(
     runner.join()
     threads_cpu = cpu.stop()
     ended = resource.getrusage(resource.RUSAGE_CHILDREN)
-    decoder = ended.ru_utime + ended.ru_stime - children.ru_utime - children.ru_stime
+    decoder = max(0.0, ended.ru_utime + ended.ru_stime - children.ru_utime - children.ru_stime)
     report, secs = out["report"], out["seconds"]
     txns, rows = report.transactions, report.rows_changed
     drain = txns / secs

@@ -163,6 +163,11 @@ class ReaderProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __iter__(self) -> Iterator[Event]:
+        for frame in self.frames():
+            yield from frame
+
+    def frames(self) -> Iterator[list[Event]]:
+        """The events as the child sent them, a frame (a list, never empty) at a time."""
         proc = self.proc = subprocess.Popen(
             [sys.executable, "-m", "migrator.source.reader_process"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
@@ -182,12 +187,15 @@ class ReaderProcess:
             data = _read(fd, size)
             if data is None:
                 raise self._ended()
-            for item in loads(data):
-                if type(item) is _Raised:
-                    if item.error is None:
-                        return
-                    raise item.error
-                yield item
+            frame = loads(data)
+            last = frame[-1]
+            if type(last) is _Raised:  # the child's last frame
+                if len(frame) > 1:
+                    yield frame[:-1]
+                if last.error is not None:
+                    raise last.error
+                return
+            yield frame
             if stop.is_set():
                 return
 

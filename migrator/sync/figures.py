@@ -117,17 +117,26 @@ class SyncFigures:
 
     def read(self, event: Any) -> None:
         """The reader took ``event`` off the log (its thread, as it arrives)."""
+        self.read_all([event])
+
+    def read_all(self, events: list[Any]) -> None:
+        """The reader took ``events`` off the log together (its thread, as they arrive)."""
         now = self.clock()
         with self._lock:
             self.heard_at = now
             self.in_a_row.pop("source", None)
-            if isinstance(event, Transaction) and self.log:
-                self.log.transaction(_key(event.position), now, event.timestamp)
-            elif isinstance(event, Idle) and self.log:
-                self.heartbeats += 1
-                self.log.heartbeat(_key(event.position), now)
-            elif isinstance(event, SchemaChange):
-                self.errors["schema_change"] += 1
+            log = self.log
+            for event in events:
+                kind = type(event)
+                if kind is Transaction:
+                    if log:
+                        log.transaction(_key(event.position), now, event.timestamp)
+                elif kind is Idle:
+                    self.heartbeats += 1
+                    if log:
+                        log.heartbeat(_key(event.position), now)
+                elif kind is SchemaChange:
+                    self.errors["schema_change"] += 1
 
     def head_at(
         self, file: str, pos: int, gtid: str = "", sizes: dict[str, int] | None = None

@@ -48,6 +48,7 @@ from migrator.store.expiry_sweep import SWEEP_SECONDS, due, expiring
 from migrator.store.sink import retry
 from migrator.store.sync_state import SyncState, apply_group, raise_counter
 from migrator.sync.figures import SyncFigures
+from migrator.sync.handoff import Handoff
 from migrator.sync.head import HeadWatch
 from migrator.sync.nesting import NestSync, cascade_plans
 from migrator.sync.nesting import refuse as refuse_nesting
@@ -169,7 +170,7 @@ class Follower:
             src.url, server_id=server_id, database=database, tables=tables, start=start,
             stop=self.reader_stop, heartbeat=heartbeat, ctl=self.ctl,
         )  # fmt: skip
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=2000)
+        self.handoff = Handoff()
         self.on_status, self.status_interval, self.on_applied = (
             on_status,
             status_interval,
@@ -180,21 +181,25 @@ class Follower:
         self.retrying = retrying or self.figures.retrying("Redis")
 
     def _pump(self) -> None:
+        """The reader's events to the applying thread, a frame at a time (the reader process's
+        frames; the thread reader's events one by one)."""
+        handoff, read = self.handoff, self.figures.read_all
         try:
-            for event in self.reader:
-                self.figures.read(event)
+            frames = getattr(self.reader, "frames", None)
+            for frame in frames() if frames else ([e] for e in self.reader):
+                read(frame)
                 while True:
                     try:
-                        self.queue.put(event, timeout=0.2)
+                        handoff.put(frame, timeout=0.2)
                         break
                     except queue.Full:
                         if self.reader_stop.is_set():
                             return
         except BaseException as e:  # handed to the applying thread
             reason = lost_reason(e)
-            self.queue.put(e if reason is None else _Lost(reason))
+            handoff.put([e if reason is None else _Lost(reason)])
         finally:
-            self.queue.put(_END)
+            handoff.put([_END])
 
     def run(self, until_caught_up: bool, report: SyncReport) -> None:
         self.report = report
@@ -234,7 +239,7 @@ class Follower:
             rows = 0
             ended, ddl, idle = False, None, False
             try:  # a chunk waiting for the stream: look again soon, it may be idle
-                item = self.queue.get(timeout=0.01 if self._snapshot_waits() else 0.1)
+                item = self.handoff.get(timeout=0.01 if self._snapshot_waits() else 0.1)
             except queue.Empty:
                 item = None
             while item is not None:
@@ -263,7 +268,7 @@ class Follower:
                 if rows >= MAX_GROUP_ROWS:
                     break
                 try:
-                    item = self.queue.get_nowait()
+                    item = self.handoff.get()
                 except queue.Empty:
                     item = None
             if group:
@@ -275,12 +280,12 @@ class Follower:
                 window_rows += rows
                 caught_up = False
             if idle or ended:
-                caught_up = self.queue.empty()
+                caught_up = self.handoff.empty()
             if self.snapshots is not None and self.snapshots.queue:
                 self._snapshot_step()
                 caught_up = caught_up and not self.snapshots.queue
             now = time.monotonic()
-            if not caught_up and not group and now - last_head >= 0.5 and self.queue.empty():
+            if not caught_up and not group and now - last_head >= 0.5 and self.handoff.empty():
                 # busy logs of other databases may leave no silence for a heartbeat
                 caught_up, last_head = self._at_head(), now
                 caught_up = caught_up and not (self.snapshots and self.snapshots.queue)

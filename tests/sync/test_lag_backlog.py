@@ -83,12 +83,13 @@ def test_held_applier_lag_grows_and_the_alert_and_healthz_fire(binlog_db, redis_
 
 
 class _SlowReader(SyncFigures):
-    """Figures whose ``read`` (called by the reader thread for every event it takes off the
-    log: a transaction, a heartbeat) takes 50 ms: a reader slower than the source's writes."""
+    """Figures whose ``read_all`` (called by the reader thread for the events it takes off
+    the log: transactions, heartbeats) takes 50 ms an event: a reader slower than the
+    source's writes."""
 
-    def read(self, event: Any) -> None:
-        time.sleep(0.05)
-        super().read(event)
+    def read_all(self, events: list[Any]) -> None:
+        time.sleep(0.05 * len(events))
+        super().read_all(events)
 
 
 def test_a_slow_reader_never_shows_lag_0_while_behind(binlog_db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
