@@ -5,15 +5,19 @@ interpreter lock with planning and applying (both cores used).
 order: it starts ``python -m migrator.source.reader_process``, hands it the reader's settings
 on its standard input (pickled: the URL with its password goes through the pipe, never on a
 command line), and reads back frames of pickled events from its standard output. The child
-runs a ``BinlogReader`` and sends what it has decoded whenever it is about to wait for the
-socket, or every ``BATCH`` events (``BATCH_ROWS`` row changes) in a backlog: a transaction
-reaches the parent as soon as its last event is read. An error of the child's reader is sent
-as the last frame and raised by ``ReaderProcess`` in the parent, as the thread reader would
-raise it (a lost connection stays ``SourceLost``, a purged log stays PyMySQL's 1236).
+runs a ``BinlogReader`` and sends what it has decoded before it reads the socket when the
+socket has nothing waiting (it would wait for the source), and every ``BATCH`` events
+(``BATCH_ROWS`` row changes) in a backlog: a transaction reaches the parent as soon as the
+source has sent nothing more after it, and a backlog goes in frames of ~1,000 row changes.
+An error of the child's reader is sent as the last frame and raised by ``ReaderProcess`` in
+the parent, as the thread reader would raise it (a lost connection stays ``SourceLost``, a
+purged log stays PyMySQL's 1236).
 
 The child dies with the thread that started it (Linux ``PR_SET_PDEATHSIG``; elsewhere at its
-next write, within a heartbeat): a ``kill -9`` of sync leaves no reader behind. ``close()``
-kills it at once; nothing it held needs a clean end (it only reads).
+next write, within a heartbeat): a ``kill -9`` of sync leaves no reader behind. It ignores
+SIGINT and SIGTERM, which a terminal's Ctrl-C and a service manager send the whole group:
+sync stops after the transaction in hand, then ``close()`` kills it; nothing it held needs a
+clean end (it only reads).
 """
 
 from __future__ import annotations
@@ -117,10 +121,10 @@ def reader_for(
     ctl: Any,
 ) -> BinlogReader | ReaderProcess:
     """sync's reader: in a process of its own unless ``MIGRATOR_SYNC_READER=thread`` (or the
-    machine has one core); ``ctl`` (a ``Source``) turns GEOMETRY into text for a thread
-    reader."""
+    machine has one core, or no interpreter to start is known); ``ctl`` (a ``Source``) turns
+    GEOMETRY into text for a thread reader."""
     how = reader_kind()
-    if how == "thread" or (os.cpu_count() or 1) < 2:
+    if how == "thread" or (os.cpu_count() or 1) < 2 or not sys.executable:
         return BinlogReader(
             url, server_id=server_id, database=database, tables=tables, start=start,
             stop=stop, heartbeat=heartbeat, wkt=wkt_function(ctl),
@@ -254,9 +258,9 @@ def _portable(error: BaseException) -> BaseException:
 
 def _widen(fd: int) -> None:
     """A larger pipe, so that a frame is written while the parent still decodes the last."""
-    import fcntl
+    with suppress(ImportError, OSError, AttributeError):  # not Linux: the pipe's own size
+        import fcntl
 
-    with suppress(OSError, AttributeError):  # not Linux, or not a pipe: its own capacity
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
 
 

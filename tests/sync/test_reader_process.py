@@ -4,8 +4,10 @@ gives the same result; a setting sync does not know is refused before anything i
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from migrator.errors import EXIT_USAGE, MigratorError
 from migrator.source.reader_process import READER_ENV
 from tests.binlog_server import missing
 from tests.faults import redis_server_problem, wait_for
-from tests.sync.helpers import following, write_random
+from tests.sync.helpers import cli, following, past_loading, write_random
 from tests.sync.test_sync_faults import Following, _caught_up, _cli_setup, _mapping
 from tests.sync.workload import SCHEMA
 
@@ -76,6 +78,33 @@ def test_a_kill_9_of_sync_leaves_no_reader_process_behind(binlog_db, redis_url, 
         (reader,) = readers_of(proc.pid)
         proc.kill()
         proc.wait()
+    wait_for(f"reader {reader} gone", lambda: not _alive(reader), 10)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_to_the_whole_group_stops_sync_as_documented(  # type: ignore[no-untyped-def]
+    binlog_db, redis_url, tmp_path, sig
+) -> None:
+    """A terminal's Ctrl-C and a service manager's SIGTERM reach the reader process too: sync
+    still stops after the transaction in hand with exit 0, and the reader with it."""
+    binlog_db.run(SCHEMA)
+    base, env = _cli_setup(binlog_db, redis_url, tmp_path)
+    proc = subprocess.Popen(cli(*base, "--json"), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        past_loading(proc.stdout)
+        wait_for("sync's reader process", lambda: len(readers_of(proc.pid)) == 1, 30)
+        (reader,) = readers_of(proc.pid)
+        write_random(binlog_db, 84, 20)
+        os.killpg(proc.pid, sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert json.loads(out.splitlines()[-1])["stopped"] == "stopped", out[-500:]
     wait_for(f"reader {reader} gone", lambda: not _alive(reader), 10)
 
 
