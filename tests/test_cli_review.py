@@ -210,3 +210,65 @@ def test_help_names_what_a_value_is(command: str) -> None:
     options = [x for x in done.stdout.splitlines() if x.lstrip("│ ").startswith("-")]
     assert not [x for x in options if "<str>" in x or "<int" in x], done.stdout
     assert "URL" in done.stdout
+
+
+# -- walk's review: files named on the command line that cannot be written or read -------------
+
+
+def flat(text: str) -> str:
+    """A message as one line: the 80-column wrapping undone."""
+    return " ".join(text.split())
+
+
+def test_a_reject_list_that_cannot_be_written_stops_migrate_before_it_writes(
+    emp_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """It loaded every row, then failed on the file with exit 2 and no word of the load."""
+    path = mapping(tmp_path, emp_db, "  emp: {}\n")
+    rejects = tmp_path / "no-such-dir" / "rejects.jsonl"
+    done = cli_run("migrate", str(path), "--target", redis_url, "--rejects", str(rejects))
+    assert done.returncode == 2, done.stderr
+    assert f"cannot write the reject list {rejects}" in flat(done.stderr)
+    assert "nothing was done" in flat(done.stderr)
+    assert "hint: choose a file in a directory that exists" in flat(done.stderr)
+    assert redis_client.dbsize() == 0
+    assert not rejects.parent.exists()
+
+
+def test_a_reject_list_that_can_be_written_is_written(
+    emp_db: MySQLDatabase, redis_url: str, tmp_path: Path
+) -> None:
+    path = mapping(tmp_path, emp_db, "  emp: {}\n")
+    rejects = tmp_path / "rejects.jsonl"
+    done = cli_run("migrate", str(path), "--target", redis_url, "--rejects", str(rejects))
+    assert done.returncode == 0, done.stderr
+    assert rejects.read_text() == ""  # no row rejected
+
+
+def test_init_into_a_missing_directory_says_what_to_do(
+    emp_db: MySQLDatabase, tmp_path: Path
+) -> None:
+    out = tmp_path / "no-such-dir" / "m.yaml"
+    done = cli_run("init", "--source", emp_db.url, "-o", str(out))
+    assert done.returncode == 2, done.stderr
+    assert f"cannot write {out}: No such file or directory; nothing was written" in flat(
+        done.stderr
+    )
+    assert "hint: choose a file in a directory that exists" in flat(done.stderr)
+
+
+def test_a_directory_given_as_the_mapping_is_named_so(tmp_path: Path) -> None:
+    done = cli_run("validate", str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert "this is a directory, not a mapping file" in flat(done.stderr)
+    assert "hint: name the YAML file in it" in flat(done.stderr)
+    assert "Errno" not in flat(done.stderr)
+
+
+def test_a_negative_dry_run_sample_says_what_to_give(emp_db: MySQLDatabase, tmp_path: Path) -> None:
+    path = mapping(tmp_path, emp_db, "  emp: {}\n")
+    done = cli_run("dry-run", str(path), "--sample", "-1", "--json")
+    assert done.returncode == 2, done.stderr
+    assert json.loads(done.stdout)["hint"] == (
+        "give the rows per table whose commands to show, e.g. --sample 3 (0: none)"
+    )
