@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -272,3 +273,37 @@ def test_a_negative_dry_run_sample_says_what_to_give(emp_db: MySQLDatabase, tmp_
     assert json.loads(done.stdout)["hint"] == (
         "give the rows per table whose commands to show, e.g. --sample 3 (0: none)"
     )
+
+
+# -- walk's review: a target URL that redis-py would misread -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tail", "says", "hint"),
+    [
+        ("/abc", "ends with '/abc', which is not a database number", "redis://host:6379/0"),
+        ("/0?socket_timout=5", "the option 'socket_timout'", "did you mean 'socket_timeout'?"),
+        ("/0?ssl_ca_certs=/ca.pem", "the TLS option 'ssl_ca_certs'", "rediss://"),
+    ],
+)
+def test_a_target_url_redis_py_would_misread_is_refused(
+    emp_db: MySQLDatabase, tmp_path: Path, tail: str, says: str, hint: str
+) -> None:
+    """/abc was database 0 without a word; an unknown option an unexpected error (exit 1).
+    Refused before Redis is contacted: the port has no server (else exit 3)."""
+    path = mapping(tmp_path, emp_db, "  emp: {}\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = cli_run("migrate", str(path), "--target", f"redis://127.0.0.1:{port}{tail}", "--json")
+    assert done.returncode == 2, done.stderr
+    assert says in flat(done.stderr) and hint in json.loads(done.stdout)["hint"]
+
+
+def test_the_target_options_connections_md_names_are_taken(
+    emp_db: MySQLDatabase, redis_url: str, tmp_path: Path
+) -> None:
+    path = mapping(tmp_path, emp_db, "  emp: {}\n")
+    url = redis_url + "?socket_timeout=30&socket_connect_timeout=5&health_check_interval=3"
+    done = cli_run("migrate", str(path), "--target", url + "&client_name=walk")
+    assert done.returncode == 0, done.stderr
