@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from migrator.errors import MigratorError, docs
@@ -25,9 +26,10 @@ def options(tls: bool) -> frozenset[str]:
     """The query options redis-py takes for a redis:// (or, with ``tls``, rediss://) URL."""
     import redis.connection as rc
 
-    classes = [rc.AbstractConnection, rc.Connection, rc.ConnectionPool]
+    classes: list[Any] = [rc.AbstractConnection, rc.Connection, rc.ConnectionPool]
     classes += [rc.SSLConnection] if tls else []
-    names = {p for c in classes for p in inspect.signature(c.__init__).parameters}
+    inits = [c.__init__ for c in classes]
+    names = {p for init in inits for p in inspect.signature(init).parameters}
     return frozenset(names | set(rc.URL_QUERY_ARGUMENT_PARSERS)) - NOT_OPTIONS
 
 
