@@ -56,6 +56,11 @@ def test_a_real_mysql_server_passes_the_greeting_check(mysql_db) -> None:  # typ
         ("read_timout=5", "the option 'read_timout'", "did you mean 'read_timeout'?"),
         ("read_timeout=abc", "read_timeout=abc in the source URL is not a whole number", "=60"),
         ("ssl_check_hostname=maybe", "is neither true nor false", "?ssl_check_hostname=false"),
+        (
+            "ssl_ca=/no/such/ca.pem",
+            "ssl_ca=/no/such/ca.pem in the source URL: no such file",
+            "path",
+        ),
     ],
 )
 def test_a_query_option_the_driver_does_not_take_is_a_usage_error(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import os
 
 from sqlalchemy.engine import URL
 from sqlalchemy.util import asbool
@@ -32,6 +33,8 @@ OBJECTS = frozenset({"ssl", "conv", "cursorclass", "auth_plugin_map", "self"})
 NUMBERS = frozenset({"connect_timeout", "read_timeout", "write_timeout", "client_flag"})
 FLAGS = frozenset({"compress", "local_infile", "use_unicode", "ssl_check_hostname"})
 FLAGS |= {"ssl_disabled"}
+#: options that name a file (or a folder) the driver opens: missing, it said only "[Errno 2]"
+FILES = {"ssl_ca": "file", "ssl_cert": "file", "ssl_key": "file", "ssl_capath": "folder"}
 
 
 @functools.cache
@@ -77,6 +80,11 @@ def check_options(parsed: URL) -> None:
         text = value if isinstance(value, str) else ",".join(value)
         if name not in known:
             raise unknown_option(name, known)
+        if name in FILES and not os.path.exists(text):
+            raise MigratorError(
+                f"{name}={text} in the source URL: no such {FILES[name]}",
+                "give the path of the file as the machine running migrator sees it",
+            )
         if name in NUMBERS and not text.strip().isdigit():
             raise MigratorError(
                 f"{name}={text} in the source URL is not a whole number",
