@@ -214,5 +214,26 @@ def write_rejects(report: MigrateReport, path: str) -> None:
     try:
         Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     except OSError as e:
-        raise MigratorError(f"cannot write the reject list {path}: {e.strerror}") from None
+        raise MigratorError(
+            f"cannot write the reject list {path}: {e.strerror}; the load itself is done",
+            "the rows are in Redis; to list the rejected ones: migrator verify MAPPING",
+        ) from None
     report.rejects_file = path
+
+
+def check_writable(path: str, what: str) -> None:
+    """Stop (exit 2) before anything is written when ``path`` cannot be written: a file a
+    command writes at its end (``migrate --rejects``) must not fail after the load."""
+    import os
+
+    existed = os.path.lexists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as e:
+        raise MigratorError(
+            f"cannot write {what} {path}: {e.strerror}; nothing was done",
+            "choose a file in a directory that exists and is writable",
+        ) from None
+    if not existed:
+        os.remove(path)

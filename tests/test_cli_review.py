@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -210,3 +211,99 @@ def test_help_names_what_a_value_is(command: str) -> None:
     options = [x for x in done.stdout.splitlines() if x.lstrip("│ ").startswith("-")]
     assert not [x for x in options if "<str>" in x or "<int" in x], done.stdout
     assert "URL" in done.stdout
+
+
+# -- walk's review: files named on the command line that cannot be written or read -------------
+
+
+def flat(text: str) -> str:
+    """A message as one line: the 80-column wrapping undone."""
+    return " ".join(text.split())
+
+
+def test_a_reject_list_that_cannot_be_written_stops_migrate_before_it_writes(
+    emp_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """It loaded every row, then failed on the file with exit 2 and no word of the load."""
+    path = mapping(tmp_path, emp_db, "  emp: {}\n")
+    rejects = tmp_path / "no-such-dir" / "rejects.jsonl"
+    done = cli_run("migrate", str(path), "--target", redis_url, "--rejects", str(rejects))
+    assert done.returncode == 2, done.stderr
+    assert f"cannot write the reject list {rejects}" in flat(done.stderr)
+    assert "nothing was done" in flat(done.stderr)
+    assert "hint: choose a file in a directory that exists" in flat(done.stderr)
+    assert redis_client.dbsize() == 0
+    assert not rejects.parent.exists()
+
+
+def test_a_reject_list_that_can_be_written_is_written(
+    emp_db: MySQLDatabase, redis_url: str, tmp_path: Path
+) -> None:
+    path = mapping(tmp_path, emp_db, "  emp: {}\n")
+    rejects = tmp_path / "rejects.jsonl"
+    done = cli_run("migrate", str(path), "--target", redis_url, "--rejects", str(rejects))
+    assert done.returncode == 0, done.stderr
+    assert rejects.read_text() == ""  # no row rejected
+
+
+def test_init_into_a_missing_directory_says_what_to_do(
+    emp_db: MySQLDatabase, tmp_path: Path
+) -> None:
+    out = tmp_path / "no-such-dir" / "m.yaml"
+    done = cli_run("init", "--source", emp_db.url, "-o", str(out))
+    assert done.returncode == 2, done.stderr
+    assert f"cannot write {out}: No such file or directory; nothing was written" in flat(
+        done.stderr
+    )
+    assert "hint: choose a file in a directory that exists" in flat(done.stderr)
+
+
+def test_a_directory_given_as_the_mapping_is_named_so(tmp_path: Path) -> None:
+    done = cli_run("validate", str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert "this is a directory, not a mapping file" in flat(done.stderr)
+    assert "hint: name the YAML file in it" in flat(done.stderr)
+    assert "Errno" not in flat(done.stderr)
+
+
+def test_a_negative_dry_run_sample_says_what_to_give(emp_db: MySQLDatabase, tmp_path: Path) -> None:
+    path = mapping(tmp_path, emp_db, "  emp: {}\n")
+    done = cli_run("dry-run", str(path), "--sample", "-1", "--json")
+    assert done.returncode == 2, done.stderr
+    assert json.loads(done.stdout)["hint"] == (
+        "give the rows per table whose commands to show, e.g. --sample 3 (0: none)"
+    )
+
+
+# -- walk's review: a target URL that redis-py would misread -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tail", "says", "hint"),
+    [
+        ("/abc", "ends with '/abc', which is not a database number", "redis://host:6379/0"),
+        ("/0?socket_timout=5", "the option 'socket_timout'", "did you mean 'socket_timeout'?"),
+        ("/0?ssl_ca_certs=/ca.pem", "the TLS option 'ssl_ca_certs'", "rediss://"),
+    ],
+)
+def test_a_target_url_redis_py_would_misread_is_refused(
+    emp_db: MySQLDatabase, tmp_path: Path, tail: str, says: str, hint: str
+) -> None:
+    """/abc was database 0 without a word; an unknown option an unexpected error (exit 1).
+    Refused before Redis is contacted: the port has no server (else exit 3)."""
+    path = mapping(tmp_path, emp_db, "  emp: {}\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = cli_run("migrate", str(path), "--target", f"redis://127.0.0.1:{port}{tail}", "--json")
+    assert done.returncode == 2, done.stderr
+    assert says in flat(done.stderr) and hint in json.loads(done.stdout)["hint"]
+
+
+def test_the_target_options_connections_md_names_are_taken(
+    emp_db: MySQLDatabase, redis_url: str, tmp_path: Path
+) -> None:
+    path = mapping(tmp_path, emp_db, "  emp: {}\n")
+    url = redis_url + "?socket_timeout=30&socket_connect_timeout=5&health_check_interval=3"
+    done = cli_run("migrate", str(path), "--target", url + "&client_name=walk")
+    assert done.returncode == 0, done.stderr

@@ -72,7 +72,11 @@ def init(
             try:
                 Path(output).write_text(text, encoding="utf-8")
             except OSError as e:
-                raise MigratorError(f"cannot write {output}: {e.strerror}") from None
+                raise MigratorError(
+                    f"cannot write {output}: {e.strerror}; nothing was written",
+                    "choose a file in a directory that exists and is writable, or leave out"
+                    " -o to print the draft",
+                ) from None
         render_init(draft, text, output)
         return 0
 

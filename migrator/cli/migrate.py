@@ -30,7 +30,7 @@ from migrator.render import (
     progress_bars,
     render_migrate,
 )
-from migrator.reports import write_rejects
+from migrator.reports import check_writable, write_rejects
 
 
 @app.command()
@@ -128,6 +128,8 @@ def migrate(
     })  # fmt: skip
 
     def go() -> int:
+        if rejects:
+            check_writable(rejects, "the reject list")
         note_default_target(mapping, target)
         with progress_bars() as progress:
             report = run_migrate(

@@ -261,7 +261,10 @@ def dry_run(
     commands for the first ``sample`` rows and the estimated memory; optionally the whole
     load as RESP in ``resp_file``. Never connects to Redis. Raises MigratorError."""
     if sample < 0:
-        raise MigratorError("--sample must be 0 or a positive number of rows")
+        raise MigratorError(
+            f"--sample must be 0 or a positive number of rows, not {sample}",
+            "give the rows per table whose commands to show, e.g. --sample 3 (0: none)",
+        )
     check_batch_size(batch_size)
     m = load(mapping)
     size = batch_size or m.options.batch_size

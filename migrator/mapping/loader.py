@@ -108,6 +108,12 @@ def load_mapping(path: str | os.PathLike[str], environ: Any = None) -> Mapping:
             file=file,
             hint="check the path, or draft one with 'migrator init --source URL -o FILE'",
         ) from None
+    except IsADirectoryError:
+        raise MappingError(
+            "this is a directory, not a mapping file",
+            file=file,
+            hint="name the YAML file in it, e.g. mappings/shop.yaml",
+        ) from None
     except (OSError, UnicodeDecodeError) as e:
         raise MappingError(f"cannot read the mapping file: {e}", file=file) from None
     return parse_mapping(text, file=file, name=Path(path).stem, environ=environ)

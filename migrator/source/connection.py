@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy.engine import URL, make_url
 
 from migrator.errors import ConnectError, MigratorError, docs
+from migrator.source.url_options import check_driver, check_options
 from migrator.urls import mask, readable
 
 SESSION_SETUP = ("SET time_zone = '+00:00'", "SET SESSION TRANSACTION READ ONLY")
@@ -31,6 +32,8 @@ def parse_url(url: str) -> URL:
         )
     if parsed.drivername in ("mysql", "mariadb"):
         parsed = parsed.set(drivername="mysql+pymysql")
+    check_driver(parsed)
+    check_options(parsed)
     return parsed
 
 

@@ -18,6 +18,7 @@ from migrator.plan.resp import resp
 from migrator.retry import Retrying
 from migrator.store.failures import connect_failure, refused_login, refused_permission
 from migrator.store.guard import LOST_REPLY, lost
+from migrator.store.target_url import check_target_url
 from migrator.urls import mask, readable
 
 Command = tuple[bytes, ...]
@@ -41,6 +42,7 @@ def connect(url: str, *, timeout: float = 10.0, retrying: Retrying | None = None
     still loading its data is waited for; with ``retrying`` (a worker joining a run), so is
     one that refuses connections or drops them (restarting)."""
     url = readable(url, "target")
+    check_target_url(url)
     try:
         client = redis.Redis.from_url(
             url, socket_connect_timeout=timeout, socket_timeout=max(timeout, 60.0)
