@@ -183,25 +183,28 @@ class ReaderProcess:
         except OSError:
             pass  # it ended at once: its exit is reported below
         fd, loads, stop = proc.stdout.fileno(), pickle.loads, self.stop
-        while True:
-            head = _read(fd, _LENGTH)
-            if head is None:
-                raise self._ended()
-            size = int.from_bytes(head, "little")
-            data = _read(fd, size)
-            if data is None:
-                raise self._ended()
-            frame = loads(data)
-            last = frame[-1]
-            if type(last) is _Raised:  # the child's last frame
-                if len(frame) > 1:
-                    yield frame[:-1]
-                if last.error is not None:
-                    raise last.error
-                return
-            yield frame
-            if stop.is_set():
-                return
+        try:
+            while True:
+                head = _read(fd, _LENGTH)
+                if head is None:
+                    raise self._ended()
+                size = int.from_bytes(head, "little")
+                data = _read(fd, size)
+                if data is None:
+                    raise self._ended()
+                frame = loads(data)
+                last = frame[-1]
+                if type(last) is _Raised:  # the child's last frame
+                    if len(frame) > 1:
+                        yield frame[:-1]
+                    if last.error is not None:
+                        raise last.error
+                    return
+                yield frame
+                if stop.is_set():
+                    return
+        finally:  # closed by the thread that reads it: never a number reused under its read
+            proc.stdout.close()
 
     def _ended(self) -> Exception:
         """The child's output ended without an error of its reader: it was killed or died."""
@@ -216,14 +219,13 @@ class ReaderProcess:
         )
 
     def close(self) -> None:
+        """Kill the child (the reading thread then sees its output end and closes it)."""
         proc = self.proc
         if proc is None:
             return
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 # -- the child ------------------------------------------------------------------------------
