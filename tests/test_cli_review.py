@@ -262,8 +262,12 @@ def test_a_directory_given_as_the_mapping_is_named_so(tmp_path: Path) -> None:
     done = cli_run("validate", str(tmp_path))
     assert done.returncode == 2, done.stderr
     assert "this is a directory, not a mapping file" in flat(done.stderr)
-    assert "hint: name the YAML file in it" in flat(done.stderr)
+    assert "hint: name the mapping's YAML file, not a directory" in flat(done.stderr)
     assert "Errno" not in flat(done.stderr)
+    (tmp_path / "shop.yaml").write_text("version: 1\n")
+    done = cli_run("validate", str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert f"hint: name a YAML file in it: {tmp_path / 'shop.yaml'}" in flat(done.stderr)
 
 
 def test_a_negative_dry_run_sample_says_what_to_give(emp_db: MySQLDatabase, tmp_path: Path) -> None:

@@ -110,9 +110,7 @@ def load_mapping(path: str | os.PathLike[str], environ: Any = None) -> Mapping:
         ) from None
     except IsADirectoryError:
         raise MappingError(
-            "this is a directory, not a mapping file",
-            file=file,
-            hint="name the YAML file in it, e.g. mappings/shop.yaml",
+            "this is a directory, not a mapping file", file=file, hint=_yaml_in(file)
         ) from None
     except (OSError, UnicodeDecodeError) as e:
         raise MappingError(f"cannot read the mapping file: {e}", file=file) from None
@@ -648,3 +646,14 @@ def _describe(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     return f"{type(value).__name__} {value!r}"
+
+
+def _yaml_in(directory: str) -> str:
+    """The hint for a directory given as the mapping: the YAML files it holds, if any."""
+    try:
+        found = sorted(p for p in Path(directory).iterdir() if p.suffix in (".yaml", ".yml"))
+    except OSError:
+        found = []
+    if not found:
+        return "name the mapping's YAML file, not a directory (this one holds none)"
+    return "name a YAML file in it: " + ", ".join(str(p) for p in found[:5])
