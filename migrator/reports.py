@@ -3,6 +3,7 @@ and the error that stops it on DDL."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -224,8 +225,6 @@ def write_rejects(report: MigrateReport, path: str) -> None:
 def check_writable(path: str, what: str) -> None:
     """Stop (exit 2) before anything is written when ``path`` cannot be written: a file a
     command writes at its end (``migrate --rejects``) must not fail after the load."""
-    import os
-
     existed = os.path.lexists(path)
     try:
         with open(path, "a", encoding="utf-8"):

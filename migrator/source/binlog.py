@@ -252,6 +252,11 @@ class BinlogReader:
         self.maps.close()
         self.stream.close()
 
+    def frames(self) -> Iterator[list[Event]]:
+        """The events one by one, each in a list of its own (``ReaderProcess.frames``' form)."""
+        for event in self:
+            yield [event]
+
     def __iter__(self) -> Iterator[Event]:
         changes: list[Change] = []
         gtids = GtidState(self.position.gtid)

@@ -129,8 +129,9 @@ def reader_for(
             url, server_id=server_id, database=database, tables=tables, start=start,
             stop=stop, heartbeat=heartbeat, wkt=wkt_function(ctl),
         )  # fmt: skip
-    return ReaderProcess(url, server_id=server_id, database=database, tables=tables,
-                         start=start, stop=stop, heartbeat=heartbeat)  # fmt: skip
+    tables = {name: replace(t, encoders=()) for name, t in tables.items()}  # made there
+    settings = Settings(url, server_id, database, tables, start, heartbeat, os.getpid())
+    return ReaderProcess(settings, stop)
 
 
 def _read(fd: int, size: int) -> bytes | bytearray | None:
@@ -150,20 +151,8 @@ def _read(fd: int, size: int) -> bytes | bytearray | None:
 class ReaderProcess:
     """``BinlogReader``'s events, decoded in a child process (see the module doc)."""
 
-    def __init__(
-        self,
-        url: URL,
-        *,
-        server_id: int,
-        database: str,
-        tables: dict[str, TableColumns],
-        start: BinlogPosition,
-        stop: threading.Event | None = None,
-        heartbeat: float = 0.2,
-    ) -> None:
-        tables = {name: replace(t, encoders=()) for name, t in tables.items()}  # made there
-        self.settings = Settings(url, server_id, database, tables, start, heartbeat, os.getpid())
-        self.stop = stop or threading.Event()
+    def __init__(self, settings: Settings, stop: threading.Event) -> None:
+        self.settings, self.stop = settings, stop
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __iter__(self) -> Iterator[Event]:
@@ -332,11 +321,10 @@ def _reader(settings: Settings) -> BinlogReader:
 
     url = settings.url
     ctl = Source(str(url.render_as_string(hide_password=False)))
-    reader = BinlogReader(
+    return BinlogReader(
         url, server_id=settings.server_id, database=settings.database, tables=settings.tables,
         start=settings.start, heartbeat=settings.heartbeat, wkt=wkt_function(ctl),
     )  # fmt: skip
-    return reader
 
 
 if __name__ == "__main__":  # run as -m: the module's own classes, not __main__'s, are sent

@@ -31,8 +31,7 @@ TRANSLATED = frozenset({"ssl_capath", "ssl_cipher", "ssl_check_hostname"})
 OBJECTS = frozenset({"ssl", "conv", "cursorclass", "auth_plugin_map", "self"})
 #: options SQLAlchemy converts to a number or a flag on the way (a bad value: its ValueError)
 NUMBERS = frozenset({"connect_timeout", "read_timeout", "write_timeout", "client_flag"})
-FLAGS = frozenset({"compress", "local_infile", "use_unicode", "ssl_check_hostname"})
-FLAGS |= {"ssl_disabled"}
+FLAGS = frozenset({"compress", "local_infile", "use_unicode", "ssl_check_hostname", "ssl_disabled"})
 #: options that name a file (or a folder) the driver opens: missing, it said only "[Errno 2]"
 FILES = {"ssl_ca": "file", "ssl_cert": "file", "ssl_key": "file", "ssl_capath": "folder"}
 

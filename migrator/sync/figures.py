@@ -132,8 +132,8 @@ class SyncFigures:
                     if log:
                         log.transaction(_key(event.position), now, event.timestamp)
                 elif kind is Idle:
-                    self.heartbeats += 1
                     if log:
+                        self.heartbeats += 1
                         log.heartbeat(_key(event.position), now)
                 elif kind is SchemaChange:
                     self.errors["schema_change"] += 1

@@ -185,8 +185,7 @@ class Follower:
         frames; the thread reader's events one by one)."""
         handoff, read = self.handoff, self.figures.read_all
         try:
-            frames = getattr(self.reader, "frames", None)
-            for frame in frames() if frames else ([e] for e in self.reader):
+            for frame in self.reader.frames():
                 read(frame)
                 while True:
                     try:
