@@ -20,6 +20,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from tests.reaper import register
+
 PRIMARIES = 3
 
 
@@ -115,6 +117,13 @@ class ClusterServers:
             host="127.0.0.1", port=port, socket_timeout=10, retry=Retry(NoBackoff(), 0)
         )
 
+    def pid(self, port: int) -> int:
+        client = self.node(port)
+        try:
+            return int(client.info("server")["process_id"])
+        finally:
+            client.close()
+
     def flush(self) -> None:
         for port in self.ports:
             client = self.node(port)
@@ -163,6 +172,7 @@ def start_cluster(directory: Path) -> ClusterServers:
             servers.started.append(port)
         for port in servers.ports:
             _wait(f"redis-server on port {port} did not answer", servers.node(port).ping, 20)
+            register(servers.pid(port))  # daemonized: the run's watcher kills it if we die
         done = subprocess.run(
             ["redis-cli", "--cluster", "create",
              *(f"127.0.0.1:{p}" for p in servers.ports),

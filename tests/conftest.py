@@ -81,6 +81,7 @@ from tests.engines import (
 )
 from tests.modules_server import ModulesServer, ModulesUnavailable
 from tests.modules_server import start as start_modules_server
+from tests.reaper import start_watcher
 from tests.services import (
     MYSQL_ENV,
     REDIS_ENV,
@@ -140,6 +141,8 @@ def pytest_configure(config: pytest.Config) -> None:
     ignored, exit 0 instead of 130. Caught here, it is the default again in children."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if not hasattr(config, "workerinput"):  # the run's first process, not an xdist worker
+        start_watcher()  # servers die with the run, however it ends (tests/reaper.py)
     _use_target_binaries()
 
 

@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 import pymysql
 
 from tests.binlog_server import free_port
+from tests.reaper import register
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "mysql-server.sh"
 FETCH_SECONDS = 600  # a cold fetch downloads ~50 MB; later ones unpack nothing
@@ -123,6 +124,8 @@ class PrivateMySQL:
             err = done.stderr.decode(errors="replace")[-1500:]
             raise RuntimeError(f"mysqld did not start on port {self.port}: {err}\n{log}")
         self._wait(timeout)
+        if self.pid is not None:
+            register(self.pid)  # setsid'd by the script: the run's watcher kills it if we die
 
     def _wait(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

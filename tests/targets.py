@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 import redis
 
+from tests.reaper import register
+
 TARGET_ENV = "MIGRATOR_TEST_TARGET"
 FLAVORS = ("redis8", "valkey8")
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "redis-server.sh"
@@ -74,7 +76,13 @@ class FlavorServer:
     directory: Path
 
     def start(self) -> str:
-        return _script(self.flavor, "--port", str(self.port), "--dir", str(self.directory), "start")
+        url = _script(self.flavor, "--port", str(self.port), "--dir", str(self.directory), "start")
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+        try:  # setsid'd by the script: the run's watcher kills it if we die (tests/reaper.py)
+            register(int(client.info("server")["process_id"]))
+        finally:
+            client.close()
+        return url
 
     def stop(self) -> None:
         _script(self.flavor, "--port", str(self.port), "--dir", str(self.directory), "stop")
