@@ -2,8 +2,11 @@
 #
 #   make demo      venv + install, start MariaDB/Redis if down, load samples/ into the
 #                  database migrator_demo, then migrate and verify mappings/demo.yaml
-#   make test      venv + install, start the servers if down, then the test suite (tests
-#                  marked long left out)
+#   make test      venv + install, start the servers if down, then the test suite on both
+#                  engines (tests marked long left out) in TEST_WORKERS parallel workers
+#                  (pytest-xdist; default 4): about 20 minutes on a 2-core machine
+#   make check     the quick check, under 3 minutes: lint, the pure tests, and one smoke test
+#                  per command (pytest -m smoke) on MariaDB
 #   make test-long the tests marked long alone: slow ones whose guarantee a faster default
 #                  test covers too (pyproject.toml's markers)
 #   make lint      ruff check, ruff format --check, mypy
@@ -28,8 +31,10 @@ MYSQL_ARGS ?= --protocol=TCP --host=127.0.0.1 --port=3306 --user=root --default-
 LOCAL_MYSQL_URL ?= mysql+pymysql://root@127.0.0.1:3306
 LOCAL_REDIS_URL ?= redis://127.0.0.1:6379
 PYTEST_ARGS ?=
+# the tests wait on servers and child processes most of the time: more workers than cores
+TEST_WORKERS ?= 4
 
-.PHONY: demo test test-long lint dist services install
+.PHONY: demo test test-long check lint dist services install
 
 install: $(STAMP)
 
@@ -61,10 +66,14 @@ define pytest_on_servers
 endef
 
 test: $(STAMP)
-	$(call pytest_on_servers,)
+	$(call pytest_on_servers,-n $(TEST_WORKERS))
 
 test-long: $(STAMP)
-	$(call pytest_on_servers,-m long)
+	$(call pytest_on_servers,-n $(TEST_WORKERS) -m long)
+
+check: lint
+	MIGRATOR_TEST_ENGINES=mariadb $(MAKE) --no-print-directory test TEST_WORKERS=2 \
+	    PYTEST_ARGS='-m "not integration or smoke" $(PYTEST_ARGS)'
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -263,6 +263,7 @@ def scaffolded(url: str, folder: Path, name: str) -> Path:
 # -- integration: never touches Redis -----------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_dry_run_never_writes_and_needs_no_redis(
     sample_db: tuple[MySQLDatabase, Path], private_redis: redis.Redis, monkeypatch: Any
 ) -> None:

@@ -9,6 +9,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 import redis
 from redis.commands.search.query import Query
 
@@ -45,6 +46,7 @@ def _example() -> str:
     return "version: 1\n" + found.group(1)
 
 
+@pytest.mark.smoke
 def test_the_readme_example_does_what_it_says(
     mysql_db: MySQLDatabase, modules_redis_url: str, tmp_path: Path
 ) -> None:

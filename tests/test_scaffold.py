@@ -278,6 +278,7 @@ def test_cli_init_writes_refuses_and_forces(mysql_db, tmp_path: Path) -> None:  
     }
 
 
+@pytest.mark.smoke
 def test_cli_init_then_migrate_odd_names(mysql_db, redis_url, redis_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from migrator.commands import migrate
 

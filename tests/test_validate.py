@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from migrator.cli import app
@@ -136,6 +137,7 @@ CREATE TABLE dept (dept_no CHAR(4) PRIMARY KEY, dname VARCHAR(20));
 """
 
 
+@pytest.mark.smoke
 def test_cli_validate_against_the_live_schema(mysql_db, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     mysql_db.run(SQL)
     runner = CliRunner()

@@ -107,6 +107,7 @@ def found(report: VerifyReport, table: str, kind: str) -> list[vr.Difference]:
     return check.examples[kind]
 
 
+@pytest.mark.smoke
 def test_clean_migrate_verifies(env: Env) -> None:
     report = env.verify()
     assert report.ok, report.as_dict()

@@ -45,6 +45,7 @@ def _verify(db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
     assert report.exit_code == 0, report.as_dict()
 
 
+@pytest.mark.smoke
 def test_first_run_loads_the_snapshot_then_follows(binlog_db, redis_url: str) -> None:  # type: ignore[no-untyped-def]
     binlog_db.run(SCHEMA)
     report = sync(_mapping(), source=binlog_db.url, target=redis_url, until_caught_up=True,
