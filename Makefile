@@ -18,6 +18,8 @@
 # load the demo through the container's client: make demo MYSQL="docker compose exec -T mysql mariadb"
 
 PYTHON ?= python3
+# compiled modules are kept (a test run starts hundreds of `migrator` processes): see tests/conftest.py
+unexport PYTHONDONTWRITEBYTECODE
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed

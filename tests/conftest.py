@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -141,9 +142,20 @@ def pytest_configure(config: pytest.Config) -> None:
     ignored, exit 0 instead of 130. Caught here, it is the default again in children."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    _keep_bytecode()
     if not hasattr(config, "workerinput"):  # the run's first process, not an xdist worker
         start_watcher()  # servers die with the run, however it ends (tests/reaper.py)
     _use_target_binaries()
+
+
+def _keep_bytecode() -> None:
+    """Compiled modules are written and reused during the run, whatever PYTHONDONTWRITEBYTECODE
+    says: without them every ``migrator`` the tests start (hundreds: sync's reader process,
+    migrate's workers, the commands) compiles the package from source again (~0.4 s of CPU
+    each), and every xdist worker rewrites every test module's asserts again (most of a
+    collection's time). ``__pycache__`` is in .gitignore."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
 
 
 def _use_target_binaries() -> None:

@@ -68,12 +68,15 @@ def owned_by(token: str) -> list[int]:
 
 
 def stat_of(pid: int) -> tuple[int, int] | None:
-    """(parent pid, start time in clock ticks) of ``pid``, or None when it is gone."""
+    """(parent pid, start time in clock ticks) of ``pid``, or None when it is gone (or a
+    zombie: it has ended, and only waits for its parent to read its status)."""
     try:
         raw = (PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
     fields = raw[raw.rindex(")") + 2 :].split()  # after "pid (comm) "
+    if fields[0] == "Z":
+        return None
     return int(fields[1]), int(fields[19])
 
 

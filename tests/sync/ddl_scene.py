@@ -185,6 +185,24 @@ class Following:
             assert time.monotonic() < deadline, f"sync not at {end} within {seconds} s"
             time.sleep(0.05)
 
+    def snapshots_done(self, seconds: float = 120.0) -> None:
+        """Wait until the online snapshots a change queued are done: a status line after the
+        first one that showed one (or its "re-snapshotting" note) shows none. Caught up with
+        the log is not enough: a snapshot's chunks are read between transactions."""
+
+        def done() -> bool:
+            self.running()
+            started = next(
+                (i for i, s in enumerate(self.statuses)
+                 if s.online_snapshot or "re-snapshotting" in (s.note or "")),
+                None,
+            )  # fmt: skip
+            return started is not None and any(
+                not s.online_snapshot for s in self.statuses[started + 1 :]
+            )
+
+        wait_for("the online snapshots done", done, seconds)
+
     def ended(self, seconds: float = 90.0) -> BaseException | None:
         """Wait for sync to end by itself (a stop); its error."""
         assert self.thread is not None
@@ -243,6 +261,8 @@ def during_writes(
             following.ended()
         else:
             following.caught_up()
+            if reader_restarts:
+                following.snapshots_done()
     finally:
         writers.end()
         following.stop.set()

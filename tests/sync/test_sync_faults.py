@@ -578,7 +578,8 @@ def test_a_killed_connection_without_retries_is_exit_3_never_1_or_2(
     _caught_up(binlog_db, redis_url)
     run = Following(binlog_db, redis_url, retries=0)
     wait_for("a connection killed", lambda: _kill_sync_connections(binlog_server, binlog_db), 30)
-    run.thread.join(60)
+    run.thread.join(180)
+    assert not run.thread.is_alive(), "sync still runs 180 s after its connection was killed"
     assert isinstance(run.error, ConnectError), run.error
     assert run.error.exit_code == 3
     assert "migrator sync" in (run.error.hint or "")
