@@ -122,6 +122,7 @@ def check_sdist_tests(sdist: Path, version: str, scratch: Path) -> list[str]:
     if not Path(where.strip()).is_relative_to(root):
         return [f"the sdist's tests would import {where.strip()}, not the sdist's package"]
     argv = [sys.executable, "-m", "pytest", "-q", "-m", "not integration", "-p", "no:cacheprovider"]
+    argv += ["-n", "2"]  # pytest-xdist, of the dev extra: the pure tests on both cores
     out = run(argv, root, env)
     print(f"  tests from the sdist: {out.strip().splitlines()[-1]}")
     return []
