@@ -80,6 +80,7 @@ from tests.engines import (
     start_oracle_mysql,
     wrong_engine,
 )
+from tests.local_servers import find_local_servers
 from tests.modules_server import ModulesServer, ModulesUnavailable
 from tests.modules_server import start as start_modules_server
 from tests.reaper import start_watcher
@@ -146,6 +147,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the run's first process, not an xdist worker
         start_watcher()  # servers die with the run, however it ends (tests/reaper.py)
     _use_target_binaries()
+    find_local_servers()  # the servers `make test` uses, where the environment names none
 
 
 def _keep_bytecode() -> None:

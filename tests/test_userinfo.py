@@ -16,7 +16,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import pymysql
 import pytest
 import redis
 from sqlalchemy.engine import make_url
@@ -30,8 +29,15 @@ from migrator.store.cluster import parse_seeds
 from migrator.store.sink import connect
 from migrator.urls import mask, readable
 from tests.cluster import free_ports
+from tests.engines import BinlogServer
 from tests.faults import RedisProcess, SilentServer, redis_process, signal_when, silent_server
-from tests.services import MySQLDatabase
+from tests.services import (
+    MySQLDatabase,
+    create_database,
+    drop_database,
+    mysql_connect,
+    new_database_name,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 #: passwords written into URLs without percent-encoding; each fragment must never be printed
@@ -60,6 +66,18 @@ def leaks(text: str) -> list[str]:
 def emp_db(mysql_db: MySQLDatabase) -> MySQLDatabase:
     mysql_db.run((REPO / "samples" / "emp.sql").read_text(encoding="utf-8"))
     return mysql_db
+
+
+@pytest.fixture
+def own_emp_db(binlog_server: BinlogServer) -> Iterator[MySQLDatabase]:
+    """``emp_db`` on a server this session started (``binlog_server``: a private mariadbd, the
+    session's Oracle MySQL), where a test may make accounts, as it may not on the shared one."""
+    db = create_database(binlog_server.url, new_database_name())
+    try:
+        db.run((REPO / "samples" / "emp.sql").read_text(encoding="utf-8"))
+        yield db
+    finally:
+        drop_database(binlog_server.url, db.name)
 
 
 def with_password(url: str, password: str) -> str:
@@ -175,15 +193,15 @@ def test_no_fragment_of_a_target_password_is_printed(
 
 
 def test_a_password_with_at_and_colon_works_unencoded_on_both_servers(
-    emp_db: MySQLDatabase, tmp_path: Path
+    own_emp_db: MySQLDatabase, tmp_path: Path
 ) -> None:
     """A MySQL account and a Redis server whose passwords hold '@' and ':', written into the
-    URLs as they are: every command connects and the load verifies."""
+    URLs as they are: every command connects and the load verifies. The account is made on a
+    server of the session's own (``own_emp_db``)."""
+    emp_db = own_emp_db
     password = "Secr3t@Horse:Batt@ry"
     user = f"h2u_{secrets.token_hex(4)}"
-    admin = pymysql.connect(
-        host="127.0.0.1", port=make_url(emp_db.url).port, user="root", autocommit=True
-    )
+    admin = mysql_connect(emp_db.server_url, autocommit=True)
     try:
         with admin.cursor() as cur:
             cur.execute(f"CREATE USER '{user}'@'%%' IDENTIFIED BY %s", (password,))
