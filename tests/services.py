@@ -2,9 +2,9 @@
 
 Nothing here is a mock. The fixtures find servers (README.md, "Tests") in this order:
 ``MIGRATOR_TEST_MYSQL_URL`` / ``MIGRATOR_TEST_REDIS_URL`` (where unset, tests/local_servers.py
-fills them in with the servers of scripts/services.sh or the local ones); else Docker through testcontainers
-(``mysql:8``, ``redis:7``); else the test is skipped with the reason, or fails when
-``MIGRATOR_REQUIRE_SERVICES=1``.
+fills them in with the servers of scripts/services.sh or the local ones); else Docker through
+testcontainers (``mysql:8``, ``redis:7``); else the test is skipped with the reason, or fails
+when ``MIGRATOR_REQUIRE_SERVICES=1``.
 """
 
 from __future__ import annotations

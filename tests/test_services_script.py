@@ -27,6 +27,7 @@ import redis
 
 from tests.binlog_server import free_port, missing
 from tests.local_servers import find_local_servers, recorded_urls
+from tests.reaper import register
 
 pytestmark = pytest.mark.integration
 
@@ -131,6 +132,8 @@ def test_private_servers_start_serve_the_tests_and_the_demo_and_stop(
     assert (charset, log_bin) == ("utf8mb4", 0) and Path(datadir).resolve() == root / "mariadb/data"
     assert redis.Redis(port=redis_port).ping()
     pids = [_pid(root / "mariadb/mariadb.pid"), _pid(root / "redis/redis.pid")]
+    for pid in pids:  # they left the process tree: the run's watcher kills them if it dies
+        register(pid)
     assert sorted(_processes_in(root)) == sorted(pids)
 
     again = _run(env)  # a second start uses them
