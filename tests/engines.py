@@ -5,7 +5,8 @@
   tests start a private ``mariadbd`` (tests/binlog_server.py).
 * ``mysql``: Oracle MySQL, one server per session with the row binary log and GTIDs on, used by
   the plain and the binlog tests alike: ``MIGRATOR_TEST_ORACLE_MYSQL_URL`` (a server of yours,
-  root with every privilege, ``log_bin`` and ``gtid_mode`` on), else a private MySQL 9.7 the
+  root with every privilege, ``log_bin`` and ``gtid_mode`` on, for tests alone: they make
+  accounts and set globals there as on the servers they start), else a private MySQL 9.7 the
   session starts with scripts/mysql-server.sh (tests/mysql_server.py), else ``mysql:8.0`` in a
   container where Docker answers.
 
