@@ -6,8 +6,10 @@ Every test that uses a MySQL-compatible server runs on each engine (tests/engine
 says why: ``@pytest.mark.engine("mariadb", why="...")`` skips its other variant with that reason.
 Servers are found once per session:
 
-1. MariaDB: ``MIGRATOR_TEST_MYSQL_URL`` (e.g. ``mysql+pymysql://root@127.0.0.1:3306``), else a
-   ``mariadb:10.11`` container where Docker answers; Oracle MySQL:
+1. MariaDB: ``MIGRATOR_TEST_MYSQL_URL`` (e.g. ``mysql+pymysql://root@127.0.0.1:3306``; where
+   unset, tests/local_servers.py fills it and ``MIGRATOR_TEST_REDIS_URL`` with the servers
+   ``make test`` uses: scripts/services.sh's private ones, else the local ones that let root
+   in), else a ``mariadb:10.11`` container where Docker answers; Oracle MySQL:
    ``MIGRATOR_TEST_ORACLE_MYSQL_URL``, else a private MySQL 9.7 the session starts
    (scripts/mysql-server.sh; binary log and GTIDs on), else a ``mysql:8.0`` container where
    Docker answers; Redis: ``MIGRATOR_TEST_REDIS_URL``, else a ``redis:7`` container;
@@ -46,6 +48,11 @@ Fixtures:
 * ``sakila_url`` / ``employees_url`` (session) -> str: URL of a database of this session's own
   (``mig_t_sakila_<hex>``, ``mig_t_employees_<hex>``), loaded with the mariadb/mysql client
   at first use (by the engine's own client) and dropped at the end of the session.
+
+The run's first process starts a watcher (tests/reaper.py) that kills every server the run
+started once the run is gone, however it ended (``kill -9`` included). ``make test`` runs the
+suite on xdist workers (``-n 4``): each worker has its own session servers (Oracle MySQL,
+private mariadbd, Cluster, modules server), its own Redis database and database names.
 
 Tests that use a server fixture are marked ``integration``; those that use Sakila or
 employees also ``acceptance`` (``pytest -m "not integration"`` runs the pure tests only).
