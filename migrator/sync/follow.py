@@ -30,18 +30,18 @@ from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import SchemaChanged, SyncReport, SyncStatus, TableReport
 from migrator.retry import Retrying
-from migrator.source.binlog import (
+from migrator.source.binlog.process import reader_for
+from migrator.source.binlog.reader import (
     BinlogPosition,
     Idle,
     SchemaChange,
     TableColumns,
     Transaction,
 )
-from migrator.source.binlog_settings import log_status
+from migrator.source.binlog.reconnect import SourceLost, lost_reason, surfaced
+from migrator.source.binlog.settings import log_status
 from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
-from migrator.source.reader_process import reader_for
-from migrator.source.reconnect import SourceLost, lost_reason, surfaced
 from migrator.source.where import clause
 from migrator.store.cluster import is_cluster
 from migrator.store.expiry_sweep import SWEEP_SECONDS, due, expiring

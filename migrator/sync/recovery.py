@@ -41,9 +41,9 @@ from migrator.plan.planner import TablePlan
 from migrator.progress import Progress
 from migrator.reports import SyncReport, SyncStatus, TableReport
 from migrator.retry import Retrying, Stopped
-from migrator.source.binlog import BinlogPosition
+from migrator.source.binlog.reader import BinlogPosition
+from migrator.source.binlog.reconnect import SourceLost, Surface, surfaced
 from migrator.source.mysql import Source
-from migrator.source.reconnect import SourceLost, Surface, surfaced
 from migrator.source.snapshot import Snapshot
 from migrator.store.checkpoint import held_keys
 from migrator.store.guard import MARKER, Guard, run_id
