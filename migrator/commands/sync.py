@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 
 from migrator.commands.session import load, opened, target_url
 from migrator.errors import MigratorError
-from migrator.mapping.loader import suggest
 from migrator.mapping.model import Mapping
+from migrator.mapping.shape import suggest
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import SyncReport, SyncStatus
 from migrator.source.binlog.process import reader_kind
