@@ -32,7 +32,8 @@ from migrator.progress import NullProgress, Progress
 from migrator.scaleout import dask_tasks as scaleout
 from migrator.scaleout.workers import drain
 from migrator.source.chunks import plan_chunks
-from migrator.source.mysql import Source, keyset_value
+from migrator.source.mysql import Source
+from migrator.source.selects import keyset_value
 from migrator.store.cluster import connect_any
 from migrator.verify.cluster_reader import reader_for
 from migrator.verify.report import EXAMPLES, TableCheck, TableRepair

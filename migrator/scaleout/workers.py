@@ -50,7 +50,8 @@ from migrator.progress import Progress
 from migrator.reports import TableReport
 from migrator.retry import Retrying
 from migrator.source.chunks import CHUNK_ROWS, Chunk, plan_chunks
-from migrator.source.mysql import Selector, Source, keyset_value
+from migrator.source.mysql import Source
+from migrator.source.selects import Selector, keyset_value
 from migrator.source.shared import shared_values
 from migrator.source.where import clause
 from migrator.store.checkpoint import Checkpoint, TableState, checkpoint_key

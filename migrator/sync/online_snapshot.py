@@ -56,7 +56,8 @@ from migrator.retry import Retrying, Stopped
 from migrator.source.binlog.reader import BinlogPosition, Change
 from migrator.source.binlog.reconnect import surfaced
 from migrator.source.binlog.settings import log_status
-from migrator.source.mysql import RawRow, Selector, Source, keyset_value
+from migrator.source.mysql import Source
+from migrator.source.selects import RawRow, Selector, keyset_value
 from migrator.source.snapshot import is_mariadb, start_snapshot, wait_visible
 from migrator.source.where import clause
 from migrator.store.cluster_sink import Writer, sink_for, writer_for

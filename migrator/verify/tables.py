@@ -32,7 +32,8 @@ from migrator.plan.keyspace import KeyPattern, KeySpace
 from migrator.plan.planner import KeyFn, TablePlan, compile_template
 from migrator.plan.structures import Structure
 from migrator.progress import NULL_PROGRESS, Progress
-from migrator.source.mysql import Source, keyset_value, shared_keys_query
+from migrator.source.mysql import Source
+from migrator.source.selects import keyset_value, shared_keys_query
 from migrator.source.shared import SharedValues, shared_values
 from migrator.source.where import clause
 from migrator.store.checkpoint import held_keys, keys_hint

@@ -11,7 +11,7 @@ from migrator.plan.planner import TablePlan
 from migrator.plan.values import converter
 from migrator.source.binlog.reader import BinlogPosition, BinlogReader, TableColumns, Transaction
 from migrator.source.binlog.values import double_text
-from migrator.source.mysql import Selector
+from migrator.source.selects import Selector
 from tests.sync.helpers import master_position, wkt_of
 from tests.test_values_mysql import TYPES
 
