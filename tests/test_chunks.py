@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from migrator.commands import migrate, verify
 from migrator.errors import TargetError
-from migrator.scaleout.workers import _legacy_until
+from migrator.scaleout.tasks import _legacy_until
 from migrator.source.chunks import EVEN_UP_TO, Chunk, plan_chunks
 from migrator.source.mysql import Source
 from migrator.source.selects import keyset_value

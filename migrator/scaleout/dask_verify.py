@@ -30,7 +30,7 @@ from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.progress import NullProgress, Progress
 from migrator.scaleout import dask_tasks as scaleout
-from migrator.scaleout.workers import drain
+from migrator.scaleout.pool import drain
 from migrator.source.chunks import plan_chunks
 from migrator.source.mysql import Source
 from migrator.source.selects import keyset_value
