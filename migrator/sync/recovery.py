@@ -51,8 +51,9 @@ from migrator.store.keys import remove_owned
 from migrator.store.sink import transient
 from migrator.store.sync_lock import SyncLock
 from migrator.store.sync_state import SyncState, apply_group
+from migrator.sync.apply import position_fields
 from migrator.sync.figures import SyncFigures
-from migrator.sync.follow import Follower, position_fields
+from migrator.sync.follow import Follower
 from migrator.sync.schema_watch import Replan, loaded_columns
 
 Load = Callable[[Retrying], tuple[Snapshot, list[TableReport]]]
