@@ -18,7 +18,7 @@ dropped by the library before their rows are decoded (``only_tables``/``only_sch
 transactions still advance the position. Pitfalls (notes/binlog.md): file/position resume
 needs ``is_mariadb`` off and ``resume_stream``; each reader needs its own server id; a
 blocking stream is stopped by a flag checked per event, with heartbeats to wake it. A lost
-connection raises ``source.reconnect.SourceLost`` (the library would reconnect forever, from
+connection raises ``reconnect.SourceLost`` (the library would reconnect forever, from
 the middle of a transaction); the caller starts a new reader from the last whole transaction.
 """
 
