@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
-from migrator.source.binlog import Transaction
+from migrator.source.binlog.reader import Transaction
 from migrator.sync.figures import SyncFigures
 from tests.binlog_server import PrivateMariaDB, free_port
 

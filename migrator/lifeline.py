@@ -2,7 +2,7 @@
 
 ``init_worker`` is the initializer of ``--workers``' spawned processes. It lives here, in a
 module that imports nothing heavy, because a spawned process imports the initializer's module
-before it runs it: from ``scaleout/workers.py`` that took a second or more (SQLAlchemy,
+before it runs it: from ``scaleout/pool.py`` that took a second or more (SQLAlchemy,
 redis-py...), a second in which a worker whose parent was killed would live on. From here a
 worker is protected within a few milliseconds of starting:
 

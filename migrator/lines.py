@@ -1,6 +1,6 @@
 """Text that reads in an 80-column terminal and in a log: words wrapped, never cut.
 
-Used by ``render`` (the only other module with rich in it). Every line is at most the width
+Used by ``render`` (the only other package with rich in it). Every line is at most the width
 unless it holds a single value longer than that (a URL, a JSON document), which stands on a
 line of its own, whole. Report tables get column widths of their own choosing: rich's own
 shrinking of a table too wide cuts words (``product_ta``/``g``, ``statu``); here every
@@ -66,7 +66,7 @@ def _wrap_line(text: Text, width: int, indent: str, words: re.Pattern[str]) -> l
 
 def report_table(title: str, heads: Sequence[str], left: Sequence[str]) -> Table:
     """A report table readable at 80 columns: light borders, one blank between columns, no
-    header word cut. Print it with ``render.show``, which gives it widths (``fit``) or plain
+    header word cut. Print it with ``render.console.show``, which gives it widths (``fit``) or plain
     lines (``table_lines``) that keep every word and number whole."""
     table = Table(
         title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0)

@@ -1,4 +1,4 @@
-"""How stages report progress: a small protocol with a silent default. rich lives in render.py."""
+"""How stages report progress: a small protocol with a silent default. rich lives in render/."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from migrator.source.shared import SharedValues
 from migrator.source.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from migrator.source.binlog import BinlogPosition
+    from migrator.source.binlog.reader import BinlogPosition
 
 
 @dataclass

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from migrator.verify import tables
+from migrator.verify import checker
 from migrator.verify.stray import StrayScan
 
 SCHEMA = """
@@ -42,7 +42,7 @@ class Scans:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.alongside: list[list[str]] = []
         self.after: list[list[str]] = []
-        start, now = StrayScan.start, tables.scan_now
+        start, now = StrayScan.start, checker.scan_now
 
         def spy_start(scan: StrayScan) -> StrayScan:
             self.alongside.append(scan.tables)
@@ -53,7 +53,7 @@ class Scans:
             return now(*args, **kw)  # type: ignore[arg-type]
 
         monkeypatch.setattr(StrayScan, "start", spy_start)
-        monkeypatch.setattr(tables, "scan_now", spy_now)
+        monkeypatch.setattr(checker, "scan_now", spy_now)
 
     @property
     def any(self) -> bool:

@@ -1,5 +1,5 @@
-"""The binary-log stream's pure parts (source/binlog_stream.py, the GTID state of
-source/binlog.py): packet framing, checksums, rotation, the end of a non-blocking stream,
+"""The binary-log stream's pure parts (source/binlog/stream.py, the GTID state of
+source/binlog/reader.py): packet framing, checksums, rotation, the end of a non-blocking stream,
 errors and lost connections, MySQL's compressed transactions, GTIDs of both engines."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import zstandard
 from sqlalchemy.engine import make_url
 
 from migrator.errors import SourceError
-from migrator.source.binlog import GtidState, _query
-from migrator.source.binlog_rows import _decimal, _text
-from migrator.source.binlog_stream import (
+from migrator.source.binlog.reader import GtidState, _query
+from migrator.source.binlog.reconnect import SourceLost
+from migrator.source.binlog.rows import _decimal, _text
+from migrator.source.binlog.stream import (
     GTID,
     MARIADB_GTID,
     QUERY,
@@ -29,7 +30,6 @@ from migrator.source.binlog_stream import (
     _payload,
     length_coded,
 )
-from migrator.source.reconnect import SourceLost
 
 
 def _event(type_: int, body: bytes, next_pos: int, *, checksum: bool = True) -> bytes:

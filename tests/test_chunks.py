@@ -15,9 +15,10 @@ import sqlalchemy as sa
 
 from migrator.commands import migrate, verify
 from migrator.errors import TargetError
-from migrator.scaleout.workers import _legacy_until
+from migrator.scaleout.tasks import _legacy_until
 from migrator.source.chunks import EVEN_UP_TO, Chunk, plan_chunks
-from migrator.source.mysql import Source, keyset_value
+from migrator.source.mysql import Source
+from migrator.source.selects import keyset_value
 from migrator.store.checkpoint import Checkpoint
 from tests.test_workers import snapshot
 

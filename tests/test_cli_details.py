@@ -256,12 +256,12 @@ def test_every_command_takes_debug_after_it(name: str) -> None:
 def test_plain_lines_wrap_between_pairs_with_an_indent() -> None:
     from rich.text import Text
 
-    from migrator import render
+    from migrator.lines import report_table, table_lines
 
-    table = render.report_table("t", ("table", "MySQL rows", "Redis rows", "status"), ("table",))
+    table = report_table("t", ("table", "MySQL rows", "Redis rows", "status"), ("table",))
     table.add_row(Text("a_long_table_name"), "1,234,567", "-", Text("DIFFERENT"))
     table.add_row(Text("b"), "2", "2", Text("ok"))
-    lines = [x.plain for x in render.table_lines(table, 30)]
+    lines = [x.plain for x in table_lines(table, 30)]
     assert lines == [
         "a_long_table_name:",
         "  MySQL rows 1,234,567,",

@@ -19,10 +19,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from migrator import cli, render
+from migrator import cli
 from migrator.commands.dryrun import dry_run
+from migrator.lines import report_table
 from migrator.plan.planner import TablePlan
 from migrator.plan.resp import resp
+from migrator.render.bars import RichProgress
 from tests.services import MySQLDatabase
 
 SQL = """
@@ -145,7 +147,7 @@ def test_report_tables_fit_80_columns_and_never_cut_a_number(
 
 
 def test_table_cells_are_never_read_as_markup() -> None:
-    table = render.report_table("t [bold]x", ("table", "rows"), left=("table",))
+    table = report_table("t [bold]x", ("table", "rows"), left=("table",))
     table.add_row(Text("[red]emp"), "1,234,567")
     console = Console(width=30, record=True)
     console.print(table)
@@ -164,7 +166,7 @@ def test_keys_are_printed_as_written_never_as_emoji(emp_db: MySQLDatabase, tmp_p
 
 def test_progress_shows_rows_rate_and_eta_within_80_columns() -> None:
     console = Console(width=80, record=True, force_terminal=False)
-    with render.RichProgress(console) as progress:
+    with RichProgress(console) as progress:
         progress.start("a_rather_long_table_name", 299_537)
         progress.advance("a_rather_long_table_name", 35_000)
     line = next(x for x in console.export_text().splitlines() if "rows/s" in x)

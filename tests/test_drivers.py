@@ -20,7 +20,8 @@ from migrator.errors import ConnectError
 from migrator.mapping.loader import parse_mapping
 from migrator.source import asyncmy_sync
 from migrator.source.drivers import RAW_DRIVER_ENV, raw_driver
-from migrator.source.mysql import RawRow, Source
+from migrator.source.mysql import Source
+from migrator.source.selects import RawRow
 from tests.test_values_mysql import EXPECTED, TYPES
 
 DRIVERS = ["asyncmy", "pymysql"]

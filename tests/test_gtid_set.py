@@ -1,11 +1,11 @@
-"""MySQL GTID sets (migrator/source/gtid_set.py): what sync stores as MySQL's position."""
+"""MySQL GTID sets (migrator/source/binlog/gtid_set.py): what sync stores as MySQL's position."""
 
 from __future__ import annotations
 
 import pytest
 
-from migrator.source import gtid
-from migrator.source.gtid_set import GtidSet, is_set
+from migrator.source.binlog import gtid
+from migrator.source.binlog.gtid_set import GtidSet, is_set
 
 A = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 B = "4a5b0000-0000-11e1-9e33-c80aa9429562"

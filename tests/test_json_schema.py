@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from migrator.errors import MappingError
-from migrator.mapping import loader
+from migrator.mapping import build, loader
 from migrator.mapping.loader import json_schema
 
 REPO = Path(__file__).resolve().parent.parent
@@ -118,11 +118,11 @@ def test_schema_allows_exactly_the_loaders_keys() -> None:
                 return set(option["properties"])
         raise AssertionError(f"no object form in {node}")
 
-    assert keys(schema) == set(loader.TOP_KEYS)
-    assert keys(defs["options"]) == set(loader.OPTION_KEYS)
-    assert keys(defs["options"]["properties"]["retries"]) == set(loader.RETRY_KEYS)
-    assert keys(defs["table"]) == set(loader.TABLE_KEYS)
-    # the object forms' keys, as loader._Builder spells them
+    assert keys(schema) == set(build.TOP_KEYS)
+    assert keys(defs["options"]) == set(build.OPTION_KEYS)
+    assert keys(defs["options"]["properties"]["retries"]) == set(build.RETRY_KEYS)
+    assert keys(defs["table"]) == set(build.TABLE_KEYS)
+    # the object forms' keys, as mapping/build.py and build_structures.py spell them
     assert keys(defs["unique"]) == {"columns", "key"}
     assert keys(defs["index"]) == {"columns"}
     assert keys(defs["reference"]) == {"columns", "table", "parent_columns"}
@@ -154,8 +154,8 @@ def test_the_mapping_reference_documents_every_key() -> None:
     text = (REPO / "docs" / "mapping.md").read_text(encoding="utf-8")
     headings = {line.removeprefix("### ").strip("` ") for line in text.splitlines()
                 if line.startswith("### ")}  # fmt: skip
-    assert set(loader.TABLE_KEYS) <= headings, set(loader.TABLE_KEYS) - headings
-    for key in (*loader.TOP_KEYS, *loader.OPTION_KEYS):
+    assert set(build.TABLE_KEYS) <= headings, set(build.TABLE_KEYS) - headings
+    for key in (*build.TOP_KEYS, *build.OPTION_KEYS):
         assert f"`{key}`" in text or f"options.{key}" in text, key
     for key in ("parent_columns", "order_by", "limit", "member", "score"):
         assert f"`{key}`" in text, key

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from migrator.errors import MappingError
-from migrator.mapping.loader import expand_env, load_mapping, parse_mapping
+from migrator.mapping.loader import load_mapping, parse_mapping
 from migrator.mapping.model import Retries, Template
+from migrator.mapping.shape import expand_env
 
 FULL = """\
 version: 1

@@ -23,9 +23,9 @@ import sqlalchemy as sa
 import typer.main
 from rich.console import Console
 
-from migrator import render
 from migrator.cli import app
 from migrator.lines import ARGUMENTS, INTERVAL_ENV, ProgressLines, wrap
+from migrator.render.bars import RichProgress
 from tests.services import MySQLDatabase
 from tests.test_cli_details import cli
 
@@ -169,7 +169,7 @@ def test_progress_bars_in_an_80_column_terminal_keep_a_long_name_whole(
 @pytest.mark.parametrize("name", ["t", "a_rather_long_table_name", LONG_NAME])
 def test_progress_bars_narrow_or_drop_the_bar_for_a_long_name(name: str) -> None:
     console = Console(width=WIDTH, record=True, force_terminal=False)
-    with render.RichProgress(console) as progress:
+    with RichProgress(console) as progress:
         progress.start(name, 299_537)
         progress.advance(name, 35_000)
     (line,) = {x.rstrip() for x in console.export_text().splitlines() if "35,000/299,537" in x}
@@ -183,7 +183,7 @@ def test_progress_bar_rates_count_from_the_tables_first_batch() -> None:
     showed '7 rows/s' where the summary said 4,711)."""
     console = Console(width=120, record=True, force_terminal=False)
     now = [100.0]
-    with render.RichProgress(console) as progress:
+    with RichProgress(console) as progress:
         progress.clock = lambda: now[0]
         progress.start("t", 10_000)
         now[0] += 60.0  # waiting for a worker

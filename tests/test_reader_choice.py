@@ -1,14 +1,14 @@
-"""Which reader sync decodes the binary log with (source/reader_process.reader_for): pure."""
+"""Which reader sync decodes the binary log with (source/binlog/process.reader_for): pure."""
 
 from __future__ import annotations
 
 import pytest
 
 from migrator.errors import EXIT_USAGE, MigratorError
-from migrator.source import reader_process
-from migrator.source.binlog import BinlogPosition, BinlogReader
+from migrator.source.binlog import process
+from migrator.source.binlog.process import READER_ENV, ReaderProcess, reader_for, reader_kind
+from migrator.source.binlog.reader import BinlogPosition, BinlogReader
 from migrator.source.mysql import parse_url
-from migrator.source.reader_process import READER_ENV, ReaderProcess, reader_for, reader_kind
 
 URL = "mysql+pymysql://u:secret@127.0.0.1:1/db"
 
@@ -31,13 +31,13 @@ def test_the_setting_names_the_reader(monkeypatch, value, kind) -> None:  # type
     else:
         monkeypatch.setenv(READER_ENV, value)
     assert reader_kind() == kind
-    monkeypatch.setattr(reader_process.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(process.os, "cpu_count", lambda: 2)
     assert isinstance(_reader(), ReaderProcess if kind == "process" else BinlogReader)
 
 
 def test_one_core_decodes_in_a_thread(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv(READER_ENV, raising=False)
-    monkeypatch.setattr(reader_process.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(process.os, "cpu_count", lambda: 1)
     assert isinstance(_reader(), BinlogReader)
 
 

@@ -22,7 +22,8 @@ import sqlalchemy as sa
 
 from migrator.mapping.kinds import Kind
 from migrator.source.drivers import RAW_DRIVER_ENV
-from migrator.source.mysql import Source, _expr
+from migrator.source.mysql import Source
+from migrator.source.selects import column_expr
 from tests.sync.test_hard_cases import TYPES
 
 READERS = ("asyncmy", "pymysql")
@@ -65,7 +66,7 @@ def test_every_type_is_what_the_server_prints(
             selector = src.selector(table, ["id", "c"])
             read = [row for batch in src.batches(table, selector, ["id"], 3) for row in batch]
             t = sa.table(table, sa.column("id"), sa.column("c"))
-            expr = _expr(column, t)
+            expr = column_expr(column, t)
             if column.kind is Kind.TEXT:
                 expr = sa.text("CONVERT(`c` USING utf8mb4)")
             printed = src.fetch_all(

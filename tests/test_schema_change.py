@@ -19,7 +19,7 @@ from migrator.plan.schema_change import (
     unlogged,
     verb,
 )
-from migrator.source.binlog import ddl_table
+from migrator.source.binlog.reader import ddl_table
 
 BEFORE = (("id", "int(11)"), ("email", "varchar(60)"), ("note", "text"), ("n", "int(11)"))
 USE = TableUse(

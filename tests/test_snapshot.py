@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from migrator.cli import app
-from migrator.source.binlog_settings import log_status
+from migrator.source.binlog.settings import log_status
 from migrator.source.drivers import raw_connect
 from migrator.source.mysql import parse_url
 from migrator.source.snapshot import _mysql_snapshot, start_snapshot

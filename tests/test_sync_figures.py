@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from migrator.errors import ConnectError, MigratorError
 from migrator.progress import NULL_PROGRESS
-from migrator.source.binlog import BinlogPosition, Change, Idle, Transaction
+from migrator.source.binlog.reader import BinlogPosition, Change, Idle, Transaction
 from migrator.store.sink import transient
 from migrator.sync.exporter import MetricsServer, parse_address
 from migrator.sync.figures import HealthRules, SyncFigures, _kind

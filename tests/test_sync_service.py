@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from migrator.source.binlog import BinlogPosition
+from migrator.source.binlog.reader import BinlogPosition
 from migrator.sync.exporter import MetricsServer
 from migrator.sync.figures import SyncFigures
 

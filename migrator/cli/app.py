@@ -29,11 +29,7 @@ from migrator.errors import (
     NothingWritten,
 )
 from migrator.mapping.loader import load_mapping
-from migrator.render import (
-    err,
-    out,
-    say,
-)
+from migrator.render.console import err, out, say
 from migrator.urls import mask, mask_text
 
 

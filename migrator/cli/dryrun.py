@@ -20,10 +20,8 @@ from migrator.cli.options import (
     table_list,
 )
 from migrator.commands import dry_run as plan_only
-from migrator.render import (
-    emit,
-    render_dry_run,
-)
+from migrator.render.console import emit
+from migrator.render.dryrun import render_dry_run
 
 
 @app.command("dry-run")

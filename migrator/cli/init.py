@@ -20,9 +20,7 @@ from migrator.commands import init as draft_mapping
 from migrator.errors import (
     MigratorError,
 )
-from migrator.render import (
-    render_init,
-)
+from migrator.render.mapping import render_init
 
 
 @app.command()

@@ -25,11 +25,9 @@ from migrator.cli.options import (
     table_list,
 )
 from migrator.commands import migrate as run_migrate
-from migrator.render import (
-    emit,
-    progress_bars,
-    render_migrate,
-)
+from migrator.render.bars import progress_bars
+from migrator.render.console import emit
+from migrator.render.migrate import render_migrate
 from migrator.reports import check_writable, write_rejects
 
 

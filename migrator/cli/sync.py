@@ -24,9 +24,7 @@ from migrator.cli.options import (
 )
 from migrator.commands.sync import sync as sync_command
 from migrator.errors import MigratorError
-from migrator.render import (
-    progress_bars,
-)
+from migrator.render.bars import progress_bars
 from migrator.reports import SyncStatus
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -160,7 +158,7 @@ def sync(
     """Keep Redis in step with MySQL: load the tables on the first run (online, in chunks,
     while following), then follow the binary log (row format) until Ctrl-C or SIGTERM.
     Example: migrator sync shop.yaml --until-caught-up"""
-    from migrator.render import render_sync, sync_status_printer
+    from migrator.render.sync import render_sync, sync_status_printer
     from migrator.sync.figures import HealthRules, SyncFigures
 
     again = resume_command(

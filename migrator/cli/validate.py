@@ -13,10 +13,8 @@ from migrator.cli.options import (
     SourceOpt,
 )
 from migrator.commands import validate as check
-from migrator.render import (
-    emit,
-    render_validate,
-)
+from migrator.render.console import emit
+from migrator.render.mapping import render_validate
 
 
 @app.command()

@@ -25,11 +25,9 @@ from migrator.cli.options import (
     table_list,
 )
 from migrator.commands import verify as run_verify
-from migrator.render import (
-    emit,
-    progress_bars,
-    render_verify,
-)
+from migrator.render.bars import progress_bars
+from migrator.render.console import emit
+from migrator.render.verify import render_verify
 
 
 @app.command()

@@ -9,10 +9,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from migrator.errors import MappingError, MappingErrors, MigratorError
-from migrator.mapping.loader import MAX_BATCH_SIZE, load_mapping, suggest
+from migrator.mapping.build import MAX_BATCH_SIZE
+from migrator.mapping.loader import load_mapping
 from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.mapping.schema import Schema
+from migrator.mapping.shape import suggest
 from migrator.mapping.validate import check_schema
 from migrator.plan.collisions import check_collisions
 from migrator.source.mysql import Source

@@ -16,7 +16,7 @@ from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.plan.layout import TableLayout
 from migrator.plan.planner import TablePlan
-from migrator.scaleout.workers import RANGE
+from migrator.scaleout.tasks import RANGE
 from migrator.source.mysql import Source
 from migrator.source.where import clause
 from migrator.store.checkpoint import (

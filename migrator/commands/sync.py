@@ -11,12 +11,12 @@ from collections.abc import Callable, Sequence
 
 from migrator.commands.session import load, opened, target_url
 from migrator.errors import MigratorError
-from migrator.mapping.loader import suggest
 from migrator.mapping.model import Mapping
+from migrator.mapping.shape import suggest
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import SyncReport, SyncStatus
-from migrator.source.binlog import Transaction
-from migrator.source.reader_process import reader_kind
+from migrator.source.binlog.process import reader_kind
+from migrator.source.binlog.reader import Transaction
 from migrator.sync.coordinator import Options, coordinate
 from migrator.sync.figures import HealthRules, SyncFigures, serving
 from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS

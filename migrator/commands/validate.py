@@ -24,7 +24,8 @@ from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
 from migrator.plan.search import definitions
 from migrator.source.foreign_keys import cascades_logged
-from migrator.source.mysql import Source, shared_keys_query
+from migrator.source.mysql import Source
+from migrator.source.selects import shared_keys_query
 from migrator.source.where import condition
 from migrator.sync.nesting import cascade_plans
 from migrator.sync.nesting import refuse as refuse_nesting

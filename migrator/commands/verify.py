@@ -31,12 +31,12 @@ from migrator.store.checkpoint import record_keys_hint
 from migrator.store.cluster import connect_any
 from migrator.urls import mask
 from migrator.verify import nesting
+from migrator.verify.checker import Checker
 from migrator.verify.cluster_reader import reader_for
 from migrator.verify.keys import Reader
 from migrator.verify.repair import Repairer
 from migrator.verify.report import VerifyReport
 from migrator.verify.search import check as search_check
-from migrator.verify.tables import Checker
 
 
 def verify(

@@ -1,4 +1,5 @@
-"""The mapping as frozen data. No I/O here: loader.py builds it, resolve.py completes it."""
+"""The mapping as frozen data. No I/O here: loader.py reads it, build.py builds it, resolve.py
+completes it."""
 
 from __future__ import annotations
 

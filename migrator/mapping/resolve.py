@@ -6,9 +6,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from migrator.errors import MappingError, MappingErrors
-from migrator.mapping.loader import suggest
 from migrator.mapping.model import Index, Mapping, Table, Template, Unique
 from migrator.mapping.schema import Schema, TableSchema
+from migrator.mapping.shape import suggest
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,9 @@ import yaml
 
 from migrator.errors import SourceError, docs
 from migrator.mapping.cascades import cascade_notes
-from migrator.mapping.loader import suggest
 from migrator.mapping.profile import NO_PROFILE, Profile, as_sorted, proven_identity
 from migrator.mapping.schema import IndexInfo, Schema, TableSchema
+from migrator.mapping.shape import suggest
 from migrator.urls import mask
 
 BatchSize = 5000

@@ -9,10 +9,10 @@ from typing import Any, Literal
 
 from migrator.errors import EXIT_OK, EXIT_USAGE, MappingError, MappingErrors
 from migrator.mapping.expiry import check as check_expiry
-from migrator.mapping.loader import suggest
 from migrator.mapping.model import Mapping, Table
 from migrator.mapping.resolve import column_uses, default_key, resolve
 from migrator.mapping.schema import Schema, TableSchema
+from migrator.mapping.shape import suggest
 from migrator.mapping.transforms import check as check_transforms
 from migrator.mapping.where import check as check_filter
 

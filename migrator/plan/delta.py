@@ -40,22 +40,12 @@ from itertools import chain, filterfalse
 from typing import Any
 
 from migrator.plan.batch import Command, Row
-from migrator.plan.delta_code import Collect, Entries, entries_function
+from migrator.plan.delta_code import Entries, entries_function
+from migrator.plan.delta_entries import collector
 from migrator.plan.planner import TablePlan
-from migrator.plan.structures import (
-    IndexSets,
-    RowColumns,
-    RowDocument,
-    RowHash,
-    SortedSets,
-    TagSets,
-    UniqueHashes,
-    UniqueStrings,
-)
 from migrator.plan.where import row_test
 
 EntryKey = tuple[str, bytes, bytes]
-
 
 REMOVED = object()  # the last operation on an entry removed it
 
@@ -195,7 +185,7 @@ class TableDelta:
         self.plan = plan
         self.name = plan.table.name
         # per structure: its collector, or None where the generated code inlines it
-        self.collectors = [_collector(plan, s) for s in plan.structures]
+        self.collectors = [collector(plan, s) for s in plan.structures]
         counter = plan.table.counter
         self.counter_key = counter.render({}).encode() if counter else None
         self.latest_positions = [plan.pos[latest.order_by] for latest in plan.table.latest]
@@ -334,119 +324,3 @@ def _latest_may_change(before: Row | None, after: Row | None, i: int, npk: int) 
     if before is None or after is None or a != b:
         return True
     return tuple(before[:npk]) != tuple(after[:npk])
-
-
-def _row_columns(plan: TablePlan, structure: RowColumns) -> Collect:
-    """``as: columns``: one STRING per column (``s``, the column name appended to the row
-    key); the primary-key columns when every value is NULL."""
-    fields, pk_fields, row_key = structure.fields, structure.pk_fields, plan.row_key
-    formats = structure.formats
-
-    def value(row: Row, i: int) -> bytes | None:
-        v = row[i]
-        return formats[i](v) if v is not None and i in formats else v
-
-    def row_columns(row: Row, out: Entries) -> None:
-        key = row_key(row)
-        if key is None:
-            return
-        chosen = [(name, row[i]) for name, i in fields if row[i] is not None]
-        if not chosen:
-            chosen = [(name, row[i] or b"") for name, i in pk_fields]
-        for name, v in chosen:
-            out["s", key + name] = {b"": v}  # type: ignore[dict-item]
-
-    def formatted(row: Row, out: Entries) -> None:  # formats: (as RowColumns.add writes)
-        key = row_key(row)
-        if key is None:
-            return
-        chosen = [(name, v) for name, i in fields if (v := value(row, i)) is not None]
-        if not chosen:
-            chosen = [(name, value(row, i) or b"") for name, i in pk_fields]
-        for name, v in chosen:
-            out["s", key + name] = {b"": v}
-
-    if formats:
-        return formatted
-    return row_columns
-
-
-def _row_hash(plan: TablePlan, structure: RowHash) -> Collect:
-    """A row hash with formatted fields (formats:): the fields as ``RowHash.add`` writes
-    them (``H``)."""
-    fields, pk_fields, formats, row_key = (
-        structure.fields,
-        structure.pk_fields,
-        structure.formats,
-        plan.row_key,
-    )
-
-    def value(row: Row, i: int) -> bytes | None:
-        v = row[i]
-        return formats[i](v) if v is not None and i in formats else v
-
-    def row_hash(row: Row, out: Entries) -> None:
-        key = row_key(row)
-        if key is None:
-            return
-        h = {name: v for name, i in fields if (v := value(row, i)) is not None}
-        if not h:
-            h = {name: value(row, i) or b"" for name, i in pk_fields}
-        got = out.get(("H", key))
-        if got is None:
-            out["H", key] = h
-        else:
-            got.update(h)
-
-    return row_hash
-
-
-def _collector(plan: TablePlan, structure: object) -> Collect | None:
-    """The entries a structure the generated code does not inline contributes for a row
-    (see the module docstring); None for those it inlines (plan/delta_code.py)."""
-    if isinstance(structure, RowHash) and structure.formats:
-        return _row_hash(plan, structure)
-    if isinstance(structure, (RowHash, UniqueHashes, IndexSets, SortedSets)):
-        return None
-    pk_text = plan.pk_text
-    if isinstance(structure, RowColumns):
-        return _row_columns(plan, structure)
-    if isinstance(structure, RowDocument):
-        document, row_key = structure.document, plan.row_key
-        kind = "j" if structure.redisjson else "s"
-
-        def row_document(row: Row, out: Entries) -> None:
-            key = row_key(row)
-            if key is not None:
-                out[kind, key] = {b"": document(row)}
-
-        return row_document
-    if isinstance(structure, UniqueStrings):
-        sitems = structure.items
-
-        def unique_string(row: Row, out: Entries) -> None:
-            pk = pk_text(row)
-            if pk is None:
-                return
-            for _, key_of in sitems:
-                key = key_of(row)
-                if key is not None:
-                    out["s", key] = {b"": pk}
-
-        return unique_string
-    if isinstance(structure, TagSets):
-        titems = structure.items
-
-        def tag_sets(row: Row, out: Entries) -> None:
-            for _, key_of, member_of in titems:
-                key, member = key_of(row), member_of(row)
-                if key is None or member is None:
-                    continue
-                got = out.get(("S", key))
-                if got is None:
-                    out["S", key] = {member: b""}
-                else:
-                    got[member] = b""
-
-        return tag_sets
-    raise TypeError(f"no delta planning for the structure {type(structure).__name__}")

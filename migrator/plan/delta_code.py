@@ -3,7 +3,7 @@ computes a row's entries with the row hash, unique hashes, index sets and sorted
 inlined, instead of one call per structure and per entry (the entries of the module
 docstring of plan/delta.py, grouped per key, in the order of the table's structures). The
 other structures (``as: columns``, STRING-style uniques, tag sets) keep a collector each
-(plan/delta.py), called from the generated code in their turn.
+(plan/delta_entries.py), called from the generated code in their turn.
 
 Only positions and constants go into the code; names, keys and functions stay in its
 namespace (as in plan/packer.py)."""

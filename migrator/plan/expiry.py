@@ -12,7 +12,7 @@ The schedule is two keys migrator keeps of its own, without a TTL:
 Redis expires the row's own keys by itself; the shared structures (unique hashes, index,
 reference and tag sets, sorted sets, latest lists) are cleaned by a *sweep* that reads the
 members whose moment has passed and their memos, and plans each like a DELETE of that row
-(sync/expiry_sweep.py). The memo is needed because by then Redis may have expired the row's
+(store/expiry_sweep.py). The memo is needed because by then Redis may have expired the row's
 hash already.
 
 "now" is the clock of the machine that runs migrator (``time.time``), in milliseconds.

@@ -2,7 +2,7 @@
 
 A row is a tuple of ``bytes | None`` in the order of ``TablePlan.select`` (primary-key
 columns first), each value already the Redis text of docs/values.md. Each structure a table
-maps to is one small class in ``migrator.structures.STRUCTURES``; ``TablePlan.plan`` runs
+maps to is one small class in ``migrator.plan.structures.STRUCTURES``; ``TablePlan.plan`` runs
 them over a batch, whose ``Batch`` (``migrator.plan.batch``) coalesces writes to the same key
 (one SADD with many members, one HSET with many fields). ``TablePlan.pack`` is the same
 plan packed straight to Redis protocol bytes (``migrator.plan.packer``).

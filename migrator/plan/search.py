@@ -33,10 +33,10 @@ from dataclasses import dataclass
 
 from migrator.errors import MappingError
 from migrator.mapping.kinds import Kind
-from migrator.mapping.loader import suggest
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import Column
+from migrator.mapping.shape import suggest
 from migrator.plan.nesting import parent_of
 
 TAG_SEPARATOR = "\x1f"

@@ -4,7 +4,7 @@ The caller plans the chunks, registers them in the checkpoint and finishes each 
 (counter, latest lists) exactly as with local workers (scaleout/workers.py); only the chunks run
 elsewhere. Each task opens its own MySQL and Redis connections on its Dask worker (one pair
 per worker thread, kept for its next tasks), attaches the run's guard and runs
-``parallel.run_task``: the same packer, run marker and per-chunk checkpoint as a local
+``run_task`` (scaleout/tasks.py): the same packer, run marker and per-chunk checkpoint as a local
 worker, in a snapshot of its own per chunk.
 
 * Progress and retry notes travel as Dask events (``Worker.log_event`` on a topic of the run,
@@ -44,7 +44,8 @@ from typing import Any
 
 from migrator.errors import ConnectError, MigratorError
 from migrator.plan.planner import Stats
-from migrator.scaleout.workers import Task, connections, drain, run_task
+from migrator.scaleout.pool import connections, drain
+from migrator.scaleout.tasks import Task, run_task
 
 INSTALL = "pip install 'migrator[dask]' on this host and on every Dask worker's host"
 #: how long to wait for the scheduler to answer, and for a first worker to join it

@@ -30,13 +30,15 @@ from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.progress import NullProgress, Progress
 from migrator.scaleout import dask_tasks as scaleout
-from migrator.scaleout.workers import drain
+from migrator.scaleout.pool import drain
 from migrator.source.chunks import plan_chunks
-from migrator.source.mysql import Source, keyset_value
+from migrator.source.mysql import Source
+from migrator.source.selects import keyset_value
 from migrator.store.cluster import connect_any
+from migrator.verify.checker import Checker
 from migrator.verify.cluster_reader import reader_for
 from migrator.verify.report import EXAMPLES, TableCheck, TableRepair
-from migrator.verify.tables import Checker, TableVerifier
+from migrator.verify.tables import TableVerifier
 
 #: what a chunk's check hands back (TableVerifier attributes)
 COUNTED = ("present", "rows_present", "keyed_present", "expected", "set_members",

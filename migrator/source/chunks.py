@@ -32,13 +32,13 @@ import sqlalchemy as sa
 from migrator.mapping.kinds import Kind
 from migrator.mapping.schema import Column
 from migrator.plan.values import converter
-from migrator.source.mysql import (
+from migrator.source.mysql import Source
+from migrator.source.selects import (
     RawRow,
     Selector,
-    Source,
-    _convert,
-    _expr,
     after_key,
+    column_expr,
+    convert_row,
     keyset_value,
 )
 
@@ -65,13 +65,13 @@ def plan_chunks(
     t = sa.table(table, *(sa.column(c.name) for c in pk))
     cols = [t.c[c.name] for c in pk]
     selector = Selector(tuple(c.name for c in pk), tuple(pk), tuple(converter(c.kind) for c in pk))
-    exprs = [_expr(c, t) for c in pk]
+    exprs = [column_expr(c, t) for c in pk]
 
     def one(stmt: Any) -> Key | None:
         rows = src.fetch_all(stmt)
         if not rows:
             return None
-        row: RawRow = _convert(rows[0], selector) if selector.needs_conversion else rows[0]
+        row: RawRow = convert_row(rows[0], selector) if selector.needs_conversion else rows[0]
         return tuple(v if v is not None else b"" for v in row)
 
     high = one(sa.select(*exprs).order_by(*(c.desc() for c in cols)).limit(1))

@@ -1,8 +1,10 @@
-"""MySQL: engine, read-only UTC session, keyset batches by primary key, counts.
+"""MySQL: engine, read-only UTC session, snapshots, keyset batches by primary key.
 
 Rows are streamed over an unbuffered cursor of the DBAPI driver with its type conversion off,
 so values arrive as the bytes MySQL prints (see values.py). Statements are built with
-SQLAlchemy Core, which quotes every identifier; nothing is pasted into SQL.
+SQLAlchemy Core, which quotes every identifier; nothing is pasted into SQL. How they are
+spelled is in ``selects``; the look-ups besides batches (counts, shared keys, latest rows,
+rows by value) in ``lookups``, which ``Source`` inherits.
 """
 
 from __future__ import annotations
@@ -10,17 +12,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Generator, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Engine
 
 from migrator.errors import ConnectError, MigratorError, SourceError, TableChanged
-from migrator.mapping.kinds import Kind
-from migrator.mapping.schema import Column, Schema
-from migrator.plan.values import Converter, converter
+from migrator.mapping.schema import Schema
+from migrator.plan.values import converter
 from migrator.retry import Retrying
 from migrator.source.connection import (
     TABLE_DEF_CHANGED,
@@ -34,28 +33,24 @@ from migrator.source.connection import (
 )
 from migrator.source.drivers import driver_of, let_go, raw_connect, unbuffered_cursor, url_flag
 from migrator.source.introspect import read_schema
+from migrator.source.lookups import Lookups
+from migrator.source.selects import (
+    RawRow,
+    Selector,
+    after_key,
+    column_expr,
+    convert_row,
+    driver_params,
+    keyset_value,
+    upto_key,
+)
 from migrator.source.snapshot import Snapshot, start_snapshot
 from migrator.urls import mask
 
 log = logging.getLogger(__name__)
 
-RawRow = tuple[bytes | None, ...]
 
-
-@dataclass(frozen=True)
-class Selector:
-    """How each column of a plan is selected and fixed up, in select order."""
-
-    names: tuple[str, ...]
-    columns: tuple[Column, ...]
-    converters: tuple[Converter | None, ...]
-
-    @property
-    def needs_conversion(self) -> bool:
-        return any(c is not None for c in self.converters)
-
-
-class Source:
+class Source(Lookups):
     """A read-only MySQL source."""
 
     def __init__(
@@ -189,7 +184,7 @@ class Source:
             bound.update(params)
         cursor = self.raw_connection().cursor()
         try:
-            cursor.execute(str(compiled), _params(compiled, bound))
+            cursor.execute(str(compiled), driver_params(compiled, bound))
         except Exception as e:
             with suppress(Exception):
                 cursor.close()
@@ -231,157 +226,6 @@ class Source:
         columns = tuple(ts.column(n) for n in names)
         return Selector(tuple(names), columns, tuple(converter(c.kind) for c in columns))
 
-    def count(self, table: str, where: Any = None) -> int:
-        """The table's rows (``where``: those a row filter keeps, source/where.py)."""
-        stmt = sa.select(sa.func.count()).select_from(sa.table(table))
-        if where is not None:
-            stmt = stmt.where(where)
-        row = self.fetch_all(stmt)[0]
-        return int(row[0] or 0)
-
-    def value_counts(self, table: str, column: str, where: Any = None) -> list[tuple[Any, int]]:
-        """(value, rows) per value of the column, NULL left out, grouped by the column's own
-        collation (a search index's TAG counts are compared with them)."""
-        t = sa.table(table, sa.column(column))
-        c = t.c[column]
-        stmt = (
-            sa.select(sa.func.min(c), sa.func.count())
-            .where(c.is_not(None), *([] if where is None else [where]))
-            .group_by(c)
-        )
-        return [(v, int(n or 0)) for v, n in self.fetch_all(stmt)]
-
-    def shared_keys(
-        self, table: str, columns: Sequence[Column], where: Any = None
-    ) -> tuple[int, int]:
-        """For key columns MySQL does not keep unique: (keys that several rows share, rows
-        beyond one per such key, which Redis does not hold as they are). Rows with a NULL in
-        the key are left out (migrate rejects them); text compares byte for byte, as Redis
-        keys do."""
-        t = sa.table(table, *(sa.column(c.name) for c in columns))
-        group = [
-            sa.cast(_expr(c, t), mysql.BINARY()) if c.kind is Kind.TEXT else _expr(c, t)
-            for c in columns
-        ]
-        shared = (
-            sa.select(sa.func.count().label("n"))
-            .select_from(t)
-            .where(*(t.c[c.name].is_not(None) for c in columns))
-            .where(*([] if where is None else [where]))
-            .group_by(*group)
-            .having(sa.func.count() > 1)
-            .subquery()
-        )
-        stmt = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(shared.c.n), 0))
-        keys, rows = self.fetch_all(stmt.select_from(shared))[0]
-        return int(keys or 0), int(rows or 0) - int(keys or 0)
-
-    def max_of(self, table: str, column: Column) -> bytes | None:
-        stmt = sa.select(sa.func.max(_expr(column)))
-        stmt = stmt.select_from(sa.table(table, sa.column(column.name)))
-        return self.fetch_all(stmt)[0][0]
-
-    def latest(
-        self, table: str, pk: Sequence[Column], order_by: Column, limit: int, where: Any = None
-    ) -> list[RawRow]:
-        """The primary keys of the newest ``limit`` rows by ``order_by`` (NULLs never), of
-        the rows ``where`` (a row filter) keeps."""
-        t = sa.table(table, *(sa.column(c.name) for c in pk), sa.column(order_by.name))
-        o = t.c[order_by.name]
-        stmt = (
-            sa.select(*(_expr(c, t) for c in pk))
-            .where(o.is_not(None), *([] if where is None else [where]))
-            .order_by(o.desc(), *(t.c[c.name].desc() for c in pk))
-            .limit(limit)
-        )
-        sel = Selector(tuple(c.name for c in pk), tuple(pk), tuple(converter(c.kind) for c in pk))
-        return [_convert(r, sel) for r in self.fetch_all(stmt)]
-
-    def sharing_rows(
-        self, table: str, selector: Selector, columns: Sequence[Column], limit: int
-    ) -> list[RawRow]:
-        """The rows (selected as ``batches`` does), at most ``limit``, whose ``columns`` hold
-        values several rows share (a ``unique:`` MySQL does not enforce; NULLs left out, text
-        compared byte for byte, as ``shared_keys`` counts them). Used by verify."""
-        names = {*selector.names, *(c.name for c in columns)}
-        t = sa.table(table, *(sa.column(n) for n in names))
-        inner = sa.table(table, *(sa.column(c.name) for c in columns)).alias("shared")
-
-        def group(c: Column, of: Any) -> Any:
-            return sa.cast(_expr(c, of), mysql.BINARY()) if c.kind is Kind.TEXT else _expr(c, of)
-
-        labels = [f"v{i}" for i in range(len(columns))]  # grouped by alias: only_full_group_by
-        shared = (
-            sa.select(*(group(c, inner).label(n) for c, n in zip(columns, labels)))
-            .where(*(inner.c[c.name].is_not(None) for c in columns))
-            .group_by(*(sa.literal_column(n) for n in labels))
-            .having(sa.func.count() > 1)
-            .subquery("d")
-        )
-        values = sa.select(*(shared.c[n] for n in labels))
-        mine = [group(c, t) for c in columns]
-        cond = (mine[0] if len(mine) == 1 else sa.tuple_(*mine)).in_(values)
-        stmt = sa.select(*(_expr(c, t) for c in selector.columns)).where(cond).limit(limit)
-        found = self.fetch_all(stmt)
-        return [_convert(r, selector) for r in found] if selector.needs_conversion else found
-
-    def rows_where(
-        self,
-        table: str,
-        selector: Selector,
-        columns: Sequence[str],
-        values: Sequence[Any],
-        where: Any = None,
-    ) -> list[RawRow]:
-        """The rows (selected as ``batches`` does) whose ``columns`` equal one of ``values``
-        (tuples for several columns): ``WHERE (c1, c2) IN ((...), ...)``. Used by verify."""
-        if not values:
-            return []
-        t = sa.table(table, *(sa.column(n) for n in {*selector.names, *columns}))
-        exprs = [_expr(c, t) for c in selector.columns]
-        ts = self.schema().tables[table]
-        kinds = [ts.column(c).kind for c in columns]
-        # one bound parameter per value (no "expanding" IN, which the raw cursor cannot render)
-        if len(columns) == 1:
-            items = [
-                sa.literal(_bindable(v[0] if isinstance(v, tuple) else v, kinds[0])) for v in values
-            ]
-            cond = t.c[columns[0]].in_(items)
-        else:
-            rows = [
-                sa.tuple_(*(sa.literal(_bindable(x, k)) for x, k in zip(v, kinds))) for v in values
-            ]
-            cond = sa.tuple_(*(t.c[c] for c in columns)).in_(rows)
-        stmt = sa.select(*exprs).where(cond)
-        if where is not None:
-            stmt = stmt.where(where)
-        found = self.fetch_all(stmt)
-        return [_convert(r, selector) for r in found] if selector.needs_conversion else found
-
-    def page(
-        self, table: str, selector: Selector, pk: Sequence[str], n: int,
-        after: Sequence[Any] | None = None, where: Any = None,
-    ) -> list[RawRow]:  # fmt: skip
-        """Up to ``n`` rows after the primary key ``after`` (in primary-key order), read whole:
-        the connection is free for other reads between pages (source/nesting.py)."""
-        t = sa.table(table, *(sa.column(c) for c in {*selector.names, *pk}))
-        cols = [t.c[c] for c in pk]
-        stmt = sa.select(*(_expr(c, t) for c in selector.columns)).order_by(*cols).limit(n)
-        if after is not None:
-            stmt = stmt.where(after_key(cols, [sa.literal(v) for v in after]))
-        if where is not None:
-            stmt = stmt.where(where)
-        found = self.fetch_all(stmt)
-        return [_convert(r, selector) for r in found] if selector.needs_conversion else found
-
-    def random_keys(self, table: str, pk: Sequence[str], n: int, where: Any = None) -> list[RawRow]:
-        """The primary keys of ``n`` random rows (``ORDER BY RAND() LIMIT n``). Used by verify."""
-        t = sa.table(table, *(sa.column(c) for c in pk))
-        stmt = sa.select(*(t.c[c] for c in pk)).order_by(sa.func.rand()).limit(n)
-        if where is not None:
-            stmt = stmt.where(where)
-        return self.fetch_all(stmt)
-
     def batches(
         self,
         table: str,
@@ -405,7 +249,7 @@ class Source:
         t = sa.table(table, *(sa.column(n) for n in selector.names))
         pk_cols = [t.c[n] for n in pk]
         pk_kinds = [selector.columns[selector.names.index(n)].kind for n in pk]
-        exprs = [_expr(c, t) for c in selector.columns]
+        exprs = [column_expr(c, t) for c in selector.columns]
         base = sa.select(*exprs).order_by(*pk_cols).limit(sa.bindparam("_limit", page_size))
         if where is not None:
             base = base.where(where)
@@ -428,7 +272,7 @@ class Source:
             got = 0
             try:
                 cursor = self.raw_connection().cursor(unbuffered_cursor(self.raw_connection()))
-                cursor.execute(str(stmt), _params(stmt, bound))
+                cursor.execute(str(stmt), driver_params(stmt, bound))
                 while True:
                     rows = cursor.fetchmany(batch_size)
                     if not rows:
@@ -436,7 +280,7 @@ class Source:
                     got += len(rows)
                     failures = 0
                     if convert:
-                        rows = [_convert(r, selector) for r in rows]
+                        rows = [convert_row(r, selector) for r in rows]
                     last = [keyset_value(v, k) for v, k in zip(rows[-1], pk_kinds)]
                     yield rows
             except Exception as e:
@@ -461,85 +305,6 @@ class Source:
                         cursor.close()
             if got < page_size:
                 return
-
-
-def shared_keys_query(table: str, columns: Sequence[str]) -> str:
-    """The SQL a person runs to list the keys several rows share (``Source.shared_keys``)."""
-    cols = ", ".join(quote_name(c) for c in columns)
-    return f"SELECT {cols}, COUNT(*) FROM {quote_name(table)} GROUP BY {cols} HAVING COUNT(*) > 1"
-
-
-def quote_name(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def after_key(cols: Sequence[Any], params: Sequence[Any]) -> Any:
-    """``(c1, c2, ...) > (p1, p2, ...)`` in the index's order, spelled out so that every
-    MySQL and MariaDB version reads it as a range of the index."""
-    return sa.or_(
-        *(
-            sa.and_(*(cols[j] == params[j] for j in range(i)), cols[i] > params[i])
-            for i in range(len(cols))
-        )
-    )
-
-
-def upto_key(cols: Sequence[Any], params: Sequence[Any]) -> Any:
-    """``(c1, c2, ...) <= (p1, p2, ...)``, spelled out like ``after_key``."""
-    last = len(cols) - 1
-    return sa.or_(
-        *(
-            sa.and_(*(cols[j] == params[j] for j in range(i)),
-                    cols[i] <= params[i] if i == last else cols[i] < params[i])
-            for i in range(len(cols))
-        )
-    )  # fmt: skip
-
-
-def keyset_value(raw: bytes | None, kind: Kind) -> Any:
-    """A primary-key value as a query parameter that compares like the column does."""
-    if raw is None:
-        return None
-    if kind is Kind.INTEGER or kind is Kind.BIT:
-        return int(raw)
-    if kind is Kind.BINARY:
-        return bytes(raw)
-    return raw.decode("utf-8", "surrogateescape")
-
-
-def _bindable(value: Any, kind: Kind) -> Any:
-    """A value read raw (bytes) as a parameter that compares like the column's own values.
-    PyMySQL sends bytes as a hex literal (``X'31'``), which MySQL compares with a number as
-    the number 49 (MariaDB as the string '1'): a key of a column that is not binary goes as
-    :func:`keyset_value` makes it (an integer, or text)."""
-    if isinstance(value, bytes | bytearray) and kind is not Kind.BINARY:
-        try:
-            return keyset_value(bytes(value), kind)
-        except ValueError:  # not a number: compared as text, as the server would
-            return bytes(value).decode("utf-8", "surrogateescape")
-    return value
-
-
-def _params(compiled: Any, bound: dict[str, Any]) -> Any:
-    """Parameters as the driver's paramstyle wants them: a tuple for positional styles
-    (``%s``: a mysql+mysqldb:// URL's dialect compiles them so), else the dict (``%(name)s``)."""
-    names = getattr(compiled, "positiontup", None)
-    return tuple(bound[n] for n in names) if names else bound
-
-
-def _convert(row: Sequence[Any], selector: Selector) -> RawRow:
-    return tuple(v if f is None or v is None else f(v) for v, f in zip(row, selector.converters))
-
-
-def _expr(column: Column, t: Any = None) -> Any:
-    col = t.c[column.name] if t is not None else sa.column(column.name)
-    if column.kind is Kind.BIT:
-        return sa.cast(col, mysql.INTEGER(unsigned=True))
-    if column.kind is Kind.GEOMETRY:
-        return sa.func.ST_AsText(col)
-    if column.kind is Kind.FLOAT:
-        return sa.type_coerce(col, sa.Float) + sa.literal_column("0e0")
-    return col
 
 
 def _text(value: Any) -> str:

@@ -17,7 +17,8 @@ from migrator.plan.batch import Command, Row
 from migrator.plan.nesting import Groups, Level, commands, group
 from migrator.plan.nesting_side import side_commands
 from migrator.plan.search import Hop
-from migrator.source.mysql import Source, keyset_value
+from migrator.source.mysql import Source
+from migrator.source.selects import keyset_value
 from migrator.source.where import clause
 
 IN_LIST = 1000  # parent values per query

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from migrator.plan.planner import TablePlan
-from migrator.source.mysql import Source, _expr
+from migrator.source.mysql import Source
+from migrator.source.selects import column_expr
 
 
 def rejected_rows(src: Source, plan: TablePlan) -> int:
@@ -23,7 +24,7 @@ def rejected_rows(src: Source, plan: TablePlan) -> int:
     any_group = []
     for positions, looked_at in plan.guards:
         written = [t.c[plan.select[i]].is_not(None) for i in positions]
-        shown = [_expr(plan.resolved.schema.column(name), t) for _, name in looked_at]
+        shown = [column_expr(plan.resolved.schema.column(name), t) for _, name in looked_at]
         holds = [sa.func.locate(ch, value) > 0 for value in shown for ch in chars]
         any_group.append(sa.and_(*written, sa.or_(*holds)))
     stmt = sa.select(sa.func.count()).select_from(t).where(sa.or_(*any_group))

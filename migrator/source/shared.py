@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from migrator.mapping.resolve import Resolved
-from migrator.source.mysql import Source, quote_name
+from migrator.source.mysql import Source
+from migrator.source.selects import quote_name
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ from typing import Any
 from sqlalchemy.engine import URL
 
 from migrator.errors import SourceError
+from migrator.source.binlog.gtid import locate
+from migrator.source.binlog.gtid_set import GtidSet
 from migrator.source.connection import first_line
-from migrator.source.gtid import locate
-from migrator.source.gtid_set import GtidSet
 
 SET_ISOLATION = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 START = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"

@@ -23,7 +23,7 @@ from migrator.urls import mask, readable
 
 Command = tuple[bytes, ...]
 T = TypeVar("T")
-#: a target's client: one server, or a Redis Cluster (migrator/cluster.py routes per slot)
+#: a target's client: one server, or a Redis Cluster (store/cluster.py routes per slot)
 Client = redis.Redis | redis.RedisCluster
 
 

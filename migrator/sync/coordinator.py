@@ -14,7 +14,7 @@ while the log is followed (sync/online_snapshot.py; resumable). With
 (same plan, same packed bytes, counters and latest lists rebuilt from the same snapshot);
 the snapshot's binary-log position is then stored. Every run then follows the log
 from the stored position: a reader thread decodes committed transactions
-(``migrator.source.binlog``), this thread turns their row changes into Redis deltas
+(``migrator.source.binlog.reader``), this thread turns their row changes into Redis deltas
 (``migrator.plan.delta``) and applies each group of whole transactions together with the
 position after them in one MULTI/EXEC (``migrator.store.sync_state``; on a Redis Cluster
 the position is stored after its commands, and a replay converges). Counters are raised
@@ -46,12 +46,12 @@ from migrator.plan.search import definitions
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import SyncReport, SyncStatus, TableReport
 from migrator.retry import Retrying
-from migrator.source import gtid
-from migrator.source.binlog import Transaction
-from migrator.source.binlog_settings import refuse_gaps
+from migrator.source.binlog import gtid
+from migrator.source.binlog.reader import Transaction
+from migrator.source.binlog.reconnect import surfaced
+from migrator.source.binlog.settings import refuse_gaps
 from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
-from migrator.source.reconnect import surfaced
 from migrator.source.snapshot import Snapshot
 from migrator.store import features, search_index
 from migrator.store.checkpoint import KeysFollower

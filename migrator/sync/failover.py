@@ -1,12 +1,12 @@
 """sync pointed at another server than the one its position was made on (a replica promoted
 to primary, or a failover behind the same address): where to continue, by the stored GTID
-state (``migrator.source.gtid``), or the refusal."""
+state (``migrator.source.binlog.gtid``), or the refusal."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from migrator.source import gtid
+from migrator.source.binlog import gtid
 from migrator.source.mysql import Source
 from migrator.store.sink import retry
 

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from migrator.progress import Progress
 from migrator.reports import SyncStatus
 from migrator.retry import Classify, Policy, Retrying
-from migrator.source.binlog import BinlogPosition, Idle, SchemaChange, Transaction
+from migrator.source.binlog.reader import BinlogPosition, Idle, SchemaChange, Transaction
 from migrator.sync.behind import bytes_between, transactions_between
 from migrator.sync.lag import LagClock, Pos
 

@@ -21,9 +21,10 @@ from migrator.plan.values import converter
 from migrator.progress import Progress
 from migrator.reports import TableReport
 from migrator.retry import Retrying
-from migrator.source.mysql import Selector, Source
+from migrator.source.binlog.reconnect import surfaced
+from migrator.source.mysql import Source
 from migrator.source.nesting import all_written
-from migrator.source.reconnect import surfaced
+from migrator.source.selects import Selector
 from migrator.source.snapshot import Snapshot, gtid_snapshot, start_snapshot
 from migrator.source.where import clause
 from migrator.store.cluster_sink import sink_for, writer_for

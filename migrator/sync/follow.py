@@ -1,12 +1,14 @@
 """sync's follow loop: a reader thread decodes the binary log into a queue; this thread
 applies groups of whole transactions, each with the position after it (one MULTI/EXEC on a
-single server; on a Cluster the position after its commands). See ``migrator.commands.sync``.
+single server; on a Cluster the position after its commands). A ``Follower`` is built by
+sync/coordinator.py and run by the recovery loop (sync/recovery.py). How a group is applied
+is in sync/apply.py; what a re-read table or a schema change does, in sync/table_changes.py.
 
 A lost source connection, whichever it is (the log stream, the one that rebuilds latest
 lists, the WKT look-ups), ends the loop with ``SourceLost`` after the last whole transaction
 applied; a target that lost its data ends it with ``TargetLost`` (checked on every group, on
 every new connection, every second while idle, and before "caught up" is reported). The
-caller (commands/sync.py) decides what comes next.
+recovery loop (sync/recovery.py) decides what comes next.
 """
 
 from __future__ import annotations
@@ -21,59 +23,40 @@ from typing import Any
 from migrator.errors import MigratorError, SourceError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
-from migrator.plan.batch import Command
 from migrator.plan.cascade import Cascades, followable, refuse_unfollowable
-from migrator.plan.delta import Delta
 from migrator.plan.expiry_delta import table_delta
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
 from migrator.progress import NULL_PROGRESS, Progress
-from migrator.reports import SchemaChanged, SyncReport, SyncStatus, TableReport
+from migrator.reports import SyncReport, SyncStatus
 from migrator.retry import Retrying
-from migrator.source.binlog import (
+from migrator.source.binlog.process import reader_for
+from migrator.source.binlog.reader import (
     BinlogPosition,
     Idle,
     SchemaChange,
     TableColumns,
     Transaction,
 )
-from migrator.source.binlog_settings import log_status
+from migrator.source.binlog.reconnect import SourceLost, lost_reason, surfaced
+from migrator.source.binlog.settings import log_status
 from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
-from migrator.source.reader_process import reader_for
-from migrator.source.reconnect import SourceLost, lost_reason, surfaced
-from migrator.source.where import clause
 from migrator.store.cluster import is_cluster
-from migrator.store.expiry_sweep import SWEEP_SECONDS, due, expiring
+from migrator.store.expiry_sweep import SWEEP_SECONDS, expiring
 from migrator.store.sink import retry
-from migrator.store.sync_state import SyncState, apply_group, raise_counter
+from migrator.store.sync_state import SyncState
+from migrator.sync.apply import GroupApplier
 from migrator.sync.figures import SyncFigures
 from migrator.sync.handoff import Handoff
 from migrator.sync.head import HeadWatch
 from migrator.sync.nesting import NestSync, cascade_plans
 from migrator.sync.nesting import refuse as refuse_nesting
-from migrator.sync.online_snapshot import (
-    FIRST_RUN,
-    SNAPSHOT_CHUNK_ROWS,
-    Pending,
-    Snapshots,
-    load_queue,
-)
-from migrator.sync.schema_watch import (
-    Replan,
-    Resnapshot,
-    SchemaWatch,
-    resnapshot_by_hand,
-    short_query,
-    stopped,
-)
-from migrator.sync.shared_uniques import shared_entries
+from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS, Snapshots, load_queue
+from migrator.sync.schema_watch import Resnapshot, SchemaWatch, resnapshot_by_hand
+from migrator.sync.table_changes import TableChanges
 
 MAX_GROUP_ROWS = 5000  # row changes applied in one MULTI/EXEC at most (whole transactions)
-
-
-def position_fields(pos: BinlogPosition) -> dict[str, str]:
-    return {"file": pos.file, "pos": str(pos.pos), "gtid": pos.gtid}
 
 
 _END = object()
@@ -88,7 +71,7 @@ class _Lost:
         self.reason = reason
 
 
-class Follower:
+class Follower(TableChanges, GroupApplier):
     """The follow loop: a reader thread fills a queue; this thread applies groups of whole
     transactions, each group with its position in one MULTI/EXEC."""
 
@@ -321,10 +304,6 @@ class Follower:
             self.figures.head_at(*head)
         return head is not None and (self.position.file, self.position.pos) >= head
 
-    def first_loading(self) -> bool:
-        """Whether the first run's online load is not done yet (its phase is ``loading``)."""
-        return self.snapshots is not None and self.snapshots.first_load()
-
     def _status(self, report: SyncReport, rate: float, caught_up: bool) -> SyncStatus:
         phase = "loading" if self.first_loading() else "following"
         status = SyncStatus(
@@ -334,196 +313,6 @@ class Follower:
         if self.snapshots is not None:
             status.online_snapshot = self.snapshots.progress()
         return status
-
-    # -- online snapshots (sync/online_snapshot.py) ------------------------------------
-    def resnapshot_online(self, table: str, reason: str) -> None:
-        """Read ``table`` again, online, while every other table keeps following: its keys
-        are removed when its turn comes, then it is loaded chunk by chunk. Stored at once
-        with the applied position, so a crash still does it. ``reason`` is reported."""
-        assert self.snapshots is not None, "a Follower built with its mapping"
-        self._refuse_tree(table, reason)
-        self.snapshots.add(table, reason)
-        self._store_snapshots()
-        if self.report is not None:
-            self.report.notes.append(f"re-snapshot of {table} queued: {reason}")
-
-    def _refuse_tree(self, table: str, reason: str) -> None:
-        """A table of a nesting tree is not read again alone (its documents hold others'
-        rows): sync stops (exit 2), the position before the change kept."""
-        if self.nesting is not None and table in self.nesting.tables:
-            raise MigratorError(
-                f"{table} must be read again ({reason}), and it is part of nested documents, "
-                "which sync does not re-read one table at a time",
-                f"'migrator sync {self.report.mapping if self.report else 'MAPPING'} --reload' "
-                "removes the mapping's keys and loads a new snapshot",
-            )
-
-    def _snapshot_waits(self) -> bool:
-        return self.snapshots is not None and bool(self.snapshots.queue)
-
-    def _snapshot_step(self) -> None:
-        assert self.snapshots is not None
-        applied = max(self.position, self.read_to)
-        if self.snapshots.step(applied):
-            self._store_snapshots()
-
-    def _store_snapshots(self) -> None:
-        """The snapshots' progress with the applied position, in one atomic write."""
-        assert self.snapshots is not None
-        fields = position_fields(self.position) | self.snapshots.fields() | self.identity
-        position = self.state.command(fields | self.schema.fields() if self.schema else fields)
-        apply_group(self.client, [], position, self.state, self.retrying)
-
-    def _snapshotted(self, table: TableReport, p: Pending) -> None:
-        """A table's online snapshot done: a table of the first run's load is reported with
-        the tables loaded (``loaded``), any other with the re-snapshots."""
-        first = p.reason == FIRST_RUN
-        if first and not self.first_loading():
-            self.figures.loaded()
-        if self.report is None:
-            return
-        if first:
-            table.status = "done"
-            self.report.loaded.append(table)
-            self.report.online_load = True
-        else:
-            self.report.resnapshots.append(table)
-
-    def _apply(self, group: list[Transaction]) -> None:
-        total = Delta()
-        deltas = self.deltas
-        snap = self.snapshots
-        replaced = {p.table for p in snap.queue} if snap is not None and snap.queue else None
-        nesting = self.nesting
-        if nesting is not None:
-            nesting.prefetch((c.table, c.before, c.after) for txn in group for c in txn.changes)
-        for txn in group:
-            for change in txn.changes:
-                if replaced and change.table in replaced:
-                    assert snap is not None
-                    snap.observe(change)  # a whole-row replacement (online_snapshot.py)
-                    deltas[change.table].change(change.before, None, total)
-                    deltas[change.table].change(None, change.after, total)
-                else:
-                    deltas[change.table].change(change.before, change.after, total)
-                if self.cascades is not None:  # child rows the log does not carry
-                    self.cascades.follow(change.table, change.before, change.after, total)
-                if nesting is not None:
-                    nesting.change(change.table, change.before, change.after)
-        last = group[-1]
-        self._commit(total, last.position)
-        self.position = last.position
-        self.figures.applied_group(group, 2 if self.cluster else 1)
-        if self.on_applied:
-            self.on_applied(group)
-
-    def _sweep(self) -> None:
-        """Remove the rows past their expiry from the shared structures (expiry_sweep.py),
-        in a transaction of their own, with the applied position as it is."""
-        total = due(self.client, self.expiring)
-        if total is not None:
-            self._commit(total, self.position)
-
-    def _commit(self, total: Delta, at: BinlogPosition) -> None:
-        """A group's Delta, the latest lists and shared unique entries it touched, and the
-        position ``at``, in one MULTI/EXEC (store/sync_state.py)."""
-        dirty = total.dirty_latest
-        commands: list[Command] = total.commands
-        commands += [raise_counter(k, v) for k, v in total.counters.items()]
-        if dirty:
-            for rebuild in self._latest(dirty):
-                commands += [(b"MULTI",), *rebuild, (b"EXEC",)] if self.cluster else rebuild
-        if total.dirty_unique:  # a value another row may still hold (sync/shared_uniques.py)
-            commands += surfaced(
-                lambda: shared_entries(self.src, self.plans, total.dirty_unique),
-                "reading the rows that share a unique value", self.src.close,
-            )  # fmt: skip
-        if self.nesting is not None:  # nested documents, after their tables' own writes
-            commands += self.nesting.commands()
-        fields = position_fields(at)
-        position = self.state.command(fields | self.schema.fields() if self.schema else fields)
-        apply_group(self.client, commands, position, self.state, self.retrying)
-
-    def _read(self, commands: list[Command]) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
-        for command in commands:
-            pipe.execute_command(*command)
-        replies = list(pipe.execute())
-        self.figures.redis_round_trip()
-        return replies
-
-    def _latest(self, dirty: set[tuple[str, int]]) -> list[list[Command]]:
-        """Rebuild the touched latest lists from MySQL's current rows (DEL + RPUSH each, inside
-        the group's MULTI; on a cluster in a MULTI of its own), as migrate builds them."""
-        return surfaced(lambda: self._read_latest(dirty), "rebuilding latest lists",
-                        self.src.close)  # fmt: skip
-
-    def _read_latest(self, dirty: set[tuple[str, int]]) -> list[list[Command]]:
-        conn = self.src.raw_connection()
-        conn.rollback()  # a fresh read view: the rows as committed now
-        out: list[list[Command]] = []
-        for table, n in sorted(dirty):
-            r, plan = self.resolved[table], self.plans[table]
-            latest = r.table.latest[n]
-            schema = r.schema
-            pk_cols = [schema.column(c) for c in r.primary_key]
-            order_by = schema.column(latest.order_by)
-            rows = self.src.latest(table, pk_cols, order_by, latest.limit, clause(r))
-            pks = [plan.sep.join(v for v in row if v is not None) for row in rows]
-            rebuilt = plan.latest_commands(latest.key, pks)
-            out.append([c for c in rebuilt if c[0] not in (b"MULTI", b"EXEC")])
-        conn.rollback()
-        return out
-
-    def _schema_changed(self, ddl: SchemaChange, report: SyncReport) -> None:
-        """Apply a DDL whose effect leaves the mapping's values alone (a TRUNCATE: remove the
-        table's keys), with the position after it; hand a table whose rows must be read again
-        to the re-snapshot hook (the default stops, exit 1); else stop (exit 1)."""
-        if not ddl.statement_dml and self.schema is not None:
-            effect = self.schema.effect(ddl)
-            if effect.action == "resnapshot":
-                reason = f"{short_query(ddl.query)} at {ddl.position}: {effect.what}"
-                if self.resnapshot is None:  # online: queued with the position before it
-                    self.resnapshot_online(ddl.table, reason)
-                else:  # resnapshot_by_hand stops, the position kept
-                    self.resnapshot(ddl.table, reason)
-            if effect.action == "truncate":
-                self._refuse_tree(ddl.table, f"{short_query(ddl.query)} at {ddl.position}")
-            if effect.action != "stop" and ddl.after is not None:
-                if effect.action == "truncate":
-                    self.schema.truncate(self.client, ddl.table)  # a crash: replayed, the same
-                fields = position_fields(ddl.after) | self.schema.fields(always=True)
-                position = self.state.command(fields)
-                apply_group(self.client, [], position, self.state, self.retrying)
-                self.position = report.position = ddl.after
-                if self.on_status:
-                    status = self._status(report, 0.0, False)
-                    status.note = effect.what
-                    if effect.action == "resnapshot":
-                        status.note += f"; re-snapshotting {ddl.table}"
-                    self.on_status(status)
-                if effect.action == "resnapshot" and self.resnapshot is None:
-                    raise Replan(ddl.table)  # a new reader and plan from the position after it
-                return
-            self.state.clear()
-            raise stopped(ddl, effect)
-        self.state.clear()
-        if ddl.statement_dml:
-            raise SchemaChanged(
-                f"table '{ddl.table}' was changed by a statement logged as SQL, not as rows, "
-                f"at {ddl.position}: {short_query(ddl.query)}; sync cannot apply it exactly and "
-                "stopped before it (everything up to it is applied)",
-                "a session wrote with binlog_format=STATEMENT or MIXED: SET GLOBAL "
-                "binlog_format = 'ROW' and make every client use it; then 'migrator sync "
-                "MAPPING --reload' removes the mapping's keys and loads a new snapshot",
-            )
-        raise SchemaChanged(
-            f"table '{ddl.table}' changed at {ddl.position}: {short_query(ddl.query)}; sync "
-            "stopped before it (everything up to it is applied)",
-            "the mapping may no longer fit: run 'migrator validate MAPPING' against the source "
-            "and adjust it; then 'migrator sync MAPPING --reload' removes the mapping's keys "
-            "and loads a new snapshot",
-        )
 
 
 def _reader_error(e: BaseException) -> MigratorError:

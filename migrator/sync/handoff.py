@@ -1,7 +1,7 @@
 """The reader thread's events to the applying thread, a frame (a list of events) per hand-over.
 
 A queue slot per event cost two lock round trips per small transaction on the applying
-thread's side; the reader process sends its events in frames anyway (source/reader_process.py),
+thread's side; the reader process sends its events in frames anyway (source/binlog/process.py),
 so a frame goes through the queue whole and the applying thread takes its events one by one
 from the frame in hand. Bounded in frames: a reader far ahead waits (it is then the applier
 that is behind, and the lag says so).

@@ -19,7 +19,7 @@ import threading
 from contextlib import suppress
 from typing import Any
 
-from migrator.source.binlog_settings import log_status
+from migrator.source.binlog.settings import log_status
 from migrator.source.mysql import Source
 from migrator.sync.figures import SyncFigures
 

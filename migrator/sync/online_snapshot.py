@@ -53,10 +53,11 @@ from migrator.plan.values import converter
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import TableReport
 from migrator.retry import Retrying, Stopped
-from migrator.source.binlog import BinlogPosition, Change
-from migrator.source.binlog_settings import log_status
-from migrator.source.mysql import RawRow, Selector, Source, keyset_value
-from migrator.source.reconnect import surfaced
+from migrator.source.binlog.reader import BinlogPosition, Change
+from migrator.source.binlog.reconnect import surfaced
+from migrator.source.binlog.settings import log_status
+from migrator.source.mysql import Source
+from migrator.source.selects import RawRow, Selector, keyset_value
 from migrator.source.snapshot import is_mariadb, start_snapshot, wait_visible
 from migrator.source.where import clause
 from migrator.store.cluster_sink import Writer, sink_for, writer_for

@@ -41,9 +41,9 @@ from migrator.plan.planner import TablePlan
 from migrator.progress import Progress
 from migrator.reports import SyncReport, SyncStatus, TableReport
 from migrator.retry import Retrying, Stopped
-from migrator.source.binlog import BinlogPosition
+from migrator.source.binlog.reader import BinlogPosition
+from migrator.source.binlog.reconnect import SourceLost, Surface, surfaced
 from migrator.source.mysql import Source
-from migrator.source.reconnect import SourceLost, Surface, surfaced
 from migrator.source.snapshot import Snapshot
 from migrator.store.checkpoint import held_keys
 from migrator.store.guard import MARKER, Guard, run_id
@@ -51,8 +51,9 @@ from migrator.store.keys import remove_owned
 from migrator.store.sink import transient
 from migrator.store.sync_lock import SyncLock
 from migrator.store.sync_state import SyncState, apply_group
+from migrator.sync.apply import position_fields
 from migrator.sync.figures import SyncFigures
-from migrator.sync.follow import Follower, position_fields
+from migrator.sync.follow import Follower
 from migrator.sync.schema_watch import Replan, loaded_columns
 
 Load = Callable[[Retrying], tuple[Snapshot, list[TableReport]]]

@@ -32,9 +32,9 @@ from migrator.plan.schema_change import (
     unlogged,
 )
 from migrator.reports import SchemaChanged
-from migrator.source.binlog import SchemaChange
+from migrator.source.binlog.reader import SchemaChange
+from migrator.source.binlog.reconnect import surfaced
 from migrator.source.mysql import Source
-from migrator.source.reconnect import surfaced
 from migrator.store.keys import remove_owned
 
 #: the follower's re-snapshot hook: ``(table, reason)``; it returns once the table's

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 
 from migrator.plan.batch import Command
 from migrator.plan.planner import TablePlan
-from migrator.source.mysql import Source, keyset_value
+from migrator.source.mysql import Source
+from migrator.source.selects import keyset_value
 
 
 def shared_entries(

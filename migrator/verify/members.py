@@ -18,7 +18,7 @@ from migrator.mapping.model import Template
 from migrator.plan.escape import composite
 from migrator.plan.values import Kind
 from migrator.retry import Retrying
-from migrator.source.mysql import keyset_value
+from migrator.source.selects import keyset_value
 from migrator.source.where import clause
 from migrator.store.sink import retry
 from migrator.verify.expiry import TOLERANCE

@@ -4,7 +4,7 @@ The SCAN of the verified tables' key spaces (store/keys.py) costs Redis about a 
 million keys, and waiting for it costs the client nothing: started with the pass, its pages
 are tallied as they come (``KeySpace.tally``: per-row keys counted per table, every other key
 kept with its table and pattern), and the pass's results are compared with the tally at the
-end (tables.py, ``Checker.stale``). SCAN returns every key that exists from its start to its
+end (checker.py, ``Checker.stale``). SCAN returns every key that exists from its start to its
 end, so a stale key that was there before verify began is found whatever the pass does
 meanwhile; a key the pass writes (``--fix``) may or may not come, and is expected anyway.
 """

@@ -11,32 +11,29 @@ which is bounded by the number of distinct index values, not by the table. Count
 latest lists are compared with what ``migrate`` rebuilds at the end of a table. A key that
 holds more members than the source explains has its extra members named (members.py).
 Stale keys are found by one SCAN over the key spaces of the verified tables
-(plan/keyspace.py): a key that fits none of its table's patterns is stale whatever its shape
-or type; a row key is stale when no source row plans it. With ``--fix`` every difference is
-repaired as it is found (repair.py).
+(plan/keyspace.py; ``Checker``, checker.py): a key that fits none of its table's patterns
+is stale whatever its shape or type; a row key is stale when no source row plans it. With
+``--fix`` every difference is repaired as it is found (repair.py).
 """
 
 from __future__ import annotations
 
 import gc
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from migrator.mapping.model import DOCUMENTS
-from migrator.mapping.resolve import Resolved
 from migrator.mapping.validate import plural
 from migrator.plan.finish import counter_holds, finish_commands
 from migrator.plan.keyspace import KeyPattern, KeySpace
 from migrator.plan.planner import KeyFn, TablePlan, compile_template
 from migrator.plan.structures import Structure
-from migrator.progress import NULL_PROGRESS, Progress
-from migrator.source.mysql import Source, keyset_value, shared_keys_query
+from migrator.progress import Progress
+from migrator.source.mysql import Source
+from migrator.source.selects import keyset_value, shared_keys_query
 from migrator.source.shared import SharedValues, shared_values
 from migrator.source.where import clause
-from migrator.store.checkpoint import held_keys, keys_hint
-from migrator.store.expiry_sweep import sweep_now
 from migrator.store.keys import scan_space
 from migrator.verify import report as vr
 from migrator.verify.expiry import TOLERANCE
@@ -46,7 +43,6 @@ from migrator.verify.members import Explainer, params
 from migrator.verify.repair import Repairer
 from migrator.verify.report import TableCheck
 from migrator.verify.rows import CARDINALITY, Command, RowChecks, run_structure
-from migrator.verify.stray import StrayScan, scan_now
 
 LOOKUP_CHUNK = 500
 #: rows read per unique: MySQL does not enforce, whose shared values an entry may name
@@ -57,113 +53,23 @@ SHARED_ROWS = 100_000
 REMOVE = {"unique": b"HDEL", "index": b"SREM", "set": b"SREM", "sorted": b"ZREM"}
 
 
-class Checker:
-    def __init__(
-        self,
-        src: Source,
-        reader: Reader,
-        plans: dict[str, TablePlan],
-        space: KeySpace,
-        fix: bool = False,
-        progress: Progress = NULL_PROGRESS,
-    ) -> None:
-        self.src, self.reader, self.plans, self.space = src, reader, plans, space
-        self.fix = fix
-        #: what the checks after a table's pass say they are doing (SCAN, lookups, naming
-        #: members): a verify that finds differences spends most of its time there
-        self.progress = progress
+class Run(Protocol):
+    """What a table's checks share with the run over all tables (``Checker``,
+    verify/checker.py): the source, the reader of Redis, every plan, the key space, whether to
+    repair, and where the checks after a pass report what they are doing."""
 
-    def table(
-        self, r: Resolved, mode: str, size: int, sample: int | None, progress: Progress
-    ) -> TableVerifier:
-        t0 = time.perf_counter()
-        self.progress = progress
-        tv = TableVerifier(self, self.plans[r.name])
-        if self.fix and tv.plan.expiry is not None:  # rows past their expiry leave first
-            swept = sweep_now(self.reader.client, [tv.plan], self.reader.retrying)
-            tv.check.notes.append(f"expiry: {plural(swept, 'row')} past it swept")
-        progress.start(r.name, sample or r.schema.row_estimate or None)
-        if mode == "full":
-            tv.full(size, progress)
-            tv.finish()
-        elif sample:
-            tv.sampled(sample, size, progress)
-            tv.finish()
-            tv.row_counts(lookup=True)
-        else:
-            tv.counts_only()
-            tv.finish()
-            tv.row_counts(lookup=False)
-        tv.flush()
-        tv.shared_keys()
-        tv.shared_uniques()
-        progress.finish(r.name)
-        tv.check.seconds = time.perf_counter() - t0
-        return tv
-
-    def scan_ahead(self, tables: list[str], everything: bool, name: str) -> StrayScan | None:
-        """Start the stray-key SCAN of ``tables``' key spaces, to run during the pass, unless
-        every table is verified and the target holds as many keys as the last complete load
-        wrote (the checkpoint's hint): then the SCAN is likely not needed at all (``stale``
-        decides, and scans after the pass if it is)."""
-        if everything:
-            client = self.reader.client
-            hint = keys_hint(client, name)
-            if hint is not None and hint == held_keys(client, name):
-                return None
-        policy = self.reader.retrying.policy
-        return StrayScan(self.reader.client, self.space, tables, policy).start()
-
-    def stale(
-        self,
-        verifiers: list[TableVerifier],
-        everything_verified: bool,
-        name: str,
-        scan: StrayScan | None = None,
-    ) -> None:
-        """Look for stale keys, unless the database holds exactly the keys the verified tables
-        explain (DBSIZE, less this mapping's checkpoint and sync state): then there can be
-        none (``scan``, the SCAN started with the pass, is left to its owner to stop). Otherwise
-        one SCAN over
-        the verified tables' key spaces (``scan``'s, or one now): a key that fits none of its
-        table's patterns, or a keyed structure the pass did not expect, is stale at once;
-        per-row keys are counted, and looked up in the source only when there are more of
-        them than the pass found."""
-        if everything_verified:
-            held = held_keys(self.reader.client, name)
-            if held == sum(tv.present + tv.keyed_present for tv in verifiers):
-                return
-        t0 = time.perf_counter()
-        by_name = {tv.name: tv for tv in verifiers}
-        for tv in verifiers:
-            self.progress.note(tv.name, "looking for stale keys: a SCAN of the key space")
-        if scan is not None:
-            rows, others = scan.result()
-        else:
-            rows, others = scan_now(
-                self.reader.client, self.space, list(by_name), self.reader.retrying.policy
-            )
-        for key, table, p in others:
-            tv = by_name[table]
-            if p is None:
-                tv.stray(key, "(fits none of the table's key patterns)")
-            elif p.family == "row":
-                rows[table] += 1
-            elif key not in tv.expected_keys:
-                tv.stray(key, f"({p.what}, no source row has it)")
-        spent = (time.perf_counter() - t0) / len(verifiers) if verifiers else 0.0
-        for tv in verifiers:
-            t1 = time.perf_counter()
-            if rows[tv.name] > tv.present:
-                tv.lookup_rows()
-            tv.flush()
-            tv.check.seconds += spent + time.perf_counter() - t1
+    src: Source
+    reader: Reader
+    plans: dict[str, TablePlan]
+    space: KeySpace
+    fix: bool
+    progress: Progress
 
 
 class TableVerifier(RowChecks):
     """The checks of one table; ``check`` collects what differs."""
 
-    def __init__(self, checker: Checker, plan: TablePlan) -> None:
+    def __init__(self, checker: Run, plan: TablePlan) -> None:
         super().__init__(plan, checker.reader, TableCheck(plan.table.name))
         self.c = checker
         self.r = plan.resolved

@@ -21,7 +21,7 @@ from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import load_mapping
 from migrator.reports import SyncReport, SyncStatus
-from migrator.source.binlog import BinlogPosition, Transaction
+from migrator.source.binlog.reader import BinlogPosition, Transaction
 from migrator.store.sync_state import SyncState
 from tests.faults import wait_for
 from tests.sync.helpers import master_position

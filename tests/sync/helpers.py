@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from migrator.source.binlog import BinlogPosition
-from migrator.source.binlog_settings import log_status
+from migrator.source.binlog.reader import BinlogPosition
+from migrator.source.binlog.settings import log_status
 from tests.faults import wait_for
 from tests.sync.workload import Writer
 
@@ -36,7 +36,7 @@ def log_base(db: Any) -> str:
 
 
 def wkt_of(src: Any) -> Any:
-    from migrator.source.reader_process import wkt_function
+    from migrator.source.binlog.process import wkt_function
 
     return wkt_function(src)
 

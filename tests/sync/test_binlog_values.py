@@ -9,9 +9,9 @@ from migrator.commands.session import opened
 from migrator.mapping.loader import parse_mapping
 from migrator.plan.planner import TablePlan
 from migrator.plan.values import converter
-from migrator.source.binlog import BinlogPosition, BinlogReader, TableColumns, Transaction
-from migrator.source.binlog_values import double_text
-from migrator.source.mysql import Selector
+from migrator.source.binlog.reader import BinlogPosition, BinlogReader, TableColumns, Transaction
+from migrator.source.binlog.values import double_text
+from migrator.source.selects import Selector
 from tests.sync.helpers import master_position, wkt_of
 from tests.test_values_mysql import TYPES
 

@@ -21,8 +21,8 @@ from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.errors import EXIT_DIFFERENCE, EXIT_USAGE, MigratorError
 from migrator.mapping.loader import parse_mapping
-from migrator.source.binlog import BinlogPosition
-from migrator.source.gtid import FailoverRefused, parse, render
+from migrator.source.binlog.gtid import FailoverRefused, parse, render
+from migrator.source.binlog.reader import BinlogPosition
 from tests.binlog_server import missing
 from tests.replication import ReplicaPair, on
 from tests.replication import follow as follow_as

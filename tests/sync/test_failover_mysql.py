@@ -16,9 +16,9 @@ from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.errors import EXIT_DIFFERENCE
 from migrator.mapping.loader import parse_mapping
-from migrator.source.binlog import BinlogPosition
-from migrator.source.gtid import FailoverRefused
-from migrator.source.gtid_set import GtidSet
+from migrator.source.binlog.gtid import FailoverRefused
+from migrator.source.binlog.gtid_set import GtidSet
+from migrator.source.binlog.reader import BinlogPosition
 from tests.mysql_server import mysql_problem
 from tests.replication import MySQLReplicaPair, on
 from tests.replication import follow as follow_as

@@ -1,10 +1,10 @@
-"""The GTID state sync stores with its position (migrator/source/gtid.py), without servers:
+"""The GTID state sync stores with its position (migrator/source/binlog/gtid.py), without servers:
 how a transaction advances it, what a source lacks of it, when a position was made
 elsewhere."""
 
 from __future__ import annotations
 
-from migrator.source.gtid import advance, is_state, missing, moved
+from migrator.source.binlog.gtid import advance, is_state, missing, moved
 
 
 def test_a_transaction_replaces_its_domains_entry_only() -> None:

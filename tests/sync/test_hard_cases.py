@@ -25,7 +25,7 @@ from migrator.commands import init, migrate, validate, verify
 from migrator.commands.sync import sync
 from migrator.errors import MigratorError
 from migrator.mapping.loader import parse_mapping
-from migrator.source.binlog_values import inet4_text, inet6_text, uuid_text
+from migrator.source.binlog.values import inet4_text, inet6_text, uuid_text
 from tests.services import create_database, drop_database, new_database_name, redis_db_url
 from tests.sync.helpers import master_position
 from tests.sync.test_binlog_values import _binlog, _snapshot

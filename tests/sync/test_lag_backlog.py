@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from migrator.source.binlog import Transaction
+from migrator.source.binlog.reader import Transaction
 from migrator.sync.figures import HealthRules, SyncFigures
 from tests.faults import wait_for
 from tests.sync.test_sync_metrics import _get, following, scrape

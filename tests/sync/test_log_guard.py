@@ -1,9 +1,9 @@
 """What a session can make the binary log carry that sync cannot apply exactly (issue 25 item 2):
 refused at start when the server is set that way, and stopped on in the stream when one
-session sets it for itself — never a change lost with an exit 0 (migrator/source/binlog_guard.py,
-migrator/source/binlog_settings.py).
+session sets it for itself — never a change lost with an exit 0 (migrator/source/binlog/guard.py,
+migrator/source/binlog/settings.py).
 
-* MySQL's ``binlog_transaction_compression=ON``: sync's own stream (binlog_stream) unpacks a
+* MySQL's ``binlog_transaction_compression=ON``: sync's own stream (binlog/stream) unpacks a
   compressed transaction (python-mysql-replication yielded its GTID event and dropped its row
   changes); here one session writes a compressed transaction (two inserts and an update),
   another an ordinary insert, and both are applied.
@@ -26,7 +26,7 @@ from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.errors import EXIT_USAGE, SourceError
 from migrator.mapping.loader import parse_mapping
-from migrator.source.binlog_guard import UnsafeLog
+from migrator.source.binlog.guard import UnsafeLog
 from tests.mysql_server import PrivateMySQL
 from tests.services import MySQLDatabase, create_database
 

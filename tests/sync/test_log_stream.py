@@ -1,4 +1,4 @@
-"""sync's own binary-log stream (source/binlog_stream.py, binlog_tables.py) on each server:
+"""sync's own binary-log stream (source/binlog/stream.py, tables.py) on each server:
 what a session may log besides plain row events — MySQL's compressed transactions are
 applied; rows logged without all their columns (binlog_row_image=MINIMAL) and MariaDB's
 compressed events stop sync with the setting named. Busy logs of other tables are skipped

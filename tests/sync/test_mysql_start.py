@@ -18,7 +18,7 @@ from migrator.commands import verify
 from migrator.commands.sync import sync
 from migrator.errors import SourceError
 from migrator.mapping.loader import parse_mapping
-from migrator.source.gtid_set import GtidSet
+from migrator.source.binlog.gtid_set import GtidSet
 from migrator.source.snapshot import wait_visible
 from tests.services import MySQLDatabase, url_text
 from tests.sync.helpers import write_random

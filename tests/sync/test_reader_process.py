@@ -14,7 +14,7 @@ import pytest
 
 from migrator.commands.sync import sync
 from migrator.errors import EXIT_USAGE, MigratorError
-from migrator.source.reader_process import READER_ENV
+from migrator.source.binlog.process import READER_ENV
 from tests.binlog_server import missing
 from tests.faults import redis_server_problem, wait_for
 from tests.sync.helpers import cli, following, past_loading, write_random
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
     reason=f"{redis_server_problem() or missing()}",
 )
 
-MODULE = b"migrator.source.reader_process"
+MODULE = b"migrator.source.binlog.process"
 
 
 def readers_of(parent: int) -> list[int]:

@@ -747,7 +747,7 @@ def test_the_default_server_id_is_the_mapping_and_target_s_own() -> None:
 
 
 def test_the_status_line_shows_a_retry() -> None:
-    from migrator.render import _status_line
+    from migrator.render.sync import _status_line
 
     note = "retry 1/8 in 0.5s: MySQL (from mysql-bin.000001:4): lost the connection (2013)"
     line = _status_line(SyncStatus("following", "mysql-bin.000001:4", note=note)).plain

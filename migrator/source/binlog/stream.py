@@ -13,7 +13,7 @@ advances it (rotations, the header's next position). MySQL's compressed transact
 (``Transaction_payload``, binlog_transaction_compression=ON) are unpacked with zstd and their
 events yielded in place, each at the payload's end position.
 
-What the events mean is decided elsewhere (``binlog_tables``: table maps and rows;
+What the events mean is decided elsewhere (``tables``: table maps and rows;
 ``binlog``: transactions, DDL, heartbeats). A lost connection is ``SourceLost``; an error
 the server sends (a purged log: 1236) is PyMySQL's ``OperationalError``.
 """
@@ -30,8 +30,8 @@ import pymysql
 from sqlalchemy.engine import URL
 
 from migrator.errors import SourceError
-from migrator.source import binlog_guard
-from migrator.source.reconnect import SourceLost, StreamConnection
+from migrator.source.binlog import guard
+from migrator.source.binlog.reconnect import SourceLost, StreamConnection
 
 # event types (MySQL's binlog_event.h; MariaDB's log_event.h from 160 on)
 QUERY = 2
@@ -51,7 +51,7 @@ GTID_TAGGED = 42
 MARIADB_GTID = 162
 # MariaDB's compressed events (log_bin_compress=ON): a query, and rows v1 / v2
 MARIADB_COMPRESSED = frozenset({165, 166, 167, 168, 169, 170, 171})
-REFUSED = MARIADB_COMPRESSED | {GTID_TAGGED}  # stopped on (binlog_guard)
+REFUSED = MARIADB_COMPRESSED | {GTID_TAGGED}  # stopped on (guard)
 
 ROWS = frozenset({WRITE_V1, UPDATE_V1, DELETE_V1, WRITE_V2, UPDATE_V2, DELETE_V2, PARTIAL_UPDATE})
 WRITES = frozenset({WRITE_V1, WRITE_V2})
@@ -222,7 +222,7 @@ class LogStream:
                 yield from _payload(body)
                 continue
             if type_ in REFUSED:  # MariaDB's compressed events, a tagged GTID
-                binlog_guard.refuse(type_, f"{self.file}:{self.pos - (len(data) - 1)}")
+                guard.refuse(type_, f"{self.file}:{self.pos - (len(data) - 1)}")
             yield RawEvent(type_, timestamp, server, body, data[1:20])
 
 

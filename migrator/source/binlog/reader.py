@@ -18,7 +18,7 @@ dropped by the library before their rows are decoded (``only_tables``/``only_sch
 transactions still advance the position. Pitfalls (notes/binlog.md): file/position resume
 needs ``is_mariadb`` off and ``resume_stream``; each reader needs its own server id; a
 blocking stream is stopped by a flag checked per event, with heartbeats to wake it. A lost
-connection raises ``source.reconnect.SourceLost`` (the library would reconnect forever, from
+connection raises ``reconnect.SourceLost`` (the library would reconnect forever, from
 the middle of a transaction); the caller starts a new reader from the last whole transaction.
 """
 
@@ -34,8 +34,10 @@ from sqlalchemy.engine import URL
 
 from migrator.mapping.schema import Column
 from migrator.plan.schema_change import without_comments
-from migrator.source.binlog_rows import RowFn, RowsDecoder, decoder_for, row_function
-from migrator.source.binlog_stream import (
+from migrator.source.binlog.gtid import advance, is_state, parse
+from migrator.source.binlog.reconnect import StreamConnection
+from migrator.source.binlog.rows import RowFn, RowsDecoder, decoder_for, row_function
+from migrator.source.binlog.stream import (
     GTID,
     HEARTBEAT,
     HEARTBEAT_V2,
@@ -50,16 +52,14 @@ from migrator.source.binlog_stream import (
     LogStream,
     RawEvent,
 )
-from migrator.source.binlog_tables import Mapped, TableMaps, patch_zero_dates
-from migrator.source.binlog_values import (
+from migrator.source.binlog.tables import Mapped, TableMaps, patch_zero_dates
+from migrator.source.binlog.values import (
     Encoder,
     empty_value,
     encoder_for,
     fraction_digits,
     is_current,
 )
-from migrator.source.gtid import advance, is_state, parse
-from migrator.source.reconnect import StreamConnection
 
 Row = tuple[bytes | None, ...]
 
@@ -135,7 +135,7 @@ class TableColumns:
     row_end: str | None = None
 
     def decoder_of(self, columns: Any) -> tuple[RowsDecoder, RowFn] | None:
-        """The fast decoder of a table map's rows (``binlog_rows``) with the function that
+        """The fast decoder of a table map's rows (``rows``) with the function that
         makes a row of an image, or None: the library decodes them."""
         if not self.use_fast:
             return None

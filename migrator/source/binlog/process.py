@@ -2,7 +2,7 @@
 interpreter lock with planning and applying (both cores used).
 
 ``ReaderProcess`` is iterated like ``BinlogReader`` and yields the same events in the same
-order: it starts ``python -m migrator.source.reader_process``, hands it the reader's settings
+order: it starts ``python -m migrator.source.binlog.process``, hands it the reader's settings
 on its standard input (pickled: the URL with its password goes through the pipe, never on a
 command line), and reads back frames of pickled events from its standard output. The child
 runs a ``BinlogReader`` and sends what it has decoded before it reads the socket when the
@@ -37,14 +37,14 @@ from typing import Any
 from sqlalchemy.engine import URL
 
 from migrator.errors import MigratorError, SourceError
-from migrator.source.binlog import (
+from migrator.source.binlog.reader import (
     BinlogPosition,
     BinlogReader,
     Event,
     TableColumns,
     Transaction,
 )
-from migrator.source.reconnect import SourceLost, lost_reason, surfaced
+from migrator.source.binlog.reconnect import SourceLost, lost_reason, surfaced
 
 BATCH = 512  # events sent in one frame at most
 BATCH_ROWS = 1000  # or row changes: the parent decodes one frame while the next is read
@@ -162,7 +162,7 @@ class ReaderProcess:
     def frames(self) -> Iterator[list[Event]]:
         """The events as the child sent them, a frame (a list, never empty) at a time."""
         proc = self.proc = subprocess.Popen(
-            [sys.executable, "-m", "migrator.source.reader_process"],
+            [sys.executable, "-m", "migrator.source.binlog.process"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
         )  # fmt: skip
         assert proc.stdin is not None and proc.stdout is not None
@@ -328,6 +328,6 @@ def _reader(settings: Settings) -> BinlogReader:
 
 
 if __name__ == "__main__":  # run as -m: the module's own classes, not __main__'s, are sent
-    from migrator.source.reader_process import main as run
+    from migrator.source.binlog.process import main as run
 
     run()

@@ -5,7 +5,7 @@ it is nearly always the same bytes as the last one of its table. ``TableMaps`` k
 it made of each distinct table map, keyed by the map's bytes: the first time, the
 replication library parses it (``TableMapEvent``: column types, names, charsets, ENUM/SET
 labels from the optional metadata), and the mapped table's fast decoder
-(``binlog_rows``) and encoders are chosen; afterwards a dictionary look-up is all a table
+(``rows``) and encoders are chosen; afterwards a dictionary look-up is all a table
 map costs. A map of a table the mapping does not name costs the slicing of its names, and
 its rows events only the read of their table id.
 
@@ -29,9 +29,9 @@ from pymysql.connections import MysqlPacket
 from pymysqlreplication import row_event as _row_event
 from pymysqlreplication.packet import BinLogPacketWrapper
 
-from migrator.source import binlog_guard
-from migrator.source.binlog_rows import RowFn, RowsDecoder, codec_of
-from migrator.source.binlog_stream import (
+from migrator.source.binlog import guard
+from migrator.source.binlog.rows import RowFn, RowsDecoder, codec_of
+from migrator.source.binlog.stream import (
     HEADER_SIZE,
     PARTIAL_UPDATE,
     TABLE_MAP,
@@ -129,11 +129,11 @@ class TableMaps:
         parsed = self._library(event, TABLE_MAP, {})
         columns = parsed.columns
         if any(getattr(c, "name", None) is None for c in columns):
-            raise binlog_guard.UnsafeLog(
+            raise guard.UnsafeLog(
                 f"the binary log's table map of {schema}.{name} at {self.where(event)} names "
                 "no columns (binlog_row_metadata=MINIMAL): its rows cannot be matched to "
                 "columns exactly",
-                f"SET GLOBAL binlog_row_metadata = 'FULL' (and in my.cnf); {binlog_guard.RELOAD}",
+                f"SET GLOBAL binlog_row_metadata = 'FULL' (and in my.cnf); {guard.RELOAD}",
             )
         return Mapped(name, columns, parsed.table_obj, table, table.decoder_of(columns),
                       table.encoders_of(columns))  # fmt: skip
@@ -175,7 +175,7 @@ class TableMaps:
                 self._whole(present, n, found.name, event)
         if type_ == PARTIAL_UPDATE:  # rows made whole (JSON logged whole or unchanged), or refused
             library = self._library(event, type_, self.library_map)
-            binlog_guard.partial_json(library, self.log_file())
+            guard.partial_json(library, self.log_file())
             return found, ("library", library)
         if found.fast is None:
             return found, ("library", self._library(event, type_, self.library_map))
@@ -184,15 +184,15 @@ class TableMaps:
     def _whole(self, present: bytes, n: int, table: str, event: RawEvent) -> None:
         """Raise unless a present-columns bitmap names all ``n`` columns: sync needs the
         whole row before and after (binlog_row_image=FULL; a session may set MINIMAL)."""
-        if binlog_guard.full(present, n):
+        if guard.full(present, n):
             self.full.add((n, present))
             return
-        raise binlog_guard.UnsafeLog(
+        raise guard.UnsafeLog(
             f"a row change of {self.database}.{table} at {self.where(event)} is logged without "
             "all of its columns (binlog_row_image=MINIMAL or NOBLOB, set by the server or a "
             "session): sync needs the whole row before and after",
             "SET GLOBAL binlog_row_image = 'FULL' (and in my.cnf), and make sure no session "
-            f"changes it (SET SESSION binlog_row_image); {binlog_guard.RELOAD}",
+            f"changes it (SET SESSION binlog_row_image); {guard.RELOAD}",
         )
 
     def where(self, event: RawEvent) -> str:

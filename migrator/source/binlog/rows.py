@@ -5,7 +5,7 @@ reads, bitmap tests, name lookups, NULL-source bookkeeping): ~70 us per row on t
 machines, most of sync's time. This module reads a rows event's body in one piece and decodes
 each column with a small function chosen once per table map (``struct`` on a bytes buffer),
 giving the same Python values the library gives (ints, floats, bytes or str, timedelta...),
-which ``binlog_values`` then encodes exactly as before — except DECIMAL, DATE and DATETIME,
+which ``values`` then encodes exactly as before — except DECIMAL, DATE and DATETIME,
 decoded straight to their text (the encoders pass bytes through). Column types it does not
 know (MySQL's binary JSON, the pre-5.6 TIME) make ``decoder_for`` return None, and the
 reader falls back to the library for that table.
@@ -22,7 +22,7 @@ from typing import Any
 from pymysql.charset import charset_by_name
 from pymysqlreplication.constants import FIELD_TYPE as T
 
-from migrator.source.binlog_values import is_current
+from migrator.source.binlog.values import is_current
 
 Decode = Callable[[bytes, int], tuple[Any, int]]
 RowImage = list[Any]

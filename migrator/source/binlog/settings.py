@@ -11,9 +11,9 @@ after ``@@gtid_executed``, ``snapshot.gtid_snapshot``) — except on a MySQL who
 holds tagged GTIDs, which the binlog library cannot ask for: there the lock is taken, and
 RELOAD is asked for. Besides, per engine (``_engine_gaps``): on MySQL no partial JSON updates
 (``binlog_row_value_options=''``) and ``gtid_mode=ON`` (compressed transactions,
-``binlog_transaction_compression=ON``, are read: ``binlog_stream``); on MariaDB no compressed
+``binlog_transaction_compression=ON``, are read: ``stream``); on MariaDB no compressed
 events (``log_bin_compress=OFF``). A session can still change most of these for itself: the reader
-stops at such an event (``binlog_guard``).
+stops at such an event (``guard``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from migrator.errors import SourceError
-from migrator.source.gtid_set import GtidSet
+from migrator.source.binlog.gtid_set import GtidSet
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def _engine_gaps(conn: Any) -> list[Gap]:
         wanted = [("log_bin_compress", "OFF", "SET GLOBAL log_bin_compress = OFF")]
     else:
         wanted = [
-            # partial JSON changes cannot be replayed exactly (binlog_guard); 8.0.3+
+            # partial JSON changes cannot be replayed exactly (guard); 8.0.3+
             ("binlog_row_value_options", "", "SET GLOBAL binlog_row_value_options = ''"),
             # the online snapshot's chunks wait for the applied GTIDs to be visible
             # (docs/consistency.md) and a failover continues by the executed GTID set

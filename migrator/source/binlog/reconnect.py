@@ -3,8 +3,8 @@
 ``sync`` holds several connections to MySQL: the binary-log stream (and the library's own
 control connection), the connection that takes the snapshot and rebuilds latest lists, and
 one that turns GEOMETRY into WKT. Whichever of them is lost (``KILL``, a restart, a network
-blip), the follow loop starts them all again from the last applied position, as
-``options.retries`` says (commands/sync.py). For that:
+blip), the recovery loop (sync/recovery.py) starts them all again from the last applied
+position, as ``options.retries`` says. For that:
 
 * ``StreamConnection`` is the replication library's connection class with one change: a lost
   connection raises ``SourceLost`` instead of the ``OperationalError`` on which the library

@@ -1,6 +1,6 @@
 """What the binary log may carry that sync cannot apply exactly: found in the stream, stopped on.
 
-``binlog_settings`` refuses a server whose *global* settings make the log unusable; but MySQL
+``settings`` refuses a server whose *global* settings make the log unusable; but MySQL
 lets every session change most of them for itself (``SET SESSION binlog_row_image=MINIMAL``,
 ``binlog_row_value_options=PARTIAL_JSON``, ``binlog_transaction_compression=ON``), and a
 global change takes effect for new sessions while sync runs. python-mysql-replication 1.0
@@ -74,7 +74,7 @@ def payload(event: Any, log_file: str) -> None:
 def refuse(kind: int, where: str) -> None:
     """Raise for an event of type ``kind`` at ``where`` (``file:offset``) that sync stops
     on: MariaDB's compressed events, a tagged GTID, a compressed transaction (the library's
-    reader; sync's own stream, ``binlog_stream``, unpacks those)."""
+    reader; sync's own stream, ``stream``, unpacks those)."""
     if kind in MARIADB_COMPRESSED:
         raise UnsafeLog(
             f"the binary log holds a compressed event at {where} (log_bin_compress=ON): its "

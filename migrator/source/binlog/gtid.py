@@ -38,7 +38,7 @@ from pymysqlreplication.event import GtidEvent, HeartbeatLogEvent, MariadbGtidEv
 from sqlalchemy.engine import URL
 
 from migrator.errors import EXIT_DIFFERENCE, ConnectError, MigratorError
-from migrator.source import gtid_set
+from migrator.source.binlog import gtid_set
 
 STATE = re.compile(r"^\d+-\d+-\d+(,\d+-\d+-\d+)*$")
 LOCATE_SECONDS = 60.0

@@ -12,7 +12,7 @@ What needs care, and why:
   TIMESTAMP in UTC; a zero TIMESTAMP is 0 seconds in the log (1970-01-01 00:00:00 cannot be
   stored), printed ``0000-00-00 00:00:00``. TIME may be negative or over 24 hours.
 * zero and partly-zero dates: the library turns them into None, so
-  ``binlog_tables.patch_zero_dates`` makes it return their text instead (see there).
+  ``tables.patch_zero_dates`` makes it return their text instead (see there).
 * DECIMAL: the library builds a Decimal from the stored digits, scale kept; written with
   ``format(value, "f")`` (never through float).
 * FLOAT: the shortest text that reads back to the same 32-bit float (as the snapshot);
@@ -70,7 +70,7 @@ def _fraction(micro: int, fsp: int) -> str:
 
 
 def datetime_text(value: Any, fsp: int) -> bytes:
-    if isinstance(value, bytes):  # already the text (binlog_rows' fast path)
+    if isinstance(value, bytes):  # already the text (the fast path of rows)
         return value
     if isinstance(value, str):  # a zero or partly-zero date, as patch_zero_dates gives it
         return value.encode()

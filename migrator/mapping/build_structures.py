@@ -1,0 +1,129 @@
+"""The structures a table maps to besides its row (unique, indexes, references, sorted,
+latest, sets), its search index and its place in a nesting tree, each read from the mapping
+into the model (``Builder`` in ``build`` reads the rest of a table)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from migrator.mapping.model import (
+    NEST_KINDS,
+    Index,
+    Latest,
+    Nest,
+    Reference,
+    Search,
+    SetSpec,
+    Sorted,
+    Unique,
+)
+from migrator.mapping.shape import ShapeReader
+
+NEST_KEYS = ("in", "as", "by", "kind", "order")
+SEARCH_KEYS = ("name", "index_sets", "tag", "numeric", "text")
+
+
+class StructureReader(ShapeReader):
+    """The parts of a table that are read the same wherever they stand."""
+
+    def unique(self, value: Any, path: str) -> Unique:
+        if isinstance(value, dict):
+            d = self.dict_of(value, path, ("columns", "key"))
+            cols = self.names(self.required(d, "columns", path), f"{path}.columns")
+            key = self.template(d["key"], f"{path}.key") if d.get("key") is not None else None
+            missing = [c for c in cols if key is not None and c not in key.columns]
+            if key is not None and missing:
+                raise self.error(
+                    f"{path}.key",
+                    f"the key {key.text!r} has no placeholder for {', '.join(missing)}: every "
+                    "row would write the same key, each overwriting the one before",
+                    "name each unique column in the key, e.g. "
+                    + repr(_with_placeholders(key.text, cols)),
+                )
+            return Unique(cols, key)
+        return Unique(self.names(value, path))
+
+    def index(self, value: Any, path: str) -> Index:
+        if isinstance(value, dict):
+            d = self.dict_of(value, path, ("columns",))
+            return Index(self.names(self.required(d, "columns", path), f"{path}.columns"))
+        return Index(self.names(value, path))
+
+    def reference(self, value: Any, path: str) -> Reference:
+        d = self.dict_of(value, path, ("columns", "table", "parent_columns"))
+        cols = self.names(self.required(d, "columns", path), f"{path}.columns")
+        parent = self.string(self.required(d, "table", path), f"{path}.table")
+        pcols = (
+            self.names(d["parent_columns"], f"{path}.parent_columns")
+            if d.get("parent_columns") is not None
+            else None
+        )
+        if pcols is not None and len(pcols) != len(cols):
+            raise self.error(
+                f"{path}.parent_columns",
+                f"{len(cols)} column(s) refer to {len(pcols)} parent column(s); counts must match",
+            )
+        return Reference(cols, parent, pcols)
+
+    def sorted(self, value: Any, path: str) -> Sorted:
+        d = self.dict_of(value, path, ("key", "score"))
+        return Sorted(
+            self.template(self.required(d, "key", path), f"{path}.key"),
+            self.string(self.required(d, "score", path), f"{path}.score"),
+        )
+
+    def latest(self, value: Any, path: str) -> Latest:
+        d = self.dict_of(value, path, ("key", "order_by", "limit"))
+        key = self.template(self.required(d, "key", path), f"{path}.key")
+        if not key.is_literal:
+            raise self.error(
+                f"{path}.key", "a latest list key cannot have placeholders (one list per table)"
+            )
+        limit = d.get("limit", 100)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise self.error(f"{path}.limit", f"expected a positive integer, got {limit!r}")
+        order_by = self.string(self.required(d, "order_by", path), f"{path}.order_by")
+        return Latest(key, order_by, limit)
+
+    def search(self, value: Any, path: str) -> Search:
+        d = self.dict_of(value, path, SEARCH_KEYS)
+        name = self.string(self.required(d, "name", path), f"{path}.name")
+        if not name or any(c.isspace() for c in name):
+            raise self.error(f"{path}.name", f"bad index name {name!r}: no spaces, not empty")
+        index_sets = d.get("index_sets", True)
+        if not isinstance(index_sets, bool):
+            raise self.error(f"{path}.index_sets", f"expected true or false, got {index_sets!r}")
+        lists = {
+            k: self.names(d[k], f"{path}.{k}") if d.get(k) is not None else ()
+            for k in ("tag", "numeric", "text")
+        }
+        return Search(name, index_sets, **lists)
+
+    def nest(self, value: Any, path: str) -> Nest:
+        d = self.dict_of(value, path, NEST_KEYS)
+        parent = self.string(self.required(d, "in", path), f"{path}.in")
+        name = self.string(self.required(d, "as", path), f"{path}.as")
+        if not name:
+            raise self.error(f"{path}.as", "the field's name is empty: e.g. as: tags")
+        kind = d.get("kind", "array")
+        if kind not in NEST_KINDS:
+            raise self.error(
+                f"{path}.kind", f"expected one of {', '.join(NEST_KINDS)}, got {kind!r}"
+            )
+        by = self.names(d["by"], f"{path}.by") if d.get("by") is not None else None
+        order = self.names(d["order"], f"{path}.order") if d.get("order") is not None else ()
+        if order and kind != "array":
+            raise self.error(f"{path}.order", f"only an array has an order (kind: {kind})")
+        return Nest(parent, name, by, kind, order)
+
+    def set_spec(self, value: Any, path: str) -> SetSpec:
+        d = self.dict_of(value, path, ("key", "member"))
+        return SetSpec(
+            self.template(self.required(d, "key", path), f"{path}.key"),
+            self.template(self.required(d, "member", path), f"{path}.member"),
+        )
+
+
+def _with_placeholders(text: str, columns: tuple[str, ...]) -> str:
+    """``emp:uniques:email`` -> ``emp:uniques:email:{email}`` (a key that names each column)."""
+    return text + "".join(f":{{{c}}}" for c in columns if f"{{{c}}}" not in text)

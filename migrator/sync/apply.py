@@ -1,0 +1,140 @@
+"""How the follow loop (sync/follow.py) applies a group of whole transactions: each row change
+planned as a delta of its table (plan/delta.py), with the child rows of cascades and the nested
+documents it touches, the latest lists rebuilt from MySQL and the shared unique entries read
+again, then written with the position after the group in one MULTI/EXEC (on a Cluster the
+position after its commands; store/sync_state.py). The expiry sweep commits the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from migrator.mapping.resolve import Resolved
+from migrator.plan.batch import Command
+from migrator.plan.cascade import Cascades
+from migrator.plan.delta import Delta, TableDelta
+from migrator.plan.expiry_delta import ExpiringTableDelta
+from migrator.plan.planner import TablePlan
+from migrator.retry import Retrying
+from migrator.source.binlog.reader import BinlogPosition, Transaction
+from migrator.source.binlog.reconnect import surfaced
+from migrator.source.mysql import Source
+from migrator.source.where import clause
+from migrator.store.expiry_sweep import due
+from migrator.store.sync_state import SyncState, apply_group, raise_counter
+from migrator.sync.figures import SyncFigures
+from migrator.sync.nesting import NestSync
+from migrator.sync.online_snapshot import Snapshots
+from migrator.sync.schema_watch import SchemaWatch
+from migrator.sync.shared_uniques import shared_entries
+
+
+def position_fields(pos: BinlogPosition) -> dict[str, str]:
+    return {"file": pos.file, "pos": str(pos.pos), "gtid": pos.gtid}
+
+
+class GroupApplier:
+    """The applying half of ``Follower``, which sets these attributes."""
+
+    src: Source
+    client: Any
+    state: SyncState
+    cluster: bool
+    plans: dict[str, TablePlan]
+    resolved: dict[str, Resolved]
+    deltas: dict[str, TableDelta]
+    expiring: list[ExpiringTableDelta]
+    nesting: NestSync | None
+    cascades: Cascades | None
+    schema: SchemaWatch | None
+    snapshots: Snapshots | None
+    position: BinlogPosition
+    figures: SyncFigures
+    retrying: Retrying | None
+    on_applied: Callable[[list[Transaction]], None] | None
+
+    def _apply(self, group: list[Transaction]) -> None:
+        total = Delta()
+        deltas = self.deltas
+        snap = self.snapshots
+        replaced = {p.table for p in snap.queue} if snap is not None and snap.queue else None
+        nesting = self.nesting
+        if nesting is not None:
+            nesting.prefetch((c.table, c.before, c.after) for txn in group for c in txn.changes)
+        for txn in group:
+            for change in txn.changes:
+                if replaced and change.table in replaced:
+                    assert snap is not None
+                    snap.observe(change)  # a whole-row replacement (online_snapshot.py)
+                    deltas[change.table].change(change.before, None, total)
+                    deltas[change.table].change(None, change.after, total)
+                else:
+                    deltas[change.table].change(change.before, change.after, total)
+                if self.cascades is not None:  # child rows the log does not carry
+                    self.cascades.follow(change.table, change.before, change.after, total)
+                if nesting is not None:
+                    nesting.change(change.table, change.before, change.after)
+        last = group[-1]
+        self._commit(total, last.position)
+        self.position = last.position
+        self.figures.applied_group(group, 2 if self.cluster else 1)
+        if self.on_applied:
+            self.on_applied(group)
+
+    def _sweep(self) -> None:
+        """Remove the rows past their expiry from the shared structures (expiry_sweep.py),
+        in a transaction of their own, with the applied position as it is."""
+        total = due(self.client, self.expiring)
+        if total is not None:
+            self._commit(total, self.position)
+
+    def _commit(self, total: Delta, at: BinlogPosition) -> None:
+        """A group's Delta, the latest lists and shared unique entries it touched, and the
+        position ``at``, in one MULTI/EXEC (store/sync_state.py)."""
+        dirty = total.dirty_latest
+        commands: list[Command] = total.commands
+        commands += [raise_counter(k, v) for k, v in total.counters.items()]
+        if dirty:
+            for rebuild in self._latest(dirty):
+                commands += [(b"MULTI",), *rebuild, (b"EXEC",)] if self.cluster else rebuild
+        if total.dirty_unique:  # a value another row may still hold (sync/shared_uniques.py)
+            commands += surfaced(
+                lambda: shared_entries(self.src, self.plans, total.dirty_unique),
+                "reading the rows that share a unique value", self.src.close,
+            )  # fmt: skip
+        if self.nesting is not None:  # nested documents, after their tables' own writes
+            commands += self.nesting.commands()
+        fields = position_fields(at)
+        position = self.state.command(fields | self.schema.fields() if self.schema else fields)
+        apply_group(self.client, commands, position, self.state, self.retrying)
+
+    def _read(self, commands: list[Command]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        replies = list(pipe.execute())
+        self.figures.redis_round_trip()
+        return replies
+
+    def _latest(self, dirty: set[tuple[str, int]]) -> list[list[Command]]:
+        """Rebuild the touched latest lists from MySQL's current rows (DEL + RPUSH each, inside
+        the group's MULTI; on a cluster in a MULTI of its own), as migrate builds them."""
+        return surfaced(lambda: self._read_latest(dirty), "rebuilding latest lists",
+                        self.src.close)  # fmt: skip
+
+    def _read_latest(self, dirty: set[tuple[str, int]]) -> list[list[Command]]:
+        conn = self.src.raw_connection()
+        conn.rollback()  # a fresh read view: the rows as committed now
+        out: list[list[Command]] = []
+        for table, n in sorted(dirty):
+            r, plan = self.resolved[table], self.plans[table]
+            latest = r.table.latest[n]
+            schema = r.schema
+            pk_cols = [schema.column(c) for c in r.primary_key]
+            order_by = schema.column(latest.order_by)
+            rows = self.src.latest(table, pk_cols, order_by, latest.limit, clause(r))
+            pks = [plan.sep.join(v for v in row if v is not None) for row in rows]
+            rebuilt = plan.latest_commands(latest.key, pks)
+            out.append([c for c in rebuilt if c[0] not in (b"MULTI", b"EXEC")])
+        conn.rollback()
+        return out
