@@ -363,6 +363,20 @@ def test_caught_up_is_not_reported_over_a_flushed_target(binlog_db, own_redis) -
 
 
 # -- item 2: the source's connections ----------------------------------------------------------
+def _dumps(server: PrivateMariaDB | Any) -> int:
+    """How many binlog dumps the server runs."""
+    conn = pymysql.connect(host="127.0.0.1", port=server.port, user="root", autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+                "WHERE COMMAND LIKE 'Binlog Dump%%'"
+            )
+            return int((cur.fetchone() or (0,))[0])
+    finally:
+        conn.close()
+
+
 def _kill_sync_connections(server: PrivateMariaDB | Any, db: Any) -> int:
     """KILL every connection of the test's database and every binlog dump (on a server of
     the tests' own), except the asking one."""
@@ -577,6 +591,9 @@ def test_a_killed_connection_without_retries_is_exit_3_never_1_or_2(
     binlog_db.run(SCHEMA)
     _caught_up(binlog_db, redis_url)
     run = Following(binlog_db, redis_url, retries=0)
+    # once sync's binlog dump runs (on a busy machine it may start after the first status
+    # line): a kill before it would meet only connections sync may open again
+    wait_for("sync's binlog dump", lambda: _dumps(binlog_server), 60)
     wait_for("a connection killed", lambda: _kill_sync_connections(binlog_server, binlog_db), 30)
     run.thread.join(180)
     assert not run.thread.is_alive(), "sync still runs 180 s after its connection was killed"

@@ -22,10 +22,15 @@ clean end (it only reads).
 
 from __future__ import annotations
 
+import signal
+
+if __name__ == "__main__":  # the child: see main(); before the imports below take their time
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
 import os
 import pickle
 import select
-import signal
 import subprocess
 import sys
 import threading
