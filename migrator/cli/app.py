@@ -2,7 +2,11 @@
 (failures turned into one message and an exit code, Ctrl-C and SIGTERM, the resume hint).
 One module per command registers on ``app`` (migrator/cli/).
 
-What it prints (messages, progress bars, report tables) is ``migrator.render``."""
+What it prints (messages, progress bars, report tables) is ``migrator.render``.
+
+Imported for every ``--help`` and completion TAB, so it imports typer and the standard library
+alone: the commands, ``render`` (rich), the mapping loader (yaml) and the drivers they pull in
+are imported inside the functions that use them (tests/test_cli_imports.py checks it)."""
 
 from __future__ import annotations
 
@@ -19,20 +23,13 @@ import typer
 from typer.core import TyperOption
 
 from migrator import __version__
-from migrator.commands.failures import explain
-from migrator.commands.session import DEFAULT_TARGET
+from migrator.cli import coercion  # noqa: F401  (typer's coercion, built when needed)
 from migrator.errors import (
     EXIT_CONNECT,
     EXIT_USAGE,
     MappingErrors,
     MigratorError,
     NothingWritten,
-)
-from migrator.mapping.loader import load_mapping
-from migrator.render import (
-    err,
-    out,
-    say,
 )
 from migrator.urls import mask, mask_text
 
@@ -78,6 +75,8 @@ DebugOpt = Annotated[
 def fail(e: MigratorError, as_json: bool = False) -> NoReturn:
     """One red message naming the cause and the fix (never a password); the exit code of
     its kind. ``as_json``: also ``{"error", "hint", "exit_code"}`` on stdout."""
+    from migrator.render import say
+
     if _debug:
         traceback.print_exc()
     errors = e.errors if isinstance(e, MappingErrors) else [e]
@@ -110,6 +109,10 @@ def note_default_target(mapping: str, target: str | None) -> None:
     $MIGRATOR_TARGET_URL, no 'target:' in the mapping."""
     if target or os.environ.get("MIGRATOR_TARGET_URL"):
         return
+    from migrator.commands.session import DEFAULT_TARGET
+    from migrator.mapping.loader import load_mapping
+    from migrator.render import say
+
     try:
         named = load_mapping(mapping).target
     except MigratorError:  # the command itself reports it
@@ -135,6 +138,8 @@ def run(fn: Callable[[], int], resume: str | None = None, as_json: bool = False)
     except MigratorError as e:
         fail(e, as_json)
     except KeyboardInterrupt as e:
+        from migrator.render import say
+
         # interrupted before the first write: nothing to continue; an online first load: its
         # own hint (what is stored, the command that resumes it)
         hint = None if isinstance(e, NothingWritten) else getattr(e, "hint", None) or resume
@@ -143,6 +148,8 @@ def run(fn: Callable[[], int], resume: str | None = None, as_json: bool = False)
             json_line({"error": "interrupted", "hint": hint, "exit_code": 130})
         raise typer.Exit(130) from None
     except Exception as e:  # anything a command did not foresee: still one line and a hint
+        from migrator.commands.failures import explain
+
         fail(explain(e, resumable=resume is not None), as_json)
     else:
         raise typer.Exit(code)
@@ -189,6 +196,8 @@ def main_options(
 ) -> None:
     """Move a MySQL schema and its data into Redis. Example: migrator migrate shop.yaml"""
     if version:
+        from migrator.render import out
+
         out.print(f"migrator {__version__}")
         raise typer.Exit(0)
 
@@ -212,9 +221,13 @@ def main() -> None:
         except typer.Exit as done:
             sys.exit(done.exit_code)
     except typer.Abort:  # an interrupt outside a command's run (parsing its options...)
+        from migrator.render import err
+
         err.print("error: interrupted: nothing was done")
         sys.exit(130)
     except MigratorError as e:  # raised outside a command (should not happen)
+        from migrator.render import err
+
         err.print(f"error: {e}")
         sys.exit(EXIT_USAGE if e.exit_code != EXIT_CONNECT else EXIT_CONNECT)
     sys.exit(code if isinstance(code, int) else 0)

@@ -19,11 +19,6 @@ from migrator.cli.options import (
     TargetOpt,
     table_list,
 )
-from migrator.commands import dry_run as plan_only
-from migrator.render import (
-    emit,
-    render_dry_run,
-)
 
 
 @app.command("dry-run")
@@ -62,6 +57,8 @@ def dry_run(
 ) -> None:
     """Show what migrate would do, without touching Redis (the target is never contacted).
     Example: migrator dry-run shop.yaml --sample 5 --resp load.resp"""
+    from migrator.commands import dry_run as plan_only
+    from migrator.render import emit, render_dry_run
 
     def go() -> int:
         report = plan_only(
@@ -73,5 +70,3 @@ def dry_run(
 
     run(go, as_json=as_json)
 
-
-# --- verify ----------------------------------------------------------------------------------

@@ -16,12 +16,8 @@ from migrator.cli.options import (
     TablesOpt,
     table_list,
 )
-from migrator.commands import init as draft_mapping
 from migrator.errors import (
     MigratorError,
-)
-from migrator.render import (
-    render_init,
 )
 
 
@@ -54,6 +50,8 @@ def init(
     debug: DebugOpt = False,
 ) -> None:
     """Draft a mapping from the live schema. Example: migrator init --source URL -o shop.yaml"""
+    from migrator.commands import init as draft_mapping
+    from migrator.render import render_init
 
     def go() -> int:
         if not source:

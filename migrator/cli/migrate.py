@@ -24,13 +24,6 @@ from migrator.cli.options import (
     TargetOpt,
     table_list,
 )
-from migrator.commands import migrate as run_migrate
-from migrator.render import (
-    emit,
-    progress_bars,
-    render_migrate,
-)
-from migrator.reports import check_writable, write_rejects
 
 
 @app.command()
@@ -121,6 +114,10 @@ def migrate(
     read in a snapshot of its own, taken when that chunk starts: every chunk is consistent
     in itself, but chunks and tables are not one moment. A run over an earlier one
     overwrites what changed and removes nothing: use verify --fix, or --replace."""
+    from migrator.commands import migrate as run_migrate
+    from migrator.render import emit, progress_bars, render_migrate
+    from migrator.reports import check_writable, write_rejects
+
     again = resume_command(mapping, {
         "--source": source, "--target": target, "--tables": tables, "--batch-size": batch_size,
         "--workers": workers, "--chunk-rows": chunk_rows, "--dask": dask, "--retries": retries,
@@ -150,5 +147,3 @@ def migrate(
         as_json=as_json,
     )
 
-
-# --- init and validate (mapping authoring) ------------------------------------------------

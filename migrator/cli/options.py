@@ -11,7 +11,6 @@ import typer
 from migrator.errors import (
     MigratorError,
 )
-from migrator.mapping.loader import load_mapping
 
 MappingArg = Annotated[
     str,
@@ -50,6 +49,8 @@ def complete_tables(ctx: typer.Context, incomplete: str) -> list[str]:
     path = next((w for w in words if isinstance(w, str) and Path(w).is_file()), None)
     if path is None:
         return []
+    from migrator.mapping.loader import load_mapping
+
     try:
         names = [t.name for t in load_mapping(path).tables]
     except MigratorError:

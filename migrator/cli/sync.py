@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import ExitStack
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,12 +22,10 @@ from migrator.cli.options import (
     SourceOpt,
     TargetOpt,
 )
-from migrator.commands.sync import sync as sync_command
 from migrator.errors import MigratorError
-from migrator.render import (
-    progress_bars,
-)
-from migrator.reports import SyncStatus
+
+if TYPE_CHECKING:
+    from migrator.reports import SyncStatus
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -160,7 +158,8 @@ def sync(
     """Keep Redis in step with MySQL: load the tables on the first run (online, in chunks,
     while following), then follow the binary log (row format) until Ctrl-C or SIGTERM.
     Example: migrator sync shop.yaml --until-caught-up"""
-    from migrator.render import render_sync, sync_status_printer
+    from migrator.commands.sync import sync as sync_command
+    from migrator.render import progress_bars, render_sync, sync_status_printer
     from migrator.sync.figures import HealthRules, SyncFigures
 
     again = resume_command(

@@ -12,11 +12,6 @@ from migrator.cli.options import (
     MappingArg,
     SourceOpt,
 )
-from migrator.commands import validate as check
-from migrator.render import (
-    emit,
-    render_validate,
-)
 
 
 @app.command()
@@ -28,6 +23,8 @@ def validate(
 ) -> None:
     """Check a mapping (and, given a source, against the live schema).
     Example: migrator validate shop.yaml"""
+    from migrator.commands import validate as check
+    from migrator.render import emit, render_validate
 
     def go() -> int:
         report = check(mapping, source=source)
@@ -36,5 +33,3 @@ def validate(
 
     run(go, as_json=as_json)
 
-
-# --- dry-run ---------------------------------------------------------------------------------

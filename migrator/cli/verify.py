@@ -24,12 +24,6 @@ from migrator.cli.options import (
     TargetOpt,
     table_list,
 )
-from migrator.commands import verify as run_verify
-from migrator.render import (
-    emit,
-    progress_bars,
-    render_verify,
-)
 
 
 @app.command()
@@ -81,6 +75,9 @@ def verify(
 ) -> None:
     """Prove Redis matches MySQL, as of one consistent snapshot; exit 1 on any difference.
     Example: migrator verify shop.yaml --fix"""
+    from migrator.commands import verify as run_verify
+    from migrator.render import emit, progress_bars, render_verify
+
     again = resume_command(mapping, {
         "--source": source, "--target": target, "--tables": tables,
         "--counts-only": counts_only, "--sample": sample, "--batch-size": batch_size,
