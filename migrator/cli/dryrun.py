@@ -69,4 +69,3 @@ def dry_run(
         return report.exit_code
 
     run(go, as_json=as_json)
-

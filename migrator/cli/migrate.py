@@ -146,4 +146,3 @@ def migrate(
         resume=f"Redis holds the batches written so far (checkpointed); to continue: {again}",
         as_json=as_json,
     )
-

@@ -32,4 +32,3 @@ def validate(
         return report.exit_code
 
     run(go, as_json=as_json)
-
