@@ -8,8 +8,6 @@ Imported for every ``--help`` and completion TAB, so it imports typer and the st
 alone: the commands, ``render`` (rich), the mapping loader (yaml) and the drivers they pull in
 are imported inside the functions that use them (tests/test_cli_imports.py checks it)."""
 
-from __future__ import annotations
-
 import json
 import os
 import shlex

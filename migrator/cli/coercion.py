@@ -11,8 +11,6 @@ argument, a string. Any other value goes through typer's own coercion, unchanged
 
 With a typer that has no such coercion (older releases), nothing is patched."""
 
-from __future__ import annotations
-
 from typing import Any
 
 from typer import core

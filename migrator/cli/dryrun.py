@@ -1,7 +1,5 @@
 """``migrator dry-run``'s options."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

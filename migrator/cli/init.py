@@ -1,7 +1,5 @@
 """``migrator init``'s options."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

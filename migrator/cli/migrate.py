@@ -1,7 +1,5 @@
 """``migrator migrate``'s options."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

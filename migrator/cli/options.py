@@ -1,8 +1,6 @@
 """The options several commands share (``--source``, ``--target``, ``--tables``, ``--json``,
 ``--dask``, ``--chunk-rows``, ``--retries``) and the mapping argument."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """``migrator sync``'s options, and how it runs until stopped."""
 
-from __future__ import annotations
-
 import signal
 import threading
 from contextlib import ExitStack
@@ -183,7 +181,7 @@ def sync(
             with sync_status_printer(as_json) as show, ExitStack() as loading:
                 bars = loading.enter_context(progress_bars(not as_json))
 
-                def on_status(status: SyncStatus) -> None:
+                def on_status(status: "SyncStatus") -> None:
                     if status.phase != "loading":
                         loading.close()  # the load's bars end before the live status line
                     show(status)

@@ -1,7 +1,5 @@
 """``migrator validate``'s options."""
 
-from __future__ import annotations
-
 from migrator.cli.app import (
     DebugOpt,
     app,

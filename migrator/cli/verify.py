@@ -1,7 +1,5 @@
 """``migrator verify``'s options."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
