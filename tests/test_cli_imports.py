@@ -8,8 +8,11 @@ lists ``sys.modules``. benchmarks/cli_bench.py measures the time."""
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import sys
+import threading
 
 import typer.main
 
@@ -83,3 +86,26 @@ def test_a_completion_tab_imports_neither_rich_nor_the_commands() -> None:
     assert outs[2].split() == ["--health-stall", "--health-retries"], outs
     assert heavy(modules) == []
     assert not {m for m in modules if m.split(".")[0] == "rich"}, "rich is for help only"
+
+
+def test_ctrl_c_while_the_command_imports_its_libraries_is_one_line_and_130() -> None:
+    """The command's libraries now load once it is chosen, inside typer, which would turn a
+    Ctrl-C there into a silent exit 130: it is the same line as while the program starts
+    (tests/test_startup.py), sent here once SQLAlchemy is being imported."""
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "migrator", "validate", "nowhere.yaml"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    watchdog = threading.Timer(60, proc.kill)
+    watchdog.start()
+    try:
+        assert proc.stderr is not None
+        while not re.search(r"\|\s+sqlalchemy$", line := proc.stderr.readline()):
+            assert line, "the imports ended before SQLAlchemy was seen"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        watchdog.cancel()
+    assert proc.returncode == 130, err[-1500:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-1500:]
+    assert "error: interrupted while starting: nothing was done" in err, err[-1500:]

@@ -14,7 +14,8 @@ import shlex
 import signal
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -154,6 +155,20 @@ def run(fn: Callable[[], int], resume: str | None = None, as_json: bool = False)
     finally:
         if resume is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def importing() -> Iterator[None]:
+    """Around a command's own imports (its libraries load once it is chosen, not for --help):
+    a Ctrl-C or SIGTERM there is one line and exit 130, as while the program starts
+    (migrator/__main__.py), not typer's silent 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        from migrator.__main__ import STARTING
+
+        sys.stderr.write(STARTING)
+        raise typer.Exit(130) from None
 
 
 def _terminated(signum: int, frame: object) -> None:

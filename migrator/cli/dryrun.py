@@ -7,6 +7,7 @@ import typer
 from migrator.cli.app import (
     DebugOpt,
     app,
+    importing,
     run,
 )
 from migrator.cli.options import (
@@ -55,8 +56,9 @@ def dry_run(
 ) -> None:
     """Show what migrate would do, without touching Redis (the target is never contacted).
     Example: migrator dry-run shop.yaml --sample 5 --resp load.resp"""
-    from migrator.commands import dry_run as plan_only
-    from migrator.render import emit, render_dry_run
+    with importing():
+        from migrator.commands import dry_run as plan_only
+        from migrator.render import emit, render_dry_run
 
     def go() -> int:
         report = plan_only(

@@ -8,6 +8,7 @@ import typer
 from migrator.cli.app import (
     DebugOpt,
     app,
+    importing,
     run,
 )
 from migrator.cli.options import (
@@ -48,8 +49,9 @@ def init(
     debug: DebugOpt = False,
 ) -> None:
     """Draft a mapping from the live schema. Example: migrator init --source URL -o shop.yaml"""
-    from migrator.commands import init as draft_mapping
-    from migrator.render import render_init
+    with importing():
+        from migrator.commands import init as draft_mapping
+        from migrator.render import render_init
 
     def go() -> int:
         if not source:

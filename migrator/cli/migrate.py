@@ -7,6 +7,7 @@ import typer
 from migrator.cli.app import (
     DebugOpt,
     app,
+    importing,
     note_default_target,
     resume_command,
     run,
@@ -112,9 +113,10 @@ def migrate(
     read in a snapshot of its own, taken when that chunk starts: every chunk is consistent
     in itself, but chunks and tables are not one moment. A run over an earlier one
     overwrites what changed and removes nothing: use verify --fix, or --replace."""
-    from migrator.commands import migrate as run_migrate
-    from migrator.render import emit, progress_bars, render_migrate
-    from migrator.reports import check_writable, write_rejects
+    with importing():
+        from migrator.commands import migrate as run_migrate
+        from migrator.render import emit, progress_bars, render_migrate
+        from migrator.reports import check_writable, write_rejects
 
     again = resume_command(mapping, {
         "--source": source, "--target": target, "--tables": tables, "--batch-size": batch_size,

@@ -10,6 +10,7 @@ import typer
 from migrator.cli.app import (
     DebugOpt,
     app,
+    importing,
     json_line,
     note_default_target,
     resume_command,
@@ -156,9 +157,10 @@ def sync(
     """Keep Redis in step with MySQL: load the tables on the first run (online, in chunks,
     while following), then follow the binary log (row format) until Ctrl-C or SIGTERM.
     Example: migrator sync shop.yaml --until-caught-up"""
-    from migrator.commands.sync import sync as sync_command
-    from migrator.render import progress_bars, render_sync, sync_status_printer
-    from migrator.sync.figures import HealthRules, SyncFigures
+    with importing():
+        from migrator.commands.sync import sync as sync_command
+        from migrator.render import progress_bars, render_sync, sync_status_printer
+        from migrator.sync.figures import HealthRules, SyncFigures
 
     again = resume_command(
         mapping,

@@ -3,6 +3,7 @@
 from migrator.cli.app import (
     DebugOpt,
     app,
+    importing,
     run,
 )
 from migrator.cli.options import (
@@ -21,8 +22,9 @@ def validate(
 ) -> None:
     """Check a mapping (and, given a source, against the live schema).
     Example: migrator validate shop.yaml"""
-    from migrator.commands import validate as check
-    from migrator.render import emit, render_validate
+    with importing():
+        from migrator.commands import validate as check
+        from migrator.render import emit, render_validate
 
     def go() -> int:
         report = check(mapping, source=source)

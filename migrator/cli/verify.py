@@ -7,6 +7,7 @@ import typer
 from migrator.cli.app import (
     DebugOpt,
     app,
+    importing,
     note_default_target,
     resume_command,
     run,
@@ -73,8 +74,9 @@ def verify(
 ) -> None:
     """Prove Redis matches MySQL, as of one consistent snapshot; exit 1 on any difference.
     Example: migrator verify shop.yaml --fix"""
-    from migrator.commands import verify as run_verify
-    from migrator.render import emit, progress_bars, render_verify
+    with importing():
+        from migrator.commands import verify as run_verify
+        from migrator.render import emit, progress_bars, render_verify
 
     again = resume_command(mapping, {
         "--source": source, "--target": target, "--tables": tables,
