@@ -26,6 +26,7 @@ from migrator.cli import coercion  # noqa: F401  (typer's coercion, built when n
 from migrator.errors import (
     EXIT_CONNECT,
     EXIT_USAGE,
+    INTERRUPTED_STARTING,
     MappingErrors,
     MigratorError,
     NothingWritten,
@@ -165,9 +166,7 @@ def importing() -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        from migrator.__main__ import STARTING
-
-        sys.stderr.write(STARTING)
+        sys.stderr.write(INTERRUPTED_STARTING)
         raise typer.Exit(130) from None
 
 
