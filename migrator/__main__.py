@@ -8,7 +8,7 @@ from __future__ import annotations
 import signal
 import sys
 
-STARTING = "error: interrupted while starting: nothing was done\n"
+from migrator.errors import INTERRUPTED_STARTING
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -25,7 +25,7 @@ def main() -> None:
             sys.exit(0)
         from migrator.cli import main as command_line  # (every command registered)
     except KeyboardInterrupt:
-        sys.stderr.write(STARTING)
+        sys.stderr.write(INTERRUPTED_STARTING)
         sys.exit(130)
     command_line()
 

@@ -10,6 +10,10 @@ EXIT_CONNECT = 3
 #: failed background save, a read-only replica): fixed in Redis, then the command goes on
 EXIT_TARGET = 4
 
+#: a Ctrl-C or SIGTERM before any command ran: while the program starts (migrator/__main__.py)
+#: or a command imports its libraries (migrator/cli/app.py: importing)
+INTERRUPTED_STARTING = "error: interrupted while starting: nothing was done\n"
+
 #: where the documentation is read once installed (pyproject's [project.urls] Documentation):
 #: messages cite its pages by address, never a file of the repository that pip does not install
 DOCS = "https://github.com/migrator-dev/migrator/blob/main/docs"

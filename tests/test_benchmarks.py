@@ -61,3 +61,17 @@ def test_generate_replaces_its_own_table(mysql_db: MySQLDatabase) -> None:
     generate.generate(12, mysql_db.url)  # its own table: replaced without --force
     assert mysql_db.query("SELECT COUNT(*), COUNT(DISTINCT email) FROM emp") == [(12, 12)]
     assert mysql_db.query("SELECT MIN(emp_id), MAX(emp_id) FROM emp") == [(1, 12)]
+
+
+def test_cli_bench_times_every_command_s_help_and_checks_each_output() -> None:
+    """benchmarks/cli_bench.py (issue 34 item 5) covers every command's --help, and a run that
+    does not print what its case expects stops it (a broken case is no fast figure)."""
+    bench = bench_module("cli_bench")
+    labels = [case.label for case in bench.cases()]
+    assert {f"migrator {c} --help" for c in bench.commands()} <= set(labels)
+    assert "migrator --help" in labels and any(label.startswith("TAB: ") for label in labels)
+    program = [str(bench.PROGRAM)]
+    wall, cpu = bench.run_once(bench.tab("migrator mi", "migrate"), program)
+    assert wall > 0 and cpu >= 0
+    with pytest.raises(SystemExit, match="no 'dry-run' in the output"):
+        bench.run_once(bench.tab("migrator mi", "dry-run"), program)

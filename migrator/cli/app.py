@@ -2,9 +2,11 @@
 (failures turned into one message and an exit code, Ctrl-C and SIGTERM, the resume hint).
 One module per command registers on ``app`` (migrator/cli/).
 
-What it prints (messages, progress bars, report tables) is ``migrator.render``."""
+What it prints (messages, progress bars, report tables) is ``migrator.render``.
 
-from __future__ import annotations
+Imported for every ``--help`` and completion TAB, so it imports typer and the standard library
+alone: the commands, ``render`` (rich), the mapping loader (yaml) and the drivers they pull in
+are imported inside the functions that use them (tests/test_cli_imports.py checks it)."""
 
 import json
 import os
@@ -12,24 +14,23 @@ import shlex
 import signal
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperOption
 
 from migrator import __version__
-from migrator.commands.failures import explain
-from migrator.commands.session import DEFAULT_TARGET
+from migrator.cli import coercion  # noqa: F401  (typer's coercion, built when needed)
 from migrator.errors import (
     EXIT_CONNECT,
     EXIT_USAGE,
+    INTERRUPTED_STARTING,
     MappingErrors,
     MigratorError,
     NothingWritten,
 )
-from migrator.mapping.loader import load_mapping
-from migrator.render.console import err, out, say
 from migrator.urls import mask, mask_text
 
 
@@ -74,6 +75,8 @@ DebugOpt = Annotated[
 def fail(e: MigratorError, as_json: bool = False) -> NoReturn:
     """One red message naming the cause and the fix (never a password); the exit code of
     its kind. ``as_json``: also ``{"error", "hint", "exit_code"}`` on stdout."""
+    from migrator.render.console import say
+
     if _debug:
         traceback.print_exc()
     errors = e.errors if isinstance(e, MappingErrors) else [e]
@@ -106,6 +109,10 @@ def note_default_target(mapping: str, target: str | None) -> None:
     $MIGRATOR_TARGET_URL, no 'target:' in the mapping."""
     if target or os.environ.get("MIGRATOR_TARGET_URL"):
         return
+    from migrator.commands.session import DEFAULT_TARGET
+    from migrator.mapping.loader import load_mapping
+    from migrator.render.console import say
+
     try:
         named = load_mapping(mapping).target
     except MigratorError:  # the command itself reports it
@@ -131,6 +138,8 @@ def run(fn: Callable[[], int], resume: str | None = None, as_json: bool = False)
     except MigratorError as e:
         fail(e, as_json)
     except KeyboardInterrupt as e:
+        from migrator.render.console import say
+
         # interrupted before the first write: nothing to continue; an online first load: its
         # own hint (what is stored, the command that resumes it)
         hint = None if isinstance(e, NothingWritten) else getattr(e, "hint", None) or resume
@@ -139,12 +148,26 @@ def run(fn: Callable[[], int], resume: str | None = None, as_json: bool = False)
             json_line({"error": "interrupted", "hint": hint, "exit_code": 130})
         raise typer.Exit(130) from None
     except Exception as e:  # anything a command did not foresee: still one line and a hint
+        from migrator.commands.failures import explain
+
         fail(explain(e, resumable=resume is not None), as_json)
     else:
         raise typer.Exit(code)
     finally:
         if resume is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def importing() -> Iterator[None]:
+    """Around a command's own imports (its libraries load once it is chosen, not for --help):
+    a Ctrl-C or SIGTERM there is one line and exit 130, as while the program starts
+    (migrator/__main__.py), not typer's silent 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        sys.stderr.write(INTERRUPTED_STARTING)
+        raise typer.Exit(130) from None
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -185,6 +208,8 @@ def main_options(
 ) -> None:
     """Move a MySQL schema and its data into Redis. Example: migrator migrate shop.yaml"""
     if version:
+        from migrator.render.console import out
+
         out.print(f"migrator {__version__}")
         raise typer.Exit(0)
 
@@ -208,9 +233,13 @@ def main() -> None:
         except typer.Exit as done:
             sys.exit(done.exit_code)
     except typer.Abort:  # an interrupt outside a command's run (parsing its options...)
+        from migrator.render.console import err
+
         err.print("error: interrupted: nothing was done")
         sys.exit(130)
     except MigratorError as e:  # raised outside a command (should not happen)
+        from migrator.render.console import err
+
         err.print(f"error: {e}")
         sys.exit(EXIT_USAGE if e.exit_code != EXIT_CONNECT else EXIT_CONNECT)
     sys.exit(code if isinstance(code, int) else 0)

@@ -1,7 +1,5 @@
 """``migrator dry-run``'s options."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -9,6 +7,7 @@ import typer
 from migrator.cli.app import (
     DebugOpt,
     app,
+    importing,
     run,
 )
 from migrator.cli.options import (
@@ -19,9 +18,6 @@ from migrator.cli.options import (
     TargetOpt,
     table_list,
 )
-from migrator.commands import dry_run as plan_only
-from migrator.render.console import emit
-from migrator.render.dryrun import render_dry_run
 
 
 @app.command("dry-run")
@@ -60,6 +56,10 @@ def dry_run(
 ) -> None:
     """Show what migrate would do, without touching Redis (the target is never contacted).
     Example: migrator dry-run shop.yaml --sample 5 --resp load.resp"""
+    with importing():
+        from migrator.commands import dry_run as plan_only
+        from migrator.render.console import emit
+        from migrator.render.dryrun import render_dry_run
 
     def go() -> int:
         report = plan_only(
@@ -70,6 +70,3 @@ def dry_run(
         return report.exit_code
 
     run(go, as_json=as_json)
-
-
-# --- verify ----------------------------------------------------------------------------------

@@ -1,7 +1,5 @@
 """``migrator init``'s options."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 
@@ -10,17 +8,16 @@ import typer
 from migrator.cli.app import (
     DebugOpt,
     app,
+    importing,
     run,
 )
 from migrator.cli.options import (
     TablesOpt,
     table_list,
 )
-from migrator.commands import init as draft_mapping
 from migrator.errors import (
     MigratorError,
 )
-from migrator.render.mapping import render_init
 
 
 @app.command()
@@ -52,6 +49,9 @@ def init(
     debug: DebugOpt = False,
 ) -> None:
     """Draft a mapping from the live schema. Example: migrator init --source URL -o shop.yaml"""
+    with importing():
+        from migrator.commands import init as draft_mapping
+        from migrator.render.mapping import render_init
 
     def go() -> int:
         if not source:

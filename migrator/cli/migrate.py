@@ -1,7 +1,5 @@
 """``migrator migrate``'s options."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -9,6 +7,7 @@ import typer
 from migrator.cli.app import (
     DebugOpt,
     app,
+    importing,
     note_default_target,
     resume_command,
     run,
@@ -24,11 +23,6 @@ from migrator.cli.options import (
     TargetOpt,
     table_list,
 )
-from migrator.commands import migrate as run_migrate
-from migrator.render.bars import progress_bars
-from migrator.render.console import emit
-from migrator.render.migrate import render_migrate
-from migrator.reports import check_writable, write_rejects
 
 
 @app.command()
@@ -119,6 +113,13 @@ def migrate(
     read in a snapshot of its own, taken when that chunk starts: every chunk is consistent
     in itself, but chunks and tables are not one moment. A run over an earlier one
     overwrites what changed and removes nothing: use verify --fix, or --replace."""
+    with importing():
+        from migrator.commands import migrate as run_migrate
+        from migrator.render.bars import progress_bars
+        from migrator.render.console import emit
+        from migrator.render.migrate import render_migrate
+        from migrator.reports import check_writable, write_rejects
+
     again = resume_command(mapping, {
         "--source": source, "--target": target, "--tables": tables, "--batch-size": batch_size,
         "--workers": workers, "--chunk-rows": chunk_rows, "--dask": dask, "--retries": retries,
@@ -147,6 +148,3 @@ def migrate(
         resume=f"Redis holds the batches written so far (checkpointed); to continue: {again}",
         as_json=as_json,
     )
-
-
-# --- init and validate (mapping authoring) ------------------------------------------------

@@ -1,8 +1,6 @@
 """The options several commands share (``--source``, ``--target``, ``--tables``, ``--json``,
 ``--dask``, ``--chunk-rows``, ``--retries``) and the mapping argument."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +9,6 @@ import typer
 from migrator.errors import (
     MigratorError,
 )
-from migrator.mapping.loader import load_mapping
 
 MappingArg = Annotated[
     str,
@@ -50,6 +47,8 @@ def complete_tables(ctx: typer.Context, incomplete: str) -> list[str]:
     path = next((w for w in words if isinstance(w, str) and Path(w).is_file()), None)
     if path is None:
         return []
+    from migrator.mapping.loader import load_mapping
+
     try:
         names = [t.name for t in load_mapping(path).tables]
     except MigratorError:

@@ -1,17 +1,16 @@
 """``migrator sync``'s options, and how it runs until stopped."""
 
-from __future__ import annotations
-
 import signal
 import threading
 from contextlib import ExitStack
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from migrator.cli.app import (
     DebugOpt,
     app,
+    importing,
     json_line,
     note_default_target,
     resume_command,
@@ -22,10 +21,10 @@ from migrator.cli.options import (
     SourceOpt,
     TargetOpt,
 )
-from migrator.commands.sync import sync as sync_command
 from migrator.errors import MigratorError
-from migrator.render.bars import progress_bars
-from migrator.reports import SyncStatus
+
+if TYPE_CHECKING:
+    from migrator.reports import SyncStatus
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -158,8 +157,11 @@ def sync(
     """Keep Redis in step with MySQL: load the tables on the first run (online, in chunks,
     while following), then follow the binary log (row format) until Ctrl-C or SIGTERM.
     Example: migrator sync shop.yaml --until-caught-up"""
-    from migrator.render.sync import render_sync, sync_status_printer
-    from migrator.sync.figures import HealthRules, SyncFigures
+    with importing():
+        from migrator.commands.sync import sync as sync_command
+        from migrator.render.bars import progress_bars
+        from migrator.render.sync import render_sync, sync_status_printer
+        from migrator.sync.figures import HealthRules, SyncFigures
 
     again = resume_command(
         mapping,
@@ -182,7 +184,7 @@ def sync(
             with sync_status_printer(as_json) as show, ExitStack() as loading:
                 bars = loading.enter_context(progress_bars(not as_json))
 
-                def on_status(status: SyncStatus) -> None:
+                def on_status(status: "SyncStatus") -> None:
                     if status.phase != "loading":
                         loading.close()  # the load's bars end before the live status line
                     show(status)

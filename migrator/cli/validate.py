@@ -1,10 +1,9 @@
 """``migrator validate``'s options."""
 
-from __future__ import annotations
-
 from migrator.cli.app import (
     DebugOpt,
     app,
+    importing,
     run,
 )
 from migrator.cli.options import (
@@ -12,9 +11,6 @@ from migrator.cli.options import (
     MappingArg,
     SourceOpt,
 )
-from migrator.commands import validate as check
-from migrator.render.console import emit
-from migrator.render.mapping import render_validate
 
 
 @app.command()
@@ -26,6 +22,10 @@ def validate(
 ) -> None:
     """Check a mapping (and, given a source, against the live schema).
     Example: migrator validate shop.yaml"""
+    with importing():
+        from migrator.commands import validate as check
+        from migrator.render.console import emit
+        from migrator.render.mapping import render_validate
 
     def go() -> int:
         report = check(mapping, source=source)
@@ -33,6 +33,3 @@ def validate(
         return report.exit_code
 
     run(go, as_json=as_json)
-
-
-# --- dry-run ---------------------------------------------------------------------------------

@@ -1,7 +1,5 @@
 """``migrator verify``'s options."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -9,6 +7,7 @@ import typer
 from migrator.cli.app import (
     DebugOpt,
     app,
+    importing,
     note_default_target,
     resume_command,
     run,
@@ -24,10 +23,6 @@ from migrator.cli.options import (
     TargetOpt,
     table_list,
 )
-from migrator.commands import verify as run_verify
-from migrator.render.bars import progress_bars
-from migrator.render.console import emit
-from migrator.render.verify import render_verify
 
 
 @app.command()
@@ -79,6 +74,12 @@ def verify(
 ) -> None:
     """Prove Redis matches MySQL, as of one consistent snapshot; exit 1 on any difference.
     Example: migrator verify shop.yaml --fix"""
+    with importing():
+        from migrator.commands import verify as run_verify
+        from migrator.render.bars import progress_bars
+        from migrator.render.console import emit
+        from migrator.render.verify import render_verify
+
     again = resume_command(mapping, {
         "--source": source, "--target": target, "--tables": tables,
         "--counts-only": counts_only, "--sample": sample, "--batch-size": batch_size,
