@@ -39,6 +39,7 @@ import redis
 
 from migrator.progress import NullProgress
 from tests.cluster import free_ports
+from tests.reaper import register
 
 START_SECONDS = 15.0
 STOP_SECONDS = 10.0
@@ -118,6 +119,7 @@ class RedisProcess:
             args += ["--key-load-delay", str(self.load_delay_us),
                      "--loading-process-events-interval-bytes", "1024"]  # fmt: skip
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        register(self.proc.pid)  # redis overwrites its environment: tests/reaper.py
         try:
             wait_for(f"redis-server on port {self.port} answering", self._answers, START_SECONDS)
         except BaseException:

