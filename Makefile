@@ -58,11 +58,12 @@ define pytest_on_servers
 	$(BIN)/pytest $(1) $(PYTEST_ARGS)
 endef
 
+# --dist loadgroup: a module's tests of one engine on one worker (tests/conftest.py)
 test: $(STAMP)
-	$(call pytest_on_servers,-n $(TEST_WORKERS))
+	$(call pytest_on_servers,-n $(TEST_WORKERS) --dist loadgroup)
 
 test-long: $(STAMP)
-	$(call pytest_on_servers,-n $(TEST_WORKERS) -m long)
+	$(call pytest_on_servers,-n $(TEST_WORKERS) --dist loadgroup -m long)
 
 check: lint
 	MIGRATOR_TEST_ENGINES=mariadb $(MAKE) --no-print-directory test TEST_WORKERS=2 \

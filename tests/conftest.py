@@ -69,7 +69,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 import redis
@@ -178,6 +178,7 @@ def _use_target_binaries() -> None:
         raise pytest.UsageError(str(e)) from None
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
@@ -186,6 +187,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if names & _ACCEPTANCE:
             item.add_marker(pytest.mark.acceptance)
         _only_engine(item)
+        _group_by_module_and_engine(item)
     mark_the_matrix(items)
     _leave_out_long(config, items)
     _leave_out_engines(config, items)
@@ -205,6 +207,16 @@ def _only_engine(item: pytest.Item) -> None:
     running = callspec.params.get("engine") if callspec is not None else None
     if running is not None and running != mark.args[0]:
         item.add_marker(pytest.mark.skip(reason=f"{mark.args[0]} only: {mark.kwargs['why']}"))
+
+
+def _group_by_module_and_engine(item: pytest.Item) -> None:
+    """Under ``--dist loadgroup`` (``make test``), a module's tests of one engine go to one
+    xdist worker together: its module fixtures are made once per engine, and a worker
+    switches engines between groups only, not between any two tests."""
+    callspec = getattr(item, "callspec", None)
+    running = callspec.params.get("engine") if callspec is not None else None
+    if running is not None:
+        item.add_marker(pytest.mark.xdist_group(f"{item.nodeid.split('::')[0]}-{running}"))
 
 
 def _leave_out_engines(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -325,25 +337,51 @@ def mysql_db(mysql_server_url: str) -> Iterator[MySQLDatabase]:
 
 
 @pytest.fixture(scope="session")
-def binlog_server(engine: str, request: pytest.FixtureRequest) -> Iterator[BinlogServer]:
+def per_engine() -> Iterator[dict[object, object]]:
+    """What the session keeps of each engine until it ends: a session fixture that depends on
+    ``engine`` is torn down whenever the tests switch engines (an xdist worker switches several
+    times), so the costly ones (a private mariadbd, the sample databases' loads) keep what they
+    made here, made once, stopped or dropped at the session's end."""
+    kept: dict[object, object] = {}
+    with ExitStack() as stack:
+        kept[ExitStack] = stack
+        yield kept
+
+
+def _kept(
+    per_engine: dict[object, object], key: object, make: Callable[[ExitStack], object]
+) -> Any:
+    if key not in per_engine:
+        stack = per_engine[ExitStack]
+        assert isinstance(stack, ExitStack)
+        per_engine[key] = make(stack)
+    return per_engine[key]
+
+
+@pytest.fixture(scope="session")
+def binlog_server(
+    engine: str, request: pytest.FixtureRequest, per_engine: dict[object, object]
+) -> BinlogServer:
     """A server of this session's own with the row binary log, of each engine in turn: a
     private mariadbd; the session's Oracle MySQL (the same as ``mysql_server_url``'s)."""
     if engine == "mysql":
         mysql: OracleMySQL = request.getfixturevalue("oracle_mysql")
         if not mysql.reader_url:
             mysql.reader_url = add_reader(mysql.url)
-        yield mysql
-        return
+        return mysql
     problem = missing()
     if problem:
         pytest.skip(f"no private MariaDB with a binary log: {problem}")
-    server = PrivateMariaDB()
-    try:
+
+    def start(stack: ExitStack) -> PrivateMariaDB:
+        server = PrivateMariaDB()
+        stack.callback(server.stop)
         server.start()
         server.reader_url = add_reader(server.url)
-        yield server
-    finally:
-        server.stop()
+        return server
+
+    server: PrivateMariaDB = _kept(per_engine, "binlog-mariadb", start)
+    return server
 
 
 # -- Redis -------------------------------------------------------------------------------------
@@ -458,31 +496,47 @@ def testdata_dir() -> Path:
         _testdata_unavailable(str(e))
 
 
-def _sample_database(
-    server: str, data: Path, dataset: str, load: Callable[[str, Path, str], str]
-) -> Iterator[str]:
-    """Load ``dataset`` into a database of this session's own; drop it after the session."""
-    name = sample_database_name(dataset)
-    try:
-        try:
-            url: str = load(server, data, name)
-        except Unavailable as e:
-            _testdata_unavailable(str(e))
-        yield url
-    finally:
+def _drop_if_up(server: str, name: str) -> None:
+    """Drop the database, unless its server is gone: a private one (Oracle MySQL) may be
+    stopped first at the session's end, and its databases with it."""
+    if probe_mysql(server) is None:
         drop_database(server, name)
 
 
+def _sample_database(
+    server: str,
+    data: Path,
+    dataset: str,
+    load: Callable[[str, Path, str], str],
+    per_engine: dict[object, object],
+) -> str:
+    """``dataset`` loaded into a database of this session's own (once per server, kept across
+    engine switches: ``per_engine``); dropped at the session's end."""
+
+    def made(stack: ExitStack) -> str:
+        name = sample_database_name(dataset)
+        stack.callback(_drop_if_up, server, name)
+        try:
+            return load(server, data, name)
+        except Unavailable as e:
+            _testdata_unavailable(str(e))
+
+    url: str = _kept(per_engine, (dataset, server), made)
+    return url
+
+
 @pytest.fixture(scope="session")
-def sakila_url(mysql_server_url: str, testdata_dir: Path) -> Iterator[str]:
+def sakila_url(mysql_server_url: str, testdata_dir: Path, per_engine: dict[object, object]) -> str:
     """URL of this session's Sakila database (GEOMETRY included on MariaDB too)."""
-    yield from _sample_database(mysql_server_url, testdata_dir, "sakila", load_sakila)
+    return _sample_database(mysql_server_url, testdata_dir, "sakila", load_sakila, per_engine)
 
 
 @pytest.fixture(scope="session")
-def employees_url(mysql_server_url: str, testdata_dir: Path) -> Iterator[str]:
+def employees_url(
+    mysql_server_url: str, testdata_dir: Path, per_engine: dict[object, object]
+) -> str:
     """URL of this session's employees database (10,000 employees)."""
-    yield from _sample_database(mysql_server_url, testdata_dir, "employees", load_employees)
+    return _sample_database(mysql_server_url, testdata_dir, "employees", load_employees, per_engine)
 
 
 # -- a Redis Cluster (tests/cluster.py) --------------------------------------------------------
