@@ -4,9 +4,9 @@
 #                  migrator_demo and migrate and verify mappings/demo.yaml, on the local
 #                  MariaDB/Redis as they are or on private ones (scripts/services.sh)
 #   make test      venv + install, scripts/services.sh, then the test suite on both
-#                  engines (tests marked long left out) in TEST_WORKERS parallel workers
-#                  (pytest-xdist; default 4): about 20 minutes on a 2-core machine; pytest
-#                  finds the servers itself (tests/local_servers.py)
+#                  engines (tests marked long left out): 33-38 minutes on a 2-core machine
+#                  (TEST_WORKERS=N: on N pytest-xdist workers); pytest finds the servers
+#                  itself (tests/local_servers.py)
 #   make check     the quick check, under 3 minutes: lint, the pure tests, and one smoke test
 #                  per command (pytest -m smoke) on MariaDB
 #   make test-long the tests marked long alone: slow ones whose guarantee a faster default
@@ -32,8 +32,10 @@ STAMP := $(VENV)/.installed
 DEMO_DB ?= migrator_demo
 MYSQL ?= $(shell command -v mariadb 2>/dev/null || command -v mysql 2>/dev/null || echo mariadb)
 PYTEST_ARGS ?=
-# the tests wait on servers and child processes most of the time: more workers than cores
-TEST_WORKERS ?= 4
+# TEST_WORKERS=N runs the suite on N pytest-xdist workers; 0 (the default) runs it in one
+# process: on a 2-core machine the workers were not faster (docs/performance.md, "The test suite")
+TEST_WORKERS ?= 0
+XDIST = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup,)
 
 .PHONY: demo test test-long check lint dist services install
 
@@ -58,12 +60,11 @@ define pytest_on_servers
 	$(BIN)/pytest $(1) $(PYTEST_ARGS)
 endef
 
-# --dist loadgroup: a module's tests of one engine on one worker (tests/conftest.py)
 test: $(STAMP)
-	$(call pytest_on_servers,-n $(TEST_WORKERS) --dist loadgroup)
+	$(call pytest_on_servers,$(XDIST))
 
 test-long: $(STAMP)
-	$(call pytest_on_servers,-n $(TEST_WORKERS) --dist loadgroup -m long)
+	$(call pytest_on_servers,$(XDIST) -m long)
 
 check: lint
 	MIGRATOR_TEST_ENGINES=mariadb $(MAKE) --no-print-directory test TEST_WORKERS=2 \
