@@ -210,9 +210,10 @@ def _only_engine(item: pytest.Item) -> None:
 
 
 def _group_by_module_and_engine(item: pytest.Item) -> None:
-    """Under ``--dist loadgroup`` (``make test``), a module's tests of one engine go to one
-    xdist worker together: its module fixtures are made once per engine, and a worker
-    switches engines between groups only, not between any two tests."""
+    """Meant for ``--dist loadgroup`` (``make test TEST_WORKERS=N``): a module's tests of one
+    engine on one xdist worker, its module fixtures made once per engine. As measured
+    (pytest-xdist 3.8), the markers do not take effect from here: the workers still get a
+    module's tests of both engines (docs/performance.md, "The test suite")."""
     callspec = getattr(item, "callspec", None)
     running = callspec.params.get("engine") if callspec is not None else None
     if running is not None:
