@@ -4,9 +4,9 @@
 #                  migrator_demo and migrate and verify mappings/demo.yaml, on the local
 #                  MariaDB/Redis as they are or on private ones (scripts/services.sh)
 #   make test      venv + install, scripts/services.sh, then the test suite on both
-#                  engines (tests marked long left out): 33-38 minutes on a 2-core machine
-#                  (TEST_WORKERS=N: on N pytest-xdist workers); pytest finds the servers
-#                  itself (tests/local_servers.py)
+#                  engines (tests marked long left out) on TEST_WORKERS pytest-xdist workers
+#                  (default 4; 0: one process); pytest finds the servers itself
+#                  (tests/local_servers.py)
 #   make check     the quick check, under 3 minutes: lint, the pure tests, and one smoke test
 #                  per command (pytest -m smoke) on MariaDB
 #   make test-long the tests marked long alone: slow ones whose guarantee a faster default
@@ -32,9 +32,9 @@ STAMP := $(VENV)/.installed
 DEMO_DB ?= migrator_demo
 MYSQL ?= $(shell command -v mariadb 2>/dev/null || command -v mysql 2>/dev/null || echo mariadb)
 PYTEST_ARGS ?=
-# TEST_WORKERS=N runs the suite on N pytest-xdist workers; 0 (the default) runs it in one
-# process: on a 2-core machine the workers were not faster (docs/performance.md, "The test suite")
-TEST_WORKERS ?= 0
+# the suite on TEST_WORKERS pytest-xdist workers (0: in one process, which waits on servers and
+# child processes most of the time: 4 workers ran ~2.2x its pace on 2 cores; docs/performance.md)
+TEST_WORKERS ?= 4
 XDIST = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup,)
 
 .PHONY: demo test test-long check lint dist services install
