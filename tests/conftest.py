@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -435,10 +436,14 @@ def redis_test_db(redis_server_url: str) -> Iterator[int]:
         yield redis_base_db(redis_server_url) + xdist_worker_number()
         return
     lock = redis.Redis.from_url(redis_db_url(redis_server_url, 0), socket_timeout=10)
-    token = f"{os.getpid()}"
+    token = f"{socket.gethostname()}:{os.getpid()}"
     claimed = None
     for db in range(1, 16):
         if lock.set(f"migrator-tests:db:{db}", token, nx=True, ex=3 * 3600):
+            claimed = db
+            break
+    for db in range(1, 16) if claimed is None else ():
+        if _take_over_a_dead_claim(lock, f"migrator-tests:db:{db}", token):
             claimed = db
             break
     if claimed is None:
@@ -450,6 +455,35 @@ def redis_test_db(redis_server_url: str) -> Iterator[int]:
         if lock.get(f"migrator-tests:db:{claimed}") == token.encode():
             lock.delete(f"migrator-tests:db:{claimed}")
         lock.close()
+
+
+_TAKE_OVER = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+    return 1
+end
+return 0
+"""
+
+
+def _take_over_a_dead_claim(lock: redis.Redis, key: str, token: str) -> bool:
+    """Claim ``key`` if the process that holds it is gone from this host: a run killed with
+    ``kill -9`` (its watcher kills the servers, not the claims) kept its database claimed
+    for three hours, and 15 of them left no database to the next run."""
+    held = lock.get(key)
+    if held is None:
+        return bool(lock.set(key, token, nx=True, ex=3 * 3600))
+    host, _, pid = held.decode(errors="replace").rpartition(":")
+    if host not in ("", socket.gethostname()) or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+        return False  # its owner runs
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        return False
+    return bool(lock.eval(_TAKE_OVER, 1, key, held, token, 3 * 3600))
 
 
 @pytest.fixture
