@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import sys
-import threading
 
 import typer.main
 
 from migrator.cli import app
+from tests.test_startup import interrupted_at_import
 
 COMMANDS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 LIBRARIES = ("sqlalchemy", "redis", "pymysql", "asyncmy", "MySQLdb", "yaml", "pydantic",
@@ -92,20 +91,7 @@ def test_ctrl_c_while_the_command_imports_its_libraries_is_one_line_and_130() ->
     """The command's libraries now load once it is chosen, inside typer, which would turn a
     Ctrl-C there into a silent exit 130: it is the same line as while the program starts
     (tests/test_startup.py), sent here once SQLAlchemy is being imported."""
-    proc = subprocess.Popen(
-        [sys.executable, "-X", "importtime", "-m", "migrator", "validate", "nowhere.yaml"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    watchdog = threading.Timer(60, proc.kill)
-    watchdog.start()
-    try:
-        assert proc.stderr is not None
-        while not re.search(r"\|\s+sqlalchemy$", line := proc.stderr.readline()):
-            assert line, "the imports ended before SQLAlchemy was seen"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        watchdog.cancel()
-    assert proc.returncode == 130, err[-1500:]
+    code, err = interrupted_at_import(re.compile(r"\|\s+sqlalchemy$"), "SQLAlchemy")
+    assert code == 130, err[-1500:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-1500:]
     assert "error: interrupted while starting: nothing was done" in err, err[-1500:]

@@ -26,6 +26,15 @@ def test_version_imports_none_of_the_heavy_libraries() -> None:
 def test_ctrl_c_while_starting_is_130_without_a_traceback() -> None:
     """SIGINT once the command line's imports are under way (seen in ``-X importtime``'s
     lines as they come), before any command runs."""
+    code, err = interrupted_at_import(HEAVY_LINE, "a heavy library")
+    assert code == 130, err[-1500:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-1500:]
+    assert "error: interrupted while starting: nothing was done" in err
+
+
+def interrupted_at_import(line: re.Pattern[str], what: str) -> tuple[int, str]:
+    """``migrator validate`` sent SIGINT once ``-X importtime`` shows ``line`` being imported;
+    (its exit code, its stderr)."""
     proc = subprocess.Popen(
         [sys.executable, "-X", "importtime", "-m", "migrator", "validate", "nowhere.yaml"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -34,14 +43,10 @@ def test_ctrl_c_while_starting_is_130_without_a_traceback() -> None:
     watchdog.start()
     try:
         assert proc.stderr is not None
-        seen = []
-        while not HEAVY_LINE.search(line := proc.stderr.readline()):
-            assert line, "the imports ended before a heavy library was seen"
-            seen.append(line)
+        while not line.search(text := proc.stderr.readline()):
+            assert text, f"the imports ended before {what} was seen"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         watchdog.cancel()
-    assert proc.returncode == 130, err[-1500:]
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-1500:]
-    assert "error: interrupted while starting: nothing was done" in err
+    return proc.returncode, err
