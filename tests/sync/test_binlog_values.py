@@ -137,3 +137,27 @@ def test_wide_charsets_as_the_snapshot_writes_them(binlog_db, fast: bool) -> Non
 )  # fmt: skip
 def test_double_as_mariadb_prints_it(value: float, text: bytes) -> None:
     assert double_text(value) == text
+
+
+FIXED = """
+CREATE TABLE z (id INT PRIMARY KEY, d108 DOUBLE(12,8), d52 DOUBLE(5,2) UNSIGNED,
+  r73 REAL(7,3), f74 FLOAT(7,4), d DOUBLE);
+INSERT INTO z VALUES (1, 206.9816391, 2, -1234.5, 1.5, 206.9816391),
+  (2, 0.000000005, 999.994, 0.0005, -0.00004, 2), (3, -0.001, 0, -0.0004, 0, -0.001),
+  (4, NULL, NULL, NULL, NULL, NULL), (5, 1.125, 0.125, 1.0005, 3.14159, 1e-5);
+UPDATE z SET id = id + 100; UPDATE z SET id = id - 100;
+"""
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["binlog_rows", "library"])
+def test_double_with_a_scale_as_the_snapshot_writes_it(binlog_db, fast: bool) -> None:  # type: ignore[no-untyped-def]
+    """DOUBLE(M,D) is printed by the server with D digits (``2.00000000``), and so by sync."""
+    start = master_position(binlog_db)
+    binlog_db.run(FIXED)
+    mapping = "version: 1\ntables:\n  z:\n    counter: false\n"
+    snap = _snapshot(binlog_db.url, mapping)["z"]
+    assert snap[b"1"][1:3] == (b"206.98163910", b"2.00")  # the server's own fixed-scale text
+    logged = _binlog(binlog_db, start, mapping, fast)["z"]
+    assert len(logged) == 5 * len(snap)
+    for image in logged:
+        assert image[1:] == snap[b"%d" % (int(image[0] or b"0") % 100)][1:], image

@@ -16,7 +16,8 @@ What needs care, and why:
 * DECIMAL: the library builds a Decimal from the stored digits, scale kept; written with
   ``format(value, "f")`` (never through float).
 * FLOAT: the shortest text that reads back to the same 32-bit float (as the snapshot);
-  DOUBLE: the shortest round-trip digits, positional or exponent as MariaDB prints them.
+  DOUBLE: the shortest round-trip digits, positional or exponent as MariaDB prints them;
+  DOUBLE(M,D): always D digits after the point, as both servers print it.
 * YEAR 0000 is stored as 0 and decoded as 1900 (a year YEAR cannot hold).
 * BIT arrives as a string of 0/1 digits; SET as a Python set (empty set: None, told apart
   from NULL by the row's ``none_sources``), written in the column's declared order.
@@ -51,6 +52,7 @@ Encoder = Callable[[Any], bytes]
 Wkt = Callable[[bytes], bytes]
 
 _FSP = re.compile(r"\((\d+)\)")
+_SCALE = re.compile(r"\(\d+,(\d+)\)")
 _LABELS = re.compile(r"'((?:[^']|'')*)'")
 
 
@@ -128,6 +130,17 @@ def double_text(value: float) -> bytes:
         return f"{minus}{whole}.{frac}".encode() if frac else f"{minus}{whole}".encode()
     lead = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
     return f"{minus}{lead}e{e10}".encode()
+
+
+def fixed_double(scale: int) -> Callable[[float], bytes]:
+    """A DOUBLE(M,D) as the server prints it: always D digits after the point (``2.00``),
+    the stored binary value rounded to D places; never ``-0.00``."""
+
+    def text(value: float) -> bytes:
+        out = b"%.*f" % (scale, value)
+        return out[1:] if out.startswith(b"-") and not out.strip(b"-0.") else out
+
+    return text
 
 
 def float_text(value: float) -> bytes:
@@ -211,7 +224,8 @@ def encoder_for(column: Column, wkt: Wkt | None = None) -> Encoder:
     if kind is Kind.FLOAT:
         return float_text
     if kind is Kind.DOUBLE:
-        return double_text
+        scale = _SCALE.search(ctype)  # DOUBLE(M,D), REAL(M,D): the server prints D digits
+        return fixed_double(int(scale.group(1))) if scale else double_text
     if kind is Kind.DATE:
         return date_text
     fsp = fraction_digits(ctype)
