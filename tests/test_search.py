@@ -271,6 +271,40 @@ def test_a_target_without_search_is_refused_at_start(
         client.close()
 
 
+def test_a_target_database_other_than_0_is_refused_before_anything_is_written(
+    mysql_db, modules_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The query engine indexes database 0 only: migrate once wrote every key, then failed
+    with exit 1 and FT.CREATE's raw "Cannot create index on db != 0"."""
+    mysql_db.run(SCHEMA)
+    _insert(mysql_db, _rows(4, 5))
+    db7 = modules_server.url.rsplit("/", 1)[0] + "/7"
+    client = redis.Redis.from_url(db7)
+    client.flushdb()
+    monkeypatch.delenv("MIGRATOR_TARGET_URL", raising=False)
+    try:
+        for command in (migrate, verify, sync):
+            with pytest.raises(MigratorError) as e:
+                command(_mapping(), source=mysql_db.url, target=db7)  # type: ignore[operator]
+            assert e.value.exit_code == 2, command
+            assert "database 7: the query engine indexes database 0 only" in e.value.message
+            assert "/0" in str(e.value.hint)
+        assert client.dbsize() == 0  # nothing written
+        with pytest.raises(MigratorError, match="database 7") as e:
+            dry_run(_mapping(), source=mysql_db.url, target=db7, sample=0)
+        assert e.value.exit_code == 2
+        path = tmp_path / "m.yaml"
+        path.write_text(f"target: {db7}\n" + MAPPING % "")
+        problems = validate(path, source=mysql_db.url).problems
+        assert [(p.level, p.path, p.line) for p in problems] == [("error", "target", 1)]
+        assert validate(path, environ={"MIGRATOR_TARGET_URL": modules_server.url}).problems == []
+        monkeypatch.setenv("MIGRATOR_TARGET_URL", "unix:///tmp/redis.sock?db=2")
+        path.write_text(MAPPING % "")
+        assert [p.path for p in validate(path).problems] == ["target"]
+    finally:
+        client.close()
+
+
 def _docs_example() -> str:
     text = (REPO / "docs" / "mapping.md").read_text(encoding="utf-8")
     section = text.split("### `search`", 1)[1]
@@ -454,3 +488,15 @@ def test_an_index_build_killed_at_each_step_is_ended_by_the_next_run(
             assert total == len(_ids(mysql_db, where)), query
     finally:
         client.close()
+
+
+@pytest.mark.parametrize(
+    "url, number",
+    [("redis://h:6379", 0), ("redis://h:6379/", 0), ("redis://h/3", 3), ("rediss://:p@h/12", 12),
+     ("unix:///tmp/r.sock?db=4", 4), ("redis://h?db=5", 5), ("redis://h/x", 0)],
+)  # fmt: skip
+def test_the_database_a_url_names(url: str, number: int) -> None:
+    from migrator.plan.search import database_of, wrong_database
+
+    assert database_of(url) == number
+    assert (wrong_database(number, ["t"]) is None) == (number == 0)

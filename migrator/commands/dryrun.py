@@ -37,7 +37,7 @@ from migrator.plan.nesting import commands as nested_commands
 from migrator.plan.nesting_side import side_commands
 from migrator.plan.planner import Command, Stats, TablePlan
 from migrator.plan.resp import resp
-from migrator.plan.search import definitions
+from migrator.plan.search import DATABASE_FIX, database_of, definitions, wrong_database
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.source.nesting import children
@@ -273,6 +273,9 @@ def dry_run(
     with opened(m, source, tables) as (src, resolved), _atomic(resp_file) as out:
         tops = nesting_trees(m, src, resolved)
         searches = {i.table: i for i in definitions(resolved, m, every_table(m, src, resolved))}
+        wrong = wrong_database(database_of(target_url(m, target)), list(searches))
+        if wrong:  # migrate would write every key, then fail to create the index
+            raise MigratorError(f"{wrong}: migrate would refuse it", DATABASE_FIX)
         if tops and resp_file is not None:
             raise MigratorError(
                 f"--resp cannot yet write nested documents (nest: into {', '.join(tops)})",

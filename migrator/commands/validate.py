@@ -22,7 +22,7 @@ from migrator.plan.collisions import check_collisions
 from migrator.plan.layout import TableLayout
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
-from migrator.plan.search import definitions
+from migrator.plan.search import DATABASE_FIX, database_of, definitions, wrong_database
 from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
 from migrator.source.selects import shared_keys_query
@@ -49,6 +49,7 @@ def validate(
         return report
     report.tables = len(mapping.tables)
     env = os.environ if environ is None else environ
+    report.problems += search_database(mapping, env.get("MIGRATOR_TARGET_URL") or mapping.target)
     url = source or env.get("MIGRATOR_SOURCE_URL") or mapping.source
     if not url:
         return report
@@ -62,6 +63,17 @@ def validate(
         report.problems += searches(mapping, schema)
         report.problems += nestings(mapping, schema, cascades_logged(src.raw_connection()))
     return report
+
+
+def search_database(mapping: Mapping, target: str | None) -> list[Problem]:
+    """``search:`` with a target in a database other than 0, which the query engine cannot
+    index (migrate, verify and sync refuse it before they write)."""
+    searched = [t.name for t in mapping.tables if t.search is not None]
+    wrong = wrong_database(database_of(target), searched) if target else None
+    if not wrong:
+        return []
+    line = mapping.line_of("target") if mapping.target else None
+    return [Problem("error", wrong, "target", mapping.file, line, DATABASE_FIX)]
 
 
 def searches(mapping: Mapping, schema: Schema) -> list[Problem]:

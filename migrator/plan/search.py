@@ -346,3 +346,31 @@ def _excluded(r: Resolved, prefix: str) -> list[str]:
             if name.startswith(prefix):
                 out.append(r.separator.join([r.name, "uniques", ""]))
     return list(dict.fromkeys(out))
+
+
+DATABASE_FIX = (
+    "load into database 0 (a target URL ending in /0, e.g. redis://host:6379/0), or remove "
+    "'search:' from the mapping"
+)
+
+
+def database_of(url: str) -> int:
+    """The database number a Redis URL names (``redis://h/3``, ``unix:///s?db=3``), as
+    redis-py reads it; 0 when it names none (or not a number: the connection says why)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    parts = urlsplit(url)
+    path = parts.path.strip("/") if parts.scheme in ("redis", "rediss") else ""
+    text = path or (parse_qs(parts.query).get("db") or ["0"])[0]
+    return int(text) if text.isdigit() else 0
+
+
+def wrong_database(database: int, tables: Sequence[str]) -> str | None:
+    """Why search indexes cannot be built on ``database``: the query engine indexes keys of
+    database 0 only (FT.CREATE answers "Cannot create index on db != 0")."""
+    if database == 0 or not tables:
+        return None
+    return (
+        f"the mapping asks for search indexes ({', '.join(tables)}), but the target is "
+        f"database {database}: the query engine indexes database 0 only"
+    )

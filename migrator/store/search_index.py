@@ -20,7 +20,7 @@ from typing import Any
 import redis
 
 from migrator.errors import MigratorError, TargetError
-from migrator.plan.search import SearchIndex
+from migrator.plan.search import DATABASE_FIX, SearchIndex, wrong_database
 from migrator.progress import Progress
 from migrator.store.cluster import is_cluster
 
@@ -49,6 +49,10 @@ def require(client: Any, indexes: Sequence[SearchIndex]) -> None:
             "(FT.CREATE is an unknown command); nothing was written",
             FIX,
         )
+    database = client.connection_pool.connection_kwargs.get("db", 0)
+    wrong = wrong_database(int(database or 0), [i.table for i in indexes])
+    if wrong:
+        raise MigratorError(f"{wrong}; nothing was written", DATABASE_FIX)
     for index in indexes:
         if current(client, index.alias) == index.alias:
             raise _taken(index.alias)
