@@ -244,6 +244,7 @@ def test_a_json_table_is_refused_where_the_target_has_no_json_type(
             command(m, source=mysql_db.url, target=redis_url)
         assert e.value.exit_code == 2
         assert "no JSON type" in e.value.message and "json-string" in (e.value.hint or "")
+        assert "redis.io" in str(e.value.hint) and "Debian's own" in str(e.value.hint)
     with pytest.raises(MigratorError) as e:
         sync(m, source=mysql_db.url, target=redis_url, until_caught_up=True, server_id=8299)
     assert e.value.exit_code == 2 and "no JSON type" in e.value.message

@@ -256,6 +256,7 @@ def test_a_target_without_search_is_refused_at_start(
                 command(_mapping(), source=mysql_db.url, target=redis_url)  # type: ignore[operator]
             assert e.value.exit_code == 2
             assert "no search" in e.value.message and "RediSearch" in str(e.value.hint)
+            assert "redis.io" in str(e.value.hint) and "Debian's own" in str(e.value.hint)
         mapping = tmp_path / "m.yaml"
         mapping.write_text(MAPPING % "")
         for command in ("migrate", "verify", "sync"):

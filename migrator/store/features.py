@@ -39,7 +39,9 @@ def require_json(client: Any, resolved: Sequence[Resolved]) -> None:
         f"the target has no JSON type, which 'as: json' needs ({', '.join(tables)}): it has "
         "no JSON.SET command",
         "write the documents as JSON text in strings ('as: json-string', any Redis), or use "
-        "a server with RedisJSON (Redis 8, or Redis Stack / the RedisJSON module loaded)",
+        "a server with RedisJSON: Redis 8 as redis.io builds it (the redis:8 image; Debian's own "
+        "redis-server 8 has no JSON), Redis Stack, or Valkey/Redis with the module loaded "
+        "(--loadmodule rejson.so)",
     )
 
 

@@ -26,9 +26,9 @@ from migrator.store.cluster import is_cluster
 
 INDEXING_SECONDS = 600.0
 FIX = (
-    "use a server with the query engine: Redis 8 (open source), Redis Stack, or Valkey/Redis "
-    "with the RediSearch module loaded (--loadmodule redisearch.so); or remove 'search:' from "
-    "the mapping"
+    "use a server with the query engine: Redis 8 as redis.io builds it (the redis:8 image; "
+    "Debian's own redis-server 8 has none), Redis Stack, or Valkey/Redis with the RediSearch "
+    "module loaded (--loadmodule redisearch.so); or remove 'search:' from the mapping"
 )
 
 
