@@ -231,6 +231,20 @@ def test_validate_and_migrate_refuse_what_cannot_nest(
         migrate(parse_mapping(text), source=mysql_db.url, target=redis_url)
 
 
+def test_a_child_whose_columns_leave_out_the_foreign_key_is_told_to_add_them(
+    mysql_db: MySQLDatabase,
+) -> None:
+    """The hint once said "point the foreign key at the parent's primary key", which it did."""
+    load(mysql_db)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.yaml"
+        path.write_text("version: 1\ntables:\n  " + BAD[4][0])
+        report = validate(path, mysql_db.url)
+    hints = [p.hint for p in report.problems if p.level == "error"]
+    assert hints == ["add tagname, book_id to tables.note.columns (a child is filed under its "
+                     "parent by them)"], report.problems  # fmt: skip
+
+
 def test_sync_and_validate_refuse_a_nesting_through_a_nullable_key(
     mysql_db: MySQLDatabase, redis_url: str
 ) -> None:

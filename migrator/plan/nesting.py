@@ -140,14 +140,17 @@ def trees(layouts: Mapping[str, TableLayout]) -> dict[str, Level]:
         refs: tuple[int, ...] = ()
         if nest is not None and parent is not None:
             cols, pcols = parent_of(nest, lay.resolved.schema, parent.resolved.schema)
-            unread = [c for c in cols if c not in lay.pos] + [
-                f"{parent.table.name}.{c}" for c in pcols if c not in parent.pos
-            ]
+            mine = [c for c in cols if c not in lay.pos]
+            theirs = [c for c in pcols if c not in parent.pos]
+            unread = mine + [f"{parent.table.name}.{c}" for c in theirs]
             if unread:
+                fix = [f"add {', '.join(mine)} to tables.{lay.table.name}.columns"] if mine else []
+                if theirs:
+                    fix.append(f"add {', '.join(theirs)} to tables.{parent.table.name}.columns")
                 raise MigratorError(
                     f"tables.{lay.table.name}.nest: the foreign key's columns {unread} are "
                     "not read",
-                    "point the foreign key at the parent's primary key",
+                    " and ".join(fix) + " (a child is filed under its parent by them)",
                 )
             by = tuple(lay.pos[c] for c in cols)
             refs = tuple(parent.pos[c] for c in pcols)
