@@ -218,3 +218,38 @@ def test_a_child_is_told_its_parent_failed_validation(mysql_db: Any, tmp_path: P
     # (MySQL 9.7 logs the rows its cascades change: there sync follows them, no warning)
     assert all("parent did not pass validation" in m for m in child), report.problems
     assert not any("is not in the mapping" in p.message for p in report.problems)
+
+
+@pytest.mark.engine(
+    "mariadb", why="MariaDB does not log the rows its cascades change, so sync refuses a "
+    "cascade it cannot apply exactly; MySQL 9.7 logs them (nothing refused there)",
+)  # fmt: skip
+def test_errors_come_first_and_what_concerns_sync_alone_is_one_line(
+    mysql_db: Any, tmp_path: Path
+) -> None:
+    mysql_db.run(
+        "CREATE TABLE p (code VARCHAR(5) PRIMARY KEY) COLLATE utf8mb4_general_ci;"
+        "CREATE TABLE c (id INT PRIMARY KEY, code VARCHAR(5) COLLATE utf8mb4_general_ci, "
+        "KEY (code), FOREIGN KEY (code) REFERENCES p (code) ON DELETE CASCADE);"
+        "CREATE TABLE q (id INT PRIMARY KEY);"
+    )
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        f"version: 1\nsource: {mysql_db.url}\ntables:\n  p: {{}}\n  c:\n    indexes: [code]\n"
+        "  q:\n    columns: [nope]\n"
+    )
+    runner = CliRunner()
+    done = runner.invoke(app, ["validate", str(path)])
+    assert done.exit_code == 2
+    text = " ".join(done.output.split())  # the console's width wraps the lines
+    assert text.startswith("error: ") and "unknown column 'nope'" in text, done.output
+    assert text.count("note: ") == 1 and text.index("note: ") > text.index("'nope'")
+    assert "tables.c: sync refuses this table: foreign key" in text
+    assert "collation" not in text and "RESTRICT" not in text  # the why, the fix: --sync
+    assert f"migrator validate --sync {path}" in text
+    full = runner.invoke(app, ["validate", "--sync", str(path)])
+    assert full.exit_code == 2 and "note:" not in full.output
+    assert "warning:" in full.output and "collation" in full.output, full.output
+    as_json = json.loads(runner.invoke(app, ["validate", "--json", str(path)]).stdout)
+    warned = [p for p in as_json["problems"] if p["level"] == "warning"]
+    assert len(warned) == 1 and warned[0]["brief"] in warned[0]["message"]

@@ -1,5 +1,9 @@
 """``migrator validate``'s options."""
 
+from typing import Annotated
+
+import typer
+
 from migrator.cli.app import (
     DebugOpt,
     app,
@@ -18,6 +22,13 @@ def validate(
     mapping: MappingArg,
     source: SourceOpt = None,
     as_json: JsonOpt = False,
+    sync: Annotated[
+        bool,
+        typer.Option(
+            "--sync",
+            help="Say in full why sync would refuse a table, and the fix (else one line each).",
+        ),
+    ] = False,
     debug: DebugOpt = False,
 ) -> None:
     """Check a mapping (and, given a source, against the live schema).
@@ -29,7 +40,7 @@ def validate(
 
     def go() -> int:
         report = check(mapping, source=source)
-        emit(report, as_json, render_validate)
+        emit(report, as_json, lambda r: render_validate(r, sync_details=sync))
         return report.exit_code
 
     run(go, as_json=as_json)

@@ -122,7 +122,8 @@ def nestings(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Pro
         if not path.startswith("tables."):
             path, message = "", e.message
         return [Problem("warning", f"sync refuses these nested documents: {message}", path,
-                        mapping.file, mapping.line_of(path), e.hint)]  # fmt: skip
+                        mapping.file, mapping.line_of(path), e.hint,
+                        "sync refuses these nested documents")]  # fmt: skip
     return []
 
 
@@ -144,7 +145,9 @@ def cascades(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Pro
     for u in followable(plans, logged=logged, failed=failed)[1]:
         where = f"tables.{u.table}"
         message = f"sync refuses this table: {u.what} ({u.why})"
-        out.append(Problem("warning", message, where, mapping.file, mapping.line_of(where), u.fix))
+        line = mapping.line_of(where)
+        brief = f"sync refuses this table: {u.what}"
+        out.append(Problem("warning", message, where, mapping.file, line, u.fix, brief))
     return out
 
 

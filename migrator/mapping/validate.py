@@ -27,6 +27,9 @@ class Problem:
     file: str | None = None
     line: int | None = None
     hint: str | None = None
+    #: the one-line form of a problem that concerns ``sync`` only (migrate and verify are not
+    #: affected): validate prints it so unless asked for the whole (``--sync``)
+    brief: str | None = None
 
     def __str__(self) -> str:
         where = self.file or "<mapping>"
@@ -43,6 +46,7 @@ class Problem:
             "path": self.path,
             "message": self.message,
             "hint": self.hint,
+            "brief": self.brief,
         }
 
 

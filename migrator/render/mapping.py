@@ -37,10 +37,25 @@ def render_init(draft: Draft, text: str, output: str | None) -> None:
     )
 
 
-def render_validate(report: ValidateReport) -> None:
-    """Each problem as ``error:``/``warning:`` with its hint, then the summary."""
-    for p in report.problems:
-        say(p.level, str(dataclasses.replace(p, hint=None)), p.hint)
+def render_validate(report: ValidateReport, sync_details: bool = False) -> None:
+    """Errors first, then warnings, each with its hint; what concerns ``sync`` only is one
+    line per table (in full with ``sync_details``); then the summary."""
+    errors = [p for p in report.problems if p.level == "error"]
+    later = [p for p in report.problems if p.level != "error"]
+    brief = [p for p in later if p.brief and not sync_details]
+    for p in errors + [p for p in later if p not in brief]:
+        say(p.level, str(dataclasses.replace(p, hint=None, brief=None)), p.hint)
+    for p in brief:
+        assert p.brief is not None
+        at = dataclasses.replace(p, message=p.brief, hint=None, brief=None)
+        say("note", str(at))
+    if brief:
+        plain(
+            f"{'this note concerns' if len(brief) == 1 else f'these {len(brief)} notes concern'}"
+            " sync alone (migrate and verify are not affected): migrator validate --sync "
+            f"{report.file} says why and how to fix it",
+            to_stderr=True,
+        )
     if report.errors:
         line(Text(report.summary(), "red"), to_stderr=True)
     else:
