@@ -24,6 +24,7 @@ from migrator.mapping.loader import parse_mapping
 from migrator.mapping.resolve import resolve
 from migrator.plan.search import definition
 from migrator.source.mysql import Source
+from migrator.store import search_index
 from migrator.store.search_index import current, has_search, state_key, versions
 from tests.faults import wait_for
 
@@ -501,3 +502,27 @@ def test_the_database_a_url_names(url: str, number: int) -> None:
 
     assert database_of(url) == number
     assert (wrong_database(number, ["t"]) is None) == (number == 0)
+
+
+TAG_VALUES = ["price 10 €", "Renée 😀", "😀", "a b", "a,b", "x-y", "pt br", "日本 語", "€5",
+              "a\\b", "q?", "1.5", "{x}", "o'k", "¿qué?", "tab\tx", "ä ß"]  # fmt: skip
+
+
+def test_the_tag_query_matches_every_value_as_stored(modules_redis_url: str) -> None:
+    """verify counts the documents of each TAG value with tag_query; an escaped symbol after
+    a space ('price 10 €') matched nothing, so a clean migrate failed verify."""
+    from migrator.store.search_index import counts, tag_query
+
+    client = redis.Redis.from_url(modules_redis_url)
+    try:
+        client.execute_command(
+            "FT.CREATE", "tagq", "ON", "HASH", "PREFIX", "1", "tq:", "SCHEMA",
+            "v", "TAG", "SEPARATOR", "\x1f", "CASESENSITIVE",
+        )  # fmt: skip
+        for i, value in enumerate(TAG_VALUES * 2):
+            client.hset(f"tq:{i}", "v", value)
+        search_index.wait_indexed(client, "tagq")
+        found = counts(client, "tagq", [tag_query("v", v) for v in TAG_VALUES])
+        assert dict(zip(TAG_VALUES, found, strict=True)) == dict.fromkeys(TAG_VALUES, 2)
+    finally:
+        client.close()

@@ -182,8 +182,9 @@ def _total(reply: Any) -> int:
 
 
 def tag_query(field: str, value: str) -> str:
-    """``@field:{value}``, the value's punctuation and spaces escaped as the engine wants."""
-    escaped = "".join(c if c.isalnum() or c == "_" else "\\" + c for c in value)
+    """``@field:{value}``, the value's ASCII punctuation and spaces escaped as the engine
+    wants; other characters as they are (an escaped ``€`` or emoji no longer matches)."""
+    escaped = "".join(c if c.isalnum() or c == "_" or not c.isascii() else "\\" + c for c in value)
     return f"@{_escape_name(field)}:{{{escaped}}}"
 
 
