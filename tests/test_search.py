@@ -526,3 +526,30 @@ def test_the_tag_query_matches_every_value_as_stored(modules_redis_url: str) -> 
         assert dict(zip(TAG_VALUES, found, strict=True)) == dict.fromkeys(TAG_VALUES, 2)
     finally:
         client.close()
+
+
+def test_an_expired_zero_date_is_not_counted_in_the_index(
+    mysql_db, modules_redis_url: str
+) -> None:  # type: ignore[no-untyped-def]
+    """A row whose expiry DATE is 0000-00-00 is expired (migrate writes no key of it); the
+    count verify compares the index with once took it for live (a NOT NULL date column IS
+    NULL at a zero date), so a clean migrate failed verify."""
+    mysql_db.run(
+        "SET SESSION sql_mode = '';"
+        "CREATE TABLE pass (id INT PRIMARY KEY, holder VARCHAR(20), until DATE NOT NULL,"
+        " KEY (holder));"
+        "INSERT INTO pass VALUES (1, 'ann', '2999-01-01'), (2, 'bob', '0000-00-00'),"
+        " (3, 'ann', '2000-01-01'), (4, 'cy', '2999-12-31');"
+    )
+    m = parse_mapping(
+        "version: 1\ntables:\n  pass:\n    indexes: [holder]\n    expire: {column: until}\n"
+        "    search: {name: passes}\n",
+        name="zerodate",
+    )
+    assert migrate(m, source=mysql_db.url, target=modules_redis_url).exit_code == 0
+    client = redis.Redis.from_url(modules_redis_url)
+    try:
+        assert client.exists("pass:1", "pass:2", "pass:3", "pass:4") == 2  # 1 and 4 live
+    finally:
+        client.close()
+    assert verify(m, source=mysql_db.url, target=modules_redis_url).exit_code == 0

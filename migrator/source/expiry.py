@@ -1,7 +1,8 @@
 """A table's expiry (``expire:`` with a column, mapping/expiry.py) as a SQLAlchemy condition:
 the rows whose moment is still ahead of "now" (the clock of the machine running migrator),
-or whose column is NULL (they never expire). Every read that applies the row filter applies
-it too (source/where.py ``clause``), so migrate, verify and dry-run skip an expired row.
+or whose column is NULL (they never expire; a zero date is no NULL: expired). Every read that
+applies the row filter applies it too (source/where.py ``clause``), so migrate, verify and
+dry-run skip an expired row.
 
 The cutoff is computed when the condition is built; the planner checks each row again
 against the clock as it plans it (plan/expiry.py), which is the rule that decides."""
@@ -39,4 +40,8 @@ def alive(resolved: Resolved, now: float | None = None, slack: float = 0.0) -> A
     else:
         per_unit = 1000 if rule.unit == "s" else 1
         live = col > sa.literal(Decimal(cutoff_ms) / per_unit)
+    if not resolved.schema.column(rule.column).nullable:
+        # never NULL; and on a NOT NULL DATE/DATETIME both engines answer IS NULL for a zero
+        # date (ODBC's rule), which the planner counts as expired (plan/expiry.py)
+        return live
     return sa.or_(col.is_(None), live)
