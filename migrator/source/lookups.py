@@ -34,6 +34,23 @@ class Lookups:
         row = self.fetch_all(stmt)[0]
         return int(row[0] or 0)
 
+    def left_out(
+        self, table: str, columns: Sequence[str], values: Sequence[tuple[bytes, ...]], kept: Any
+    ) -> set[tuple[bytes, ...]]:
+        """Of ``values`` (of ``columns``, as text), those of rows the table holds but its row
+        filter ``kept`` leaves out (a NULL of the filter leaves a row out, as it does there)."""
+        t = sa.table(table, *(sa.column(c) for c in columns))
+        out: set[tuple[bytes, ...]] = set()
+        for at in range(0, len(values), 500):
+            part = values[at : at + 500]
+            stmt = sa.select(*(t.c[c] for c in columns)).where(
+                sa.or_(*(sa.and_(*(t.c[c] == x for c, x in zip(columns, v))) for v in part)),
+                sa.not_(sa.func.coalesce(kept, sa.false())),
+            )
+            found = {tuple(_text(x) for x in row) for row in self.fetch_all(stmt)}
+            out |= {v for v in part if v in found}
+        return out
+
     def value_counts(self, table: str, column: str, where: Any = None) -> list[tuple[Any, int]]:
         """(value, rows) per value of the column, NULL left out, grouped by the column's own
         collation (a search index's TAG counts are compared with them)."""
@@ -180,3 +197,7 @@ class Lookups:
         if where is not None:
             stmt = stmt.where(where)
         return self.fetch_all(stmt)
+
+
+def _text(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode()

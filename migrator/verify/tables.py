@@ -19,7 +19,7 @@ is stale whatever its shape or type; a row key is stale when no source row plans
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -80,6 +80,10 @@ class TableVerifier(RowChecks):
         self.where = clause(self.r, TOLERANCE)
         #: the rows latest lists hold: those not past their moment (verify/expiry.py)
         self.live = clause(self.r) if self.r.table.expire is not None else self.where
+        #: references whose parent has a filter: columns -> (parent, its columns, the
+        #: child's positions, the parent's filter); rows pointing at a left-out parent
+        self.filtered_parents: dict[str, tuple[str, Sequence[str], tuple[int, ...], Any]] = {}
+        self.left_out_rows = 0
         self.references = self._references()
         self.whole_documents: Structure | None = None
         if any(_nested_in(p, self.name) for p in checker.plans.values()):
@@ -115,6 +119,19 @@ class TableVerifier(RowChecks):
             escaped = {pos[p] for p in pcols if parent.pos.get(p) in parent.escapable}
             key = compile_template(pr.key, pos, parent.esc, escaped)
             out.append((",".join(ref.columns), key))
+            kept = clause(pr)  # a parent row its where: or expiry leaves out is no loss
+            if kept is not None:
+                at = tuple(self.plan.pos[c] for c in ref.columns)
+                self.filtered_parents[",".join(ref.columns)] = (ref.table, pcols, at, kept)
+        return out
+
+    def left_out_parents(self, missing: dict[bytes, list[Any]]) -> list[bytes]:
+        out = []
+        for cols, (table, pcols, at, kept) in self.filtered_parents.items():
+            keys = {k: tuple(v[3][i] for i in at) for k, v in missing.items() if v[2] == cols}
+            gone = self.c.src.left_out(table, pcols, sorted(set(keys.values())), kept)
+            out += [k for k, values in keys.items() if values in gone]
+        self.left_out_rows += sum(missing[k][0] for k in out)
         return out
 
     def _shared(self) -> list[SharedValues]:
@@ -180,6 +197,11 @@ class TableVerifier(RowChecks):
 
     def conclude(self) -> None:
         """After every row: members nobody explains, row keys present."""
+        if self.left_out_rows:
+            self.check.notes.append(
+                f"{plural(self.left_out_rows, 'row')} of {self.name} reference a parent row its "
+                "table's where: or expiry leaves out of Redis (not counted as dangling)"
+            )
         self.foreign(self.cardinalities())
         self.check.redis_rows = self.rows_present if self.plan.table.kind != "none" else None
 
