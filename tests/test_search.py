@@ -528,9 +528,7 @@ def test_the_tag_query_matches_every_value_as_stored(modules_redis_url: str) -> 
         client.close()
 
 
-def test_an_expired_zero_date_is_not_counted_in_the_index(
-    mysql_db, modules_redis_url: str
-) -> None:  # type: ignore[no-untyped-def]
+def test_an_expired_zero_date_is_not_counted_in_the_index(mysql_db, modules_redis_url: str) -> None:  # type: ignore[no-untyped-def]
     """A row whose expiry DATE is 0000-00-00 is expired (migrate writes no key of it); the
     count verify compares the index with once took it for live (a NOT NULL date column IS
     NULL at a zero date), so a clean migrate failed verify."""
