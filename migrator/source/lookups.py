@@ -110,7 +110,12 @@ class Lookups:
         return [convert_row(r, sel) for r in self.fetch_all(stmt)]
 
     def sharing_rows(
-        self, table: str, selector: Selector, columns: Sequence[Column], limit: int
+        self,
+        table: str,
+        selector: Selector,
+        columns: Sequence[Column],
+        limit: int,
+        where: Any = None,
     ) -> list[RawRow]:
         """The rows (selected as ``batches`` does), at most ``limit``, whose ``columns`` hold
         values several rows share (a ``unique:`` MySQL does not enforce; NULLs left out, text
@@ -130,6 +135,7 @@ class Lookups:
         shared = (
             sa.select(*(group(c, inner).label(n) for c, n in zip(columns, labels)))
             .where(*(inner.c[c.name].is_not(None) for c in columns))
+            .where(*([] if where is None else [where]))  # the row filter: bare names, inner
             .group_by(*(sa.literal_column(n) for n in labels))
             .having(sa.func.count() > 1)
             .subquery("d")
@@ -137,7 +143,8 @@ class Lookups:
         values = sa.select(*(shared.c[n] for n in labels))
         mine = [group(c, t) for c in columns]
         cond = (mine[0] if len(mine) == 1 else sa.tuple_(*mine)).in_(values)
-        stmt = sa.select(*(column_expr(c, t) for c in selector.columns)).where(cond).limit(limit)
+        stmt = sa.select(*(column_expr(c, t) for c in selector.columns)).where(cond)
+        stmt = stmt.where(*([] if where is None else [where])).limit(limit)
         found = self.fetch_all(stmt)
         return [convert_row(r, selector) for r in found] if selector.needs_conversion else found
 

@@ -12,6 +12,7 @@ from typing import Any
 from migrator.mapping.resolve import Resolved
 from migrator.source.mysql import Source
 from migrator.source.selects import quote_name
+from migrator.source.where import clause
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ def shared_values(src: Source, r: Resolved) -> list[SharedValues]:
     """Per ``unique:`` of ``r`` that MySQL does not enforce, the values rows share today."""
     out = []
     for u in r.unenforced_uniques:
-        values, rows = src.shared_keys(r.name, [r.schema.column(c) for c in u.columns])
+        columns = [r.schema.column(c) for c in u.columns]
+        values, rows = src.shared_keys(r.name, columns, clause(r))  # rows the mapping keeps
         if values:
             out.append(SharedValues(r.name, u.columns, values, rows))
     return out

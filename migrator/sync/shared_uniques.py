@@ -5,7 +5,8 @@ another row still holds the value. The delta marks such values (``Delta.dirty_un
 the group's own commands, each entry is set from MySQL's rows as they are now — to a row that
 holds the value, or removed when none does — in the group's MULTI, as latest lists are rebuilt.
 MySQL may be ahead of the group: a later change of the log sets the entry again, so the entry
-converges as latest lists do."""
+converges as latest lists do. Only rows the mapping keeps (its ``where:``, its expiry) hold
+an entry, and a string entry gets its holder's TTL (``expire:``), as migrate writes it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from migrator.plan.batch import Command
 from migrator.plan.planner import TablePlan
 from migrator.source.mysql import Source
 from migrator.source.selects import keyset_value
+from migrator.source.where import clause
 
 
 def shared_entries(
@@ -30,7 +32,9 @@ def shared_entries(
         u = r.table.unique[n]
         kinds = [r.schema.column(c).kind for c in u.columns]
         wanted = tuple(keyset_value(v, k) for v, k in zip(values, kinds))
-        rows = src.rows_where(table, src.selector(table, plan.select), u.columns, [wanted])
+        # rows the mapping keeps: one its where: or expiry leaves out names no entry
+        kept = clause(r)
+        rows = src.rows_where(table, src.selector(table, plan.select), u.columns, [wanted], kept)
         positions = [plan.pos[c] for c in u.columns]
         # byte for byte, as the entries are (a collation may call 'A@x' and 'a@x' equal)
         holders = [row for row in rows if tuple(row[i] for i in positions) == values]
@@ -46,4 +50,8 @@ def shared_entries(
             at = plan.key_fn(u.key)(shape)
             if at is not None:
                 out.append((b"SET", at, pk) if pk is not None else (b"DEL", at))
+                if pk is not None and plan.expiry is not None:  # the holder's TTL, as migrate
+                    moment = plan.expiry.moment(holders[0], plan.expiry.now_ms())
+                    out.append((b"PEXPIREAT", at, b"%d" % moment) if moment is not None else
+                               (b"PERSIST", at))  # fmt: skip
     return out

@@ -143,7 +143,9 @@ class TableVerifier(RowChecks):
         if found:
             for u in self.r.unenforced_uniques:
                 cols = [self.r.schema.column(c) for c in u.columns]
-                rows = self.c.src.sharing_rows(self.name, self.selector, cols, SHARED_ROWS)
+                rows = self.c.src.sharing_rows(
+                    self.name, self.selector, cols, SHARED_ROWS, clause(self.r)
+                )
                 self._share(self.accepted(rows))
         return found
 
