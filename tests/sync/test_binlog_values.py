@@ -161,3 +161,41 @@ def test_double_with_a_scale_as_the_snapshot_writes_it(binlog_db, fast: bool) ->
     assert len(logged) == 5 * len(snap)
     for image in logged:
         assert image[1:] == snap[b"%d" % (int(image[0] or b"0") % 100)][1:], image
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [(1e20, "1e20"), (3.0, "3.0"), (0.5, "0.5"), (1e-7, "0.0000001"), (1e15, "1e15"),
+     (1e14, "100000000000000.0"), (1.2345678901234567e19, "1.2345678901234567e19"),
+     (-0.0, "-0.0"), (100.0, "100.0"), (2.5e-5, "0.000025")],
+)  # fmt: skip
+def test_a_json_double_as_mysql_prints_it(value: float, text: str) -> None:
+    """What MySQL 9.7 printed for SELECT JSON_ARRAY(...) of each (Python's repr gave 1e+20)."""
+    from migrator.source.binlog.values import json_double
+
+    assert json_double(value) == text
+
+
+VECTORS = """
+CREATE TABLE vec (id INT PRIMARY KEY, v VECTOR(3), t VARCHAR(10) CHARACTER SET latin1,
+  u VARCHAR(10) CHARACTER SET utf16, j JSON);
+INSERT INTO vec VALUES (1, STRING_TO_VECTOR('[1.5, -2, 3.25]'), 'é', '€', '[1e20, 3.0]'),
+  (2, NULL, 'ü', '😀', NULL);
+UPDATE vec SET id = id + 100; UPDATE vec SET id = id - 100;
+"""
+
+
+@pytest.mark.engine("mysql", why="VECTOR is MySQL 9's type")
+@pytest.mark.parametrize("fast", [True, False], ids=["binlog_rows", "library"])
+def test_a_vector_column_and_the_columns_after_it(binlog_db, fast: bool) -> None:  # type: ignore[no-untyped-def]
+    """The library skipped VECTOR's metadata byte and failed on its optional metadata field
+    (13), and its binary charset shifted every later column's."""
+    start = master_position(binlog_db)
+    binlog_db.run(VECTORS)
+    mapping = "version: 1\ntables:\n  vec:\n    counter: false\n"
+    snap = _snapshot(binlog_db.url, mapping)["vec"]
+    assert snap[b"1"][2:] == ("é".encode(), "€".encode(), b"[1e20, 3.0]")
+    logged = _binlog(binlog_db, start, mapping, fast)["vec"]
+    assert len(logged) == 5 * len(snap)
+    for image in logged:
+        assert image[1:] == snap[b"%d" % (int(image[0] or b"0") % 100)][1:], image

@@ -26,7 +26,9 @@ from typing import Any
 
 import pymysql
 from pymysql.connections import MysqlPacket
+from pymysqlreplication import column as _column
 from pymysqlreplication import row_event as _row_event
+from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.packet import BinLogPacketWrapper
 
 from migrator.source.binlog import guard
@@ -287,6 +289,102 @@ def patch_zero_dates() -> None:
     cls._RowsEvent__read_datetime = read_datetime
     cls._RowsEvent__read_datetime2 = read_datetime2
     cls._migrator_zero_dates = True
+    patch_vectors()
+
+
+#: MySQL 9's VECTOR (MYSQL_TYPE_VECTOR), which python-mysql-replication 1.0 does not know
+VECTOR = 242
+
+
+def patch_vectors() -> None:
+    """Make the library read a VECTOR column of a table map: one byte of metadata (the size
+    of its length, as a BLOB's), which it skipped, so every field after it was misread
+    ("0 is not a valid MetadataFieldType"); the server counts it among the columns of the
+    charset list (binary); its value is then read as a GEOMETRY's is, the raw bytes (4-byte
+    little-endian floats) that SELECT returns too."""
+    column: Any = _column.Column
+    if getattr(column, "_migrator_vectors", False):
+        return
+    parse = column._Column__parse_column_definition
+
+    def parse_vector(self: Any, column_type: int, packet: Any) -> None:
+        parse(self, column_type, packet)
+        if column_type == VECTOR:
+            self.length_size = packet.read_uint8()
+
+    table_map: Any = _row_event.TableMapEvent
+    character = table_map._is_character_column
+    init = table_map.__init__
+
+    def is_character(column_type: int, dbms: str = "mysql") -> bool:
+        # the server counts VECTOR (charset binary) among the columns its charsets are for
+        return column_type == VECTOR or character(column_type, dbms=dbms)
+
+    def table_map_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        for c in getattr(self, "columns", ()):
+            if c.type == VECTOR:  # its value: a length and raw bytes, as a GEOMETRY's
+                c.type = FIELD_TYPE.GEOMETRY
+
+    column._Column__parse_column_definition = parse_vector
+    column._migrator_vectors = True
+    table_map._get_optional_meta_data = _optional_metadata
+    table_map._is_character_column = staticmethod(is_character)
+    table_map.__init__ = table_map_init
+
+
+def _optional_metadata(self: Any) -> Any:
+    """The library's TLV loop of a table map's optional metadata, which also skips a field it
+    does not know (MySQL 9's VECTOR_DIMENSIONALITY, 13) instead of failing on it."""
+    kinds, out = _row_event.MetadataFieldType, _row_event.OptionalMetaData()
+    known = {k.value for k in kinds}
+    while self.packet.bytes_to_read() > _row_event.BINLOG.BINLOG_CHECKSUM_LEN:
+        kind = self.packet.read(1)[0]
+        length = self.packet.read_length_coded_binary()
+        if kind not in known or kind == kinds.UNKNOWN_METADATA_FIELD_TYPE.value:
+            self.packet.read(length)
+            continue
+        field = kinds(kind)
+        if field == kinds.SIGNEDNESS:
+            bools = self._read_bool_list(length, True)
+            out.unsigned_column_list = self._convert_include_non_numeric_column(bools)
+        elif field in (kinds.DEFAULT_CHARSET, kinds.ENUM_AND_SET_DEFAULT_CHARSET):
+            default, pairs = self._read_default_charset(length)
+            test = self._is_character_column if field == kinds.DEFAULT_CHARSET else (
+                self._is_enum_or_set_column)  # fmt: skip
+            parsed = self._parsed_column_charset_by_default_charset(default, pairs, test)
+            if field == kinds.DEFAULT_CHARSET:
+                out.default_charset_collation, out.charset_collation = default, pairs
+                out.charset_collation_list = parsed
+            else:
+                out.enum_and_set_default_charset = default
+                out.enum_and_set_charset_collation = pairs
+                out.enum_and_set_collation_list = parsed
+        elif field in (kinds.COLUMN_CHARSET, kinds.ENUM_AND_SET_COLUMN_CHARSET):
+            ids = self._read_ints(length)
+            test = self._is_character_column if field == kinds.COLUMN_CHARSET else (
+                self._is_enum_or_set_column)  # fmt: skip
+            parsed = self._parsed_column_charset_by_column_charset(ids, test)
+            if field == kinds.COLUMN_CHARSET:
+                out.column_charset, out.charset_collation_list = ids, parsed
+            else:
+                out.enum_and_set_default_column_charset_list = ids
+                out.enum_and_set_collation_list = parsed
+        elif field == kinds.COLUMN_NAME:
+            out.column_name_list = self._read_column_names(length)
+        elif field == kinds.SET_STR_VALUE:
+            out.set_str_value_list = self._read_type_values(length)
+        elif field == kinds.ENUM_STR_VALUE:
+            out.set_enum_str_value_list = self._read_type_values(length)
+        elif field == kinds.GEOMETRY_TYPE:
+            out.geometry_type_list = self._read_ints(length)
+        elif field == kinds.SIMPLE_PRIMARY_KEY:
+            out.simple_primary_key_list = self._read_ints(length)
+        elif field == kinds.PRIMARY_KEY_WITH_PREFIX:
+            out.primary_keys_with_prefix = self._read_primary_keys_with_prefix(length)
+        elif field == kinds.VISIBILITY:
+            out.visibility_list = self._read_bool_list(length, False)
+    return out
 
 
 def _uint_be(raw: bytes) -> int:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -158,17 +159,36 @@ def text_bytes(value: Any) -> bytes:
 def json_text(value: Any) -> bytes:
     if isinstance(value, (str, bytes)):
         return text_bytes(value)  # MariaDB: JSON is text in the log
-    return json.dumps(_json_plain(value), ensure_ascii=False, separators=(", ", ": ")).encode()
+    return _json_out(value).encode()
 
 
-def _json_plain(value: Any) -> Any:
+def _json_out(value: Any) -> str:
+    """A MySQL JSON value as the server prints it: ``{"k": 1, "a": [1.5, "x"]}``."""
     if isinstance(value, dict):
-        return {_json_plain(k): _json_plain(v) for k, v in value.items()}
+        items = (f"{_json_out(_as_str(k))}: {_json_out(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
     if isinstance(value, list):
-        return [_json_plain(v) for v in value]
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value
+        return "[" + ", ".join(_json_out(v) for v in value) + "]"
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, float):
+        return json_double(value)
+    if isinstance(value, (str, bytes)):
+        return json.dumps(_as_str(value), ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _as_str(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def json_double(value: float) -> str:
+    """A double inside MySQL's JSON: the shortest digits as a DOUBLE prints them, with ``.0``
+    when neither a point nor an exponent shows (``3.0``, ``1e20``, ``-0.0``)."""
+    if value == 0.0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    text = double_text(value).decode()
+    return text if "." in text or "e" in text or text in ("inf", "-inf", "nan") else text + ".0"
 
 
 def _fixed(value: Any, width: int) -> bytes:
