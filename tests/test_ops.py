@@ -7,6 +7,7 @@
 * every query of the Grafana dashboard (ops/grafana/sync-dashboard.json) is PromQL that promtool
   parses, naming only ``migrator_sync_*`` metrics, and the dashboard is well formed (unique
   panel ids, every panel on the 24-column grid, the data source a variable);
+* ``promtool check metrics`` finds nothing to lint in what sync's exporter serves;
 * tests/promql.py, which reads the metric names out of those queries, on its own.
 
 promtool is Debian 12's (``scripts/promtool.sh fetch``: downloaded once into the cache, nothing
@@ -161,6 +162,37 @@ def test_every_dashboard_query_is_promql_naming_sync_metrics(promtool: str, tmp_
     bad = {"record": "bad", "expr": as_promql("sum by (mapping (migrator_sync_lag_seconds)")}
     path.write_text(yaml.safe_dump({"groups": [{"name": "d", "rules": [bad]}]}))
     assert run(promtool, "check", "rules", str(path)).returncode == 1
+
+
+# -- what sync serves ---------------------------------------------------------------------------
+
+
+def test_promtool_finds_nothing_to_lint_in_what_sync_serves(promtool: str) -> None:
+    """``promtool check metrics`` (naming, units, help texts, counters' _total) on /metrics
+    of sync's exporter: every family is declared there from the start, samples or not."""
+    import urllib.request
+
+    from migrator.source.binlog.reader import BinlogPosition
+    from migrator.sync.exporter import MetricsServer
+    from migrator.sync.figures import SyncFigures
+
+    figures = SyncFigures()
+    figures.following(BinlogPosition("mysql-bin.000001", 4))
+    server = MetricsServer("127.0.0.1:0", figures, "shop")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    finally:
+        server.close()
+    assert len(families(text)) >= 20
+    done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0 and not done.stdout + done.stderr, done.stdout + done.stderr
+    # and it can fail: a counter without _total, a name in camelCase
+    bad = "# HELP x_y a\n# TYPE x_y counter\nx_y 1\n# HELP xY b\n# TYPE xY gauge\nxY 1\n"
+    done = subprocess.run([promtool, "check", "metrics"], input=bad, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode != 0 and "_total" in done.stdout + done.stderr
 
 
 # -- tests/promql.py ----------------------------------------------------------------------------
