@@ -246,7 +246,7 @@ def live(src: Source, target: str, seconds: float, threads: int, server_id: int)
             pos = applied[-1]
             # the first moment the source's log was seen past the applied position: found
             # from where the last search ended (a scan from the start each time grew with the
-            # run and took ~16% of this process's samples beside sync's at 60 s, py-spy)
+            # run: 1.2 s of CPU in 20 s of a 60 s run, in the process sync runs in, py-spy)
             while first < len(heads) and heads[first][1] <= pos:
                 first += 1
             since = heads[first][0] if first < len(heads) else None
