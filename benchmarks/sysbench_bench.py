@@ -23,7 +23,12 @@ moves), updates one row's ``c``, deletes one row and inserts it again — four r
    (``SHOW MASTER STATUS`` / ``SHOW BINARY LOG STATUS``) is noted with the time; the lag at a
    moment is the time since the source's log first reached past what sync had applied then.
    Printed: sysbench's rate, the lag's p50/p99/max, and whether it stayed bounded (its last
-   seconds of writing no higher than its first).
+   seconds of writing no higher than its first). Beside it, an independent probe
+   (benchmarks/lag_probe.py, a process of its own): a row of the mapped table ``probe``
+   updated every 50 ms with the writer's clock and read back from Redis every 2 ms; the lag
+   of each write is when Redis first held it less the time written: p50/p99/max.
+
+``--runs 0`` skips the backlog runs (the live run alone).
 
 The machine's load average is printed with every figure: on a shared machine they are noisy.
 """
@@ -47,6 +52,9 @@ import pymysql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.lag_probe import MAPPING as PROBE_MAPPING
+from benchmarks.lag_probe import SCHEMA as PROBE_SCHEMA
+from benchmarks.lag_probe import Probe
 from benchmarks.sync_bench import PrivateRedis
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
@@ -55,8 +63,12 @@ from migrator.sync.figures import SyncFigures
 from tests.binlog_server import PrivateMariaDB
 
 TABLES, ROWS = 4, 50_000
-MAPPING = "version: 1\ntables:\n" + "".join(
-    f'  sbtest{i}:\n    key: "sb{i}:{{id}}"\n    indexes: [k]\n' for i in range(1, TABLES + 1)
+MAPPING = (
+    "version: 1\ntables:\n"
+    + "".join(
+        f'  sbtest{i}:\n    key: "sb{i}:{{id}}"\n    indexes: [k]\n' for i in range(1, TABLES + 1)
+    )
+    + PROBE_MAPPING
 )
 RELAXED = ("--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0",
            "--innodb-buffer-pool-size=256M")  # fmt: skip
@@ -227,31 +239,42 @@ def live(src: Source, target: str, seconds: float, threads: int, server_id: int)
 
     def watch() -> None:
         conn = src.connect()
+        first = 0  # heads before it are at or behind the applied position (both only grow)
         while not done.is_set():
             now = time.time()
             heads.append((now, src.head(conn)))
             pos = applied[-1]
-            # the first moment the source's log was seen past the applied position
-            since = next((t for t, h in heads if h > pos), None)
+            # the first moment the source's log was seen past the applied position: found
+            # from where the last search ended (a scan from the start each time grew with the
+            # run: 1.2 s of CPU in 20 s of a 60 s run, in the process sync runs in, py-spy)
+            while first < len(heads) and heads[first][1] <= pos:
+                first += 1
+            since = heads[first][0] if first < len(heads) else None
             lags.append((now, 0.0 if since is None else now - since))
             reported.append(figures.lag())
             time.sleep(0.02)
         conn.close()
 
     stop = threading.Event()
+    probe = Probe({"host": "127.0.0.1", "port": src.port, "user": "root",
+                   "database": "sbtest"}, target)  # fmt: skip
     follower = threading.Thread(
         target=sync, args=(mapping,),
         kwargs={"source": src.url, "target": target, "stop": stop, "on_applied": on_applied,
                 "server_id": server_id, "figures": figures},
     )  # fmt: skip
     follower.start()
+    probe.start()
     time.sleep(2.0)
     watcher = threading.Thread(target=watch)
     watcher.start()
     t0 = time.time()
+    probe.measure(True)
     rate = sysbench(src, "run", threads, seconds)
+    probe.measure(False)
     t1 = time.time()
-    time.sleep(3.0)
+    probed = probe.stop()
+    time.sleep(2.0)
     done.set()
     watcher.join()
     stop.set()
@@ -268,6 +291,7 @@ def live(src: Source, target: str, seconds: float, threads: int, server_id: int)
           f"{during[-1] * 1000:.0f} ms; {'bounded' if bounded else 'GROWING'} (first quarter "
           f"max {max(first, default=0):.2f} s, last quarter max {max(last, default=0):.2f} s); "
           f"sync reported max {max(reported, default=0):.2f} s; {load()}")  # fmt: skip
+    print(f"[{src.engine}] live: {probed.summary()}")
 
 
 def main() -> None:
@@ -277,7 +301,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="sysbench's backlog run")
     parser.add_argument("--threads", type=int, default=4, help="sysbench's client threads")
     parser.add_argument("--live", type=float, default=20.0, help="seconds of live load (0: none)")
-    parser.add_argument("--runs", type=int, default=1, help="backlog runs (each a new backlog)")
+    parser.add_argument(
+        "--runs", type=int, default=1, help="backlog runs (a new backlog each; 0: live alone)"
+    )
     parser.add_argument(
         "--switch-interval", type=float, default=sys.getswitchinterval(),
         help="the interpreter's switch interval in this process, where sync runs (default: "
@@ -291,6 +317,10 @@ def main() -> None:
     target = PrivateRedis()
     try:
         sysbench(src, "prepare", 4)
+        with src.connect().cursor() as cur:
+            cur.execute("USE sbtest")
+            cur.execute(PROBE_SCHEMA)
+            cur.execute("INSERT INTO probe VALUES (1, 0)")
         sync(parse_mapping(MAPPING, name="sysbench"), source=src.url, target=target.url,
              until_caught_up=True, server_id=9201)  # fmt: skip
         ratios = [backlog(src, target.url, args.seconds, args.threads, 9202)["ratio"]

@@ -21,6 +21,7 @@ def bench_module(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass looks its module up there
     spec.loader.exec_module(module)
     return module
 
@@ -75,3 +76,17 @@ def test_cli_bench_times_every_command_s_help_and_checks_each_output() -> None:
     assert wall > 0 and cpu >= 0
     with pytest.raises(SystemExit, match="no 'dry-run' in the output"):
         bench.run_once(bench.tab("migrator mi", "dry-run"), program)
+
+
+def test_the_lag_probe_counts_each_write_to_the_first_moment_redis_held_it_or_a_later_one() -> None:
+    probe = bench_module("lag_probe")
+    written = [1_000, 51_000, 101_000, 151_000]
+    # seen at 9,000 µs (the first write); the 2nd never seen alone: the 3rd replaced it
+    # before a poll (one group) at 130,000; the 4th not seen at all
+    seen = [(0, 0), (9_000, 1_000), (130_000, 101_000)]
+    assert probe.lags(written, seen) == [8_000, 79_000, 29_000]
+    result = probe.ProbeResult([8.0, 79.0, 29.0], 4, [1.0, 2.0, 3.0])
+    assert result.percentile(result.lags_ms, 0.5) == 29.0
+    assert result.percentile(result.lags_ms, 0.99) == 79.0
+    assert "4 writes, 1 never seen" in result.summary()
+    assert "lag p50 29 ms, p99 79 ms, max 79 ms" in result.summary()

@@ -1,7 +1,9 @@
-"""docs/sync.md's "Running sync as a service" is a contract (issue 20 item 4): its systemd unit
-passes ``systemd-analyze verify`` (where systemd is installed) and restarts on exactly the exit
-codes the table says; the scrape config and alert rules are valid YAML whose expressions only
-name metrics that ``/metrics`` serves; the env file carries the secrets."""
+"""docs/sync.md's "Running sync as a service" is a contract (issue 20 item 4, issue 35 item 5):
+its systemd unit is ops/systemd/migrator-sync.service, shown whole in the page, passes
+``systemd-analyze verify`` (where systemd is installed) and restarts on exactly the exit codes
+the table says; the scrape config and the alert rules (ops/prometheus/sync-rules.yml, shown
+whole too) are valid YAML whose expressions only name metrics that ``/metrics`` serves; the env
+file carries the secrets. promtool's checks of the rules and the dashboard: tests/test_ops.py."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from migrator.sync.figures import SyncFigures
 REPO = Path(__file__).resolve().parent.parent
 DOC = (REPO / "docs" / "sync.md").read_text(encoding="utf-8")
 SECTION = DOC.split("## Running sync as a service", 1)[1].split("\n## ", 1)[0]
+UNIT = REPO / "ops" / "systemd" / "migrator-sync.service"
+RULES = REPO / "ops" / "prometheus" / "sync-rules.yml"
 
 
 def blocks(kind: str) -> list[str]:
@@ -31,8 +35,15 @@ def blocks(kind: str) -> list[str]:
 def unit() -> configparser.ConfigParser:
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(blocks("ini")[0])
+    parser.read_string(UNIT.read_text(encoding="utf-8"))
     return parser
+
+
+def test_the_page_shows_the_unit_and_the_rules_of_ops_as_they_are() -> None:
+    assert blocks("ini") == [UNIT.read_text(encoding="utf-8")]
+    assert blocks("yaml")[1] == RULES.read_text(encoding="utf-8")
+    for path in (UNIT, RULES):  # and links to them
+        assert f"](../{path.relative_to(REPO).as_posix()})" in SECTION
 
 
 def test_the_unit_restarts_on_failure_except_the_codes_a_person_must_act_on() -> None:
@@ -55,18 +66,22 @@ def test_the_unit_restarts_on_failure_except_the_codes_a_person_must_act_on() ->
     assert service["EnvironmentFile"] == "/etc/migrator/shop.env"
     env = blocks("sh")[0]
     assert "MIGRATOR_SOURCE_URL=" in env and "MIGRATOR_TARGET_URL=" in env
-    assert "SECRET" not in blocks("ini")[0]
+    assert "SECRET" not in UNIT.read_text(encoding="utf-8")
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")
 def test_systemd_analyze_verifies_the_unit(tmp_path: Path) -> None:
-    text = blocks("ini")[0]
-    program = f"{sys.executable} -m migrator"  # an executable that exists here
+    text = UNIT.read_text(encoding="utf-8")
+    # the venv's own `migrator` (verify wants ExecStart's program to exist); this interpreter
+    # with -m where the package is imported from a source tree without the script
+    script = Path(sys.executable).with_name("migrator")
+    program = str(script) if script.is_file() else f"{sys.executable} -m migrator"
     env = tmp_path / "shop.env"
     env.write_text(blocks("sh")[0])
     text = text.replace("/opt/migrator/.venv/bin/migrator", program)
     text = text.replace("/etc/migrator/shop.env", str(env))
     path = tmp_path / "migrator-sync-shop.service"
+    assert "/opt/migrator/.venv/bin/migrator" not in text
     path.write_text(text)
     done = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True)
     about_ours = [line for line in done.stderr.splitlines() if path.name in line]
@@ -78,7 +93,8 @@ def test_systemd_analyze_verifies_the_unit(tmp_path: Path) -> None:
 
 
 def test_scrape_config_and_alert_rules_name_only_served_metrics() -> None:
-    scrape, rules = (yaml.safe_load(b) for b in blocks("yaml"))
+    scrape = yaml.safe_load(blocks("yaml")[0])
+    rules = yaml.safe_load(RULES.read_text(encoding="utf-8"))
     job = scrape["scrape_configs"][0]
     served_at = unit()["Service"]["ExecStart"].split("--metrics ")[1].split()[0]
     assert job["static_configs"][0]["targets"] == [served_at]
