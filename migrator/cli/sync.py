@@ -185,7 +185,8 @@ def sync(
     with importing():
         from migrator.commands.sync import sync as sync_command
         from migrator.render.bars import progress_bars
-        from migrator.render.sync import render_sync, sync_logs, sync_status_printer
+        from migrator.render.log import sync_logs
+        from migrator.render.sync import render_sync, sync_status_printer
         from migrator.sync.figures import HealthRules, SyncFigures
 
     again = resume_command(

@@ -4,7 +4,6 @@ and the closing summary."""
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,10 +11,8 @@ from contextlib import contextmanager
 from rich.live import Live
 from rich.text import Text
 
-from migrator.errors import MigratorError
 from migrator.render.console import err, plain
 from migrator.reports import SyncReport, SyncStatus
-from migrator.sync.log import FORMATS, event, logging_to
 
 
 def _status_line(s: SyncStatus) -> Text:
@@ -66,30 +63,6 @@ def sync_status_printer(
     finally:
         if live is not None:
             live.stop()
-
-
-@contextmanager
-def sync_logs(fmt: str | None) -> Iterator[bool]:
-    """sync's log (sync/log.py) on stderr while the block runs, in ``fmt`` (``text``,
-    ``json``), or as text when none is given and stderr is not a terminal; yields whether it
-    is written. An error that ends the run is logged too (an ``error`` event) before the
-    command line prints it."""
-    if fmt is not None and fmt not in FORMATS:
-        raise MigratorError(f"--log-format {fmt!r} is not one of {', '.join(FORMATS)}",
-                            "e.g. --log-format json (one JSON object per line)")  # fmt: skip
-    if fmt is None and err.is_terminal:
-        yield False
-        return
-    with logging_to(sys.stderr, fmt or "text"):
-        try:
-            yield True
-        except MigratorError as e:
-            event("error", e.message, logging.ERROR, hint=e.hint, exit_code=e.exit_code)
-            raise
-        except KeyboardInterrupt as e:
-            event("interrupted", "stopped before the first load was done", logging.ERROR,
-                  hint=getattr(e, "hint", None), exit_code=130)  # fmt: skip
-            raise
 
 
 def render_sync(report: SyncReport) -> None:

@@ -71,6 +71,7 @@ class SyncFigures:
         self.snapshot_rows: Counter[str] = Counter()
         self.snapshot_chunks: Counter[str] = Counter()
         self.snapshot_tables: dict[str, bool] = {}  # table -> done
+        self.snapshot_totals: dict[str, int] = {}  # table -> rows estimated when started
         self.load_totals: dict[str, int] = {}  # the first load's tables: rows to load
         self.load_began: float | None = None
         self.load_base: Counter[str] = Counter()  # rows counted before it (an earlier load)
@@ -328,7 +329,7 @@ class SyncFigures:
             }
 
     def _load(self, now: float) -> dict[str, Any]:
-        names = self.load_totals or dict.fromkeys(self.snapshot_tables, 0)
+        names = self.load_totals or self.snapshot_totals
         return load_pace(names, self.snapshot_rows, self.load_base, self.load_began, now)
 
 
@@ -397,6 +398,7 @@ class _Tee:
             if self.phase:
                 self.figures.phase = "loading"
             self.figures.snapshot_tables[table] = False
+            self.figures.snapshot_totals[table] = total or 0
         self.inner.start(table, total)
 
     def advance(self, table: str, rows: int) -> None:

@@ -3,27 +3,24 @@
 data, a DDL applied, a table read again, a retry, a reconnect, a failover, caught up, its
 end — and a line every ``interval`` seconds with the figures (``Ticker``).
 
-The core only calls ``event``; nothing is written until a handler is attached (the CLI's
-``logging_to``: stderr, ``text`` or ``json``). Library users get the records through
-Python's ``logging`` like any other library's."""
+The core only calls ``event``; nothing is written until a handler is attached (the command
+line's, render/log.py: stderr, ``text`` or ``json``). Library users get the records through
+Python's ``logging`` like any other library's: each has ``event`` (its name) and ``fields``
+(its data) besides the message."""
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import IO, Any
+from collections.abc import Callable
+from typing import Any
 
 from migrator.reports import SyncReport
 from migrator.sync.pace import load_message
 
 LOGGER = logging.getLogger("migrator.sync")
 LOGGER.addHandler(logging.NullHandler())  # silent unless a handler is attached
-FORMATS = ("text", "json")
 DEFAULT_INTERVAL = 60.0
 
 
@@ -68,51 +65,6 @@ def ended(report: SyncReport) -> None:
           f"transaction(s), {report.rows_changed:,} row change(s) applied",
           stopped=report.stopped, position=str(report.position),
           transactions=report.transactions, row_changes=report.rows_changed)  # fmt: skip
-
-
-def _time(record: logging.LogRecord) -> str:
-    moment = datetime.fromtimestamp(record.created, timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-class TextFormatter(logging.Formatter):
-    """``2026-11-29T02:30:00.123Z info ddl: <message>``: one line, no colour."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        name = getattr(record, "event", "log")
-        message = " ".join(record.getMessage().split())  # one line, whatever it says
-        return f"{_time(record)} {record.levelname.lower()} {name}: {message}"
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ``time``, ``level``, ``event``, ``message``, ``fields``."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(
-            {
-                "time": _time(record),
-                "level": record.levelname.lower(),
-                "event": getattr(record, "event", "log"),
-                "message": record.getMessage(),
-                "fields": getattr(record, "fields", {}),
-            },
-            default=str,
-        )
-
-
-@contextmanager
-def logging_to(stream: IO[str], fmt: str = "text") -> Iterator[None]:
-    """sync's events written to ``stream`` (one line each, flushed) while the block runs."""
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
-    before = LOGGER.level
-    LOGGER.addHandler(handler)
-    LOGGER.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        LOGGER.removeHandler(handler)
-        LOGGER.setLevel(before)
 
 
 def _rate(now: float, then: float, a: float, b: float) -> float:
