@@ -76,3 +76,20 @@ def test_the_load_pace() -> None:
     assert load_message({"rows": 7, "total": None, "seconds_left": None}) == (
         "loaded 7 rows (total not known)"
     )
+
+
+def test_retries_and_recoveries_are_logged_as_they_are_counted() -> None:
+    f = SyncFigures()
+    out = io.StringIO()
+    with logging_to(out, "text"):
+        f.failed("Redis", "Connection refused", 1)
+        f.failed("Redis", "Connection refused", 2, retried=False)
+        f.recovered("Redis")
+        f.recovered("Redis")  # nothing failed since: no line
+    lines = out.getvalue().splitlines()
+    assert [x.split(" ", 2)[2] for x in lines] == [
+        "retry: Redis failed (1 in a row): Connection refused; retrying",
+        "retry: Redis failed (2 in a row): Connection refused; no retry left",
+        "recovered: Redis answers again after 2 failure(s)",
+    ]
+    assert lines[0].split()[1] == "warning" and lines[2].split()[1] == "info"

@@ -1,7 +1,8 @@
 """sync in a service's journal (issue 35 item 4): run as the installed ``migrator`` with stderr
 a file (not a terminal), it logs a start line (the source's password masked), a status line
 every ``--log-interval``, and one line per event — caught up, a DDL applied, a table read
-again, a reload after Redis lost its data, its stop — as plain text without colour, or one
+again, a reload after Redis lost its data, a lost source connection retried and its reader
+started again, its stop — as plain text without colour, or one
 JSON object per line with ``--log-format json``. An applied ADD COLUMN moves
 ``migrator_sync_schema_changes_total``, never ``errors_total``. ``/healthz`` during the first
 load gives the rows done, their total and the time left."""
@@ -19,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from sqlalchemy.engine import make_url
 
@@ -26,6 +28,7 @@ from tests.binlog_server import READER, free_port
 from tests.faults import wait_for
 from tests.services import url_text
 from tests.sync.test_schema_changes import MAPPING, SCHEMA
+from tests.sync.test_sync_faults import _kill_sync_connections
 from tests.sync.test_sync_metrics import _get, scrape
 
 _ids = iter(range(8900, 8950))
@@ -213,3 +216,23 @@ def test_healthz_during_the_first_load_gives_rows_total_and_time_left(  # type: 
             assert proc.wait(60) == 0, "\n".join(_lines(log))
     finally:
         holder.close()
+
+
+@pytest.mark.engine("mariadb", why="KILLs every connection of sync's: a server of the test's own")
+def test_a_lost_source_connection_is_logged_with_its_retry_and_reconnect(  # type: ignore[no-untyped-def]
+    binlog_server, binlog_db, redis_url: str, tmp_path: Path
+) -> None:
+    binlog_db.run(SCHEMA)
+    mapping = tmp_path / "shop.yaml"
+    mapping.write_text(MAPPING)
+    log = tmp_path / "sync.log"
+    with running([str(mapping), "--source", binlog_db.url, "--target", redis_url], log) as proc:
+        _said(log, proc, r" caught_up: ")
+        wait_for("a KILL", lambda: _kill_sync_connections(binlog_server, binlog_db), 10)
+        binlog_db.run("INSERT INTO item (name, qty) VALUES ('after', 1)")
+        (retry,) = _said(log, proc, r" warning retry: source failed \(1 in a row\): ")
+        _said(log, proc, r" reconnected: following the binary log again from \S+:\d+")
+        _said(log, proc, r" caught_up: ", times=2)  # the new reader's
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, "\n".join(_lines(log))
+    assert retry.endswith("; retrying"), retry
