@@ -11,11 +11,11 @@ Python's ``logging`` like any other library's: each has ``event`` (its name) and
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from migrator.progress import Periodic
 from migrator.reports import SyncReport
 from migrator.sync.pace import load_message
 
@@ -71,33 +71,17 @@ def _rate(now: float, then: float, a: float, b: float) -> float:
     return (b - a) / max(now - then, 1e-9)
 
 
-class Ticker:
+class Ticker(Periodic):
     """Every ``interval`` seconds, one ``status`` event from ``figures()`` (``SyncFigures.
     as_dict``): phase, position, lag, transactions and row changes per second since the last
     line, what is behind (transactions, bytes) and, while loading, the rows loaded."""
 
+    name = "log-ticker"
+
     def __init__(self, figures: Callable[[], dict[str, Any]], interval: float) -> None:
-        self.figures, self.interval = figures, interval
-        self.stop = threading.Event()
-        self.thread: threading.Thread | None = None
+        super().__init__(interval)
+        self.figures = figures
         self.last = (time.monotonic(), 0, 0)  # when, transactions, row changes
-
-    def __enter__(self) -> Ticker:
-        if self.interval > 0:
-            self.thread = threading.Thread(target=self._run, name="log-ticker", daemon=True)
-            self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        if self.thread is not None:
-            self.thread.join(2.0)
-
-    def _run(self) -> None:
-        began, ticks = time.monotonic(), 1
-        while not self.stop.wait(began + ticks * self.interval - time.monotonic()):
-            ticks = int((time.monotonic() - began) / self.interval) + 1  # no drift
-            self.tick()
 
     def tick(self) -> None:
         f = self.figures()

@@ -36,9 +36,13 @@ TEXT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (info|warning|error)
 ANSI = "\x1b["
 
 
-def _reader_url(server: Any, database: str) -> str:
-    """The reader account's URL (it has a password) to the test's database."""
-    return url_text(make_url(server.reader_url).set(database=database))
+def _shop(server: Any, db: Any, tmp_path: Path) -> tuple[Path, str]:
+    """The schema and mapping of tests/sync/test_schema_changes.py; the mapping's path and
+    the reader account's URL (it has a password) to the test's database."""
+    db.run(SCHEMA)
+    mapping = tmp_path / "shop.yaml"
+    mapping.write_text(MAPPING)
+    return mapping, url_text(make_url(server.reader_url).set(database=db.name))
 
 
 @contextmanager
@@ -84,10 +88,7 @@ def _errors(metrics: dict[Any, float]) -> float:
 def test_a_run_off_a_terminal_logs_its_start_status_and_events(  # type: ignore[no-untyped-def]
     binlog_server, binlog_db, redis_url: str, tmp_path: Path
 ) -> None:
-    binlog_db.run(SCHEMA)
-    mapping = tmp_path / "shop.yaml"
-    mapping.write_text(MAPPING)
-    source = _reader_url(binlog_server, binlog_db.name)
+    mapping, source = _shop(binlog_server, binlog_db, tmp_path)
     port = free_port()
     log = tmp_path / "sync.log"
     args = [str(mapping), "--source", source, "--target", redis_url, "--log-interval", "0.5",
@@ -133,10 +134,7 @@ def test_a_run_off_a_terminal_logs_its_start_status_and_events(  # type: ignore[
 def test_log_format_json_is_one_object_per_line(  # type: ignore[no-untyped-def]
     binlog_server, binlog_db, redis_url: str, tmp_path: Path
 ) -> None:
-    binlog_db.run(SCHEMA)
-    mapping = tmp_path / "shop.yaml"
-    mapping.write_text(MAPPING)
-    source = _reader_url(binlog_server, binlog_db.name)
+    mapping, source = _shop(binlog_server, binlog_db, tmp_path)
     log = tmp_path / "sync.jsonl"
     args = [str(mapping), "--source", source, "--target", redis_url, "--log-format", "json",
             "--log-interval", "0.5", "--json"]  # fmt: skip
