@@ -310,7 +310,7 @@ class SyncRun:
             again = True
         self.report.recoveries.append(f"{e.message}; {what}")
         self.note(f"target lost data: {what}")
-        event("reload" if again else "target_lost", f"Redis lost data ({e.message}): {what}",
+        event("reload" if again else "target_lost", f"Redis: {e.message}; {what}",
               logging.WARNING, reason=e.message, reload=again,
               position=None if again else str(self.report.position))  # fmt: skip
         return again

@@ -1,8 +1,8 @@
 """sync in a service's journal (issue 35 item 4): run as the installed ``migrator`` with stderr
 a file (not a terminal), it logs a start line (the source's password masked), a status line
 every ``--log-interval``, and one line per event — caught up, a DDL applied, a table read
-again, a reload after Redis lost its data, a lost source connection retried and its reader
-started again, its stop — as plain text without colour, or one
+again, a reload after Redis lost its data, a lost source connection or a stopped Redis
+retried and back, its stop — as plain text without colour, or one
 JSON object per line with ``--log-format json``. An applied ADD COLUMN moves
 ``migrator_sync_schema_changes_total``, never ``errors_total``. ``/healthz`` during the first
 load gives the rows done, their total and the time left."""
@@ -25,7 +25,7 @@ import redis
 from sqlalchemy.engine import make_url
 
 from tests.binlog_server import READER, free_port
-from tests.faults import wait_for
+from tests.faults import redis_process, redis_server_problem, wait_for
 from tests.services import url_text
 from tests.sync.test_schema_changes import MAPPING, SCHEMA
 from tests.sync.test_sync_faults import _kill_sync_connections
@@ -106,7 +106,7 @@ def test_a_run_off_a_terminal_logs_its_start_status_and_events(  # type: ignore[
         _said(log, proc, r" resnapshot: dept is read again")
         _said(log, proc, r" resnapshot_done: dept: ")
         redis.Redis.from_url(redis_url).flushdb()  # Redis lost its data: loaded again
-        (reload,) = _said(log, proc, r" reload: Redis lost data")
+        (reload,) = _said(log, proc, r" reload: Redis: the target lost data")
         _said(log, proc, r" loaded: first load done", times=2)  # the first run's, then this
         statuses = _said(log, proc, r" status: ", times=3)
         proc.send_signal(signal.SIGTERM)
@@ -234,3 +234,34 @@ def test_a_lost_source_connection_is_logged_with_its_retry_and_reconnect(  # typ
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, "\n".join(_lines(log))
     assert retry.endswith("; retrying"), retry
+
+
+@pytest.mark.skipif(redis_server_problem() is not None, reason="no redis-server")
+@pytest.mark.engine("mariadb", why="Redis stopped and started again: the source plays no part")
+def test_redis_stopped_and_back_is_logged_and_its_password_is_not(  # type: ignore[no-untyped-def]
+    binlog_db, tmp_path: Path
+) -> None:
+    binlog_db.run(SCHEMA)
+    mapping = tmp_path / "shop.yaml"
+    mapping.write_text(MAPPING)
+    log = tmp_path / "sync.log"
+    with redis_process(tmp_path, appendonly=True, password="redis-pw-77") as target:
+        url = f"redis://:redis-pw-77@127.0.0.1:{target.port}/0"
+        with running([str(mapping), "--source", binlog_db.url, "--target", url], log) as proc:
+            (start,) = _said(log, proc, r" start: ")
+            _said(log, proc, r" caught_up: ")
+            target.stop()  # its data kept in its append-only file
+            binlog_db.run("INSERT INTO item (name, qty) VALUES ('while down', 1)")
+            _said(log, proc, r" warning retry: Redis failed \(2 in a row\): ")
+            target.start()
+            _said(log, proc, r" recovered: Redis answers again after \d+ failure\(s\)")
+            # another server (its run id): it vouches for the position its AOF kept
+            _said(
+                log,
+                proc,
+                r" warning target_lost: Redis: the target lost data .*; continuing from the",
+            )
+            _said(log, proc, r" caught_up: ", times=2)  # the new reader's
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, "\n".join(_lines(log))
+    assert "redis-pw-77" not in log.read_text() and f":***@127.0.0.1:{target.port}" in start
