@@ -109,14 +109,15 @@ class SyncFigures:
         reconnect (the caller started the reader again after a lost connection). ``loading``:
         the first load is read online meanwhile (the phase is ``loading`` until ``loaded``)."""
         with self._lock:
-            if self.log is not None:
-                self.reconnects += 1
-                event("reconnected", f"following the binary log again from {start}",
-                      position=str(start), reconnects=self.reconnects)  # fmt: skip
+            again = self.log is not None
+            self.reconnects += again
             self.phase = "loading" if loading else "following"
             self.position = start
             self.heard_at = self.clock()
             self.log = LagClock(_key(start), self.heard_at)
+        if again:
+            event("reconnected", f"following the binary log again from {start}",
+                  position=str(start), reconnects=self.reconnects)  # fmt: skip
 
     def loaded(self) -> None:
         """The online first load's last table is done: following from now on."""
