@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from pathlib import Path
 
 from migrator.render.log import logging_to
 from migrator.source.binlog.reader import BinlogPosition
@@ -14,6 +15,7 @@ from migrator.sync import log
 from migrator.sync.figures import SyncFigures
 from migrator.sync.pace import load_message, load_pace
 from migrator.urls import mask
+from tests.test_cli_details import cli
 
 SOURCE = "mysql+pymysql://app:s3cret@db1:3306/shop"
 
@@ -93,3 +95,18 @@ def test_retries_and_recoveries_are_logged_as_they_are_counted() -> None:
         "recovered: Redis answers again after 2 failure(s)",
     ]
     assert lines[0].split()[1] == "warning" and lines[2].split()[1] == "info"
+
+
+def test_an_error_that_ends_the_run_is_logged_before_it_is_printed(tmp_path: Path) -> None:
+    mapping = tmp_path / "m.yaml"
+    mapping.write_text("version: 1\ntables:\n  t: {}\n")
+    source = "mysql+pymysql://app:s3cret@127.0.0.1:1/shop"  # nothing listens on port 1
+    done = cli("sync", str(mapping), "--source", source, "--target", "redis://127.0.0.1:1/0",
+               "--retries", "0", "--log-format", "json", columns=None)  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    first, *rest = done.stderr.splitlines()
+    record = json.loads(first)
+    assert record["event"] == "error" and record["level"] == "error"
+    assert record["fields"]["exit_code"] == 3 and record["fields"]["hint"]
+    assert record["message"].startswith("cannot reach MySQL at 127.0.0.1:1")
+    assert rest[0].startswith("error: ") and "s3cret" not in done.stderr

@@ -163,7 +163,7 @@ def test_log_format_json_is_one_object_per_line(  # type: ignore[no-untyped-def]
     assert all("status" in x for x in out[:-1]) and out[-1]["stopped"] == "stopped"
 
 
-def test_healthz_during_the_first_load_gives_rows_total_and_time_left(  # type: ignore[no-untyped-def]
+def test_healthz_during_the_first_load_gives_rows_total_and_time_left_then_a_stop_is_logged(  # type: ignore[no-untyped-def]
     binlog_db, redis_url: str, tmp_path: Path
 ) -> None:
     """``tag`` is held by LOCK TABLES, so the load is surely under way, however fast: the
@@ -208,11 +208,15 @@ def test_healthz_during_the_first_load_gives_rows_total_and_time_left(  # type: 
             assert proc.poll() is None, "\n".join(_lines(log))
             assert re.search(r"^ok: loading the snapshot, 2 table\(s\): loaded 3,000 of about "
                              r"[\d,]+ rows \(\d+%\), about [\d,]+ s left", said), said  # fmt: skip
+            # stopped before the load is done: exit 130, logged before it is printed
+            proc.send_signal(signal.SIGTERM)
             with holder.cursor() as cur:
                 cur.execute("UNLOCK TABLES")
-            wait_for("following", lambda: "following" in _get(port, "/healthz")[1], 90)
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(60) == 0, "\n".join(_lines(log))
+            assert proc.wait(60) == 130, "\n".join(_lines(log))
+        lines = _lines(log)
+        (at,) = [i for i, x in enumerate(lines) if TEXT.match(x) and " interrupted: " in x]
+        assert " error interrupted: stopped before the first load was done" in lines[at]
+        assert lines[at + 1] == "error: interrupted", lines
     finally:
         holder.close()
 
