@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from migrator.errors import MigratorError
-from migrator.progress import NullProgress
+from migrator.progress import NullProgress, Periodic
 
 # words, except that a command to copy (``migrator migrate m.yaml --resume``) is one: a
 # command broken over two lines runs its first half when pasted into a shell
@@ -173,43 +173,32 @@ def progress_interval() -> float:
     return seconds
 
 
-class ProgressLines(NullProgress):
+class ProgressLines(NullProgress, Periodic):
     """Progress for a log: every ``interval`` seconds, for each table whose rows are moving,
     one line ``progress 12.0s: payment 8,000/16,044 rows (49%), 12,345 rows/s, eta 0:00:01``
     (rows/s counted from the table's first batch on); when none is, one line of the tables
     done and to go. Notes are lines of their own. ``write`` prints one line; it is called
     from a thread of its own."""
 
+    name = "progress-lines"
+
     def __init__(self, write: Callable[[str], None], interval: float) -> None:
+        Periodic.__init__(self, interval)
         self.write = write
-        self.interval = interval
         self.lock = threading.Lock()
-        self.began = time.monotonic()
         self.totals: dict[str, int | None] = {}
         self.done: dict[str, int] = {}
         self.first: dict[str, tuple[float, int]] = {}  # when the first batch came, its rows
         self.finished: set[str] = set()
         self.last_note = ""  # what a tick says while no table has started (a removal)
-        self.stop = threading.Event()
-        self.thread: threading.Thread | None = None
 
     def __enter__(self) -> ProgressLines:
-        if self.interval > 0:
-            self.thread = threading.Thread(target=self._run, name="progress-lines", daemon=True)
-            self.thread.start()
+        Periodic.__enter__(self)
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        if self.thread is not None:
-            self.thread.join()
-
-    def _run(self) -> None:
-        ticks = 1
-        while not self.stop.wait(self.began + ticks * self.interval - time.monotonic()):
-            ticks = int((time.monotonic() - self.began) / self.interval) + 1  # no drift
-            for line in self.lines():
-                self.write(line)
+    def tick(self) -> None:
+        for line in self.lines():
+            self.write(line)
 
     def start(self, table: str, total: int | None) -> None:
         with self.lock:  # again for a table: a second pass (verify --fix) or a reload

@@ -119,7 +119,7 @@ def test_health_rules() -> None:
     load = f.tee(NULL_PROGRESS, None, 1.0)
     load.start("emp", 3)
     load.advance("emp", 3)
-    assert f.health() == (True, "loading the snapshot: 3 rows of 1 table(s)")
+    assert f.health() == (True, "loading the snapshot, 1 table(s): loaded 3 of about 3 rows (100%)")
     f.following(pos(100))
     assert f.health()[0]
     # behind and not advancing
@@ -260,3 +260,36 @@ def test_the_server_serves_metrics_and_health_and_a_taken_port_is_one_error() ->
         assert "cannot listen there" in caught.value.message
     finally:
         server.close()
+
+
+def test_health_while_loading_gives_rows_total_and_time_left() -> None:
+    """The first load's tables expected (their row estimates) at its start: rows done, the
+    total and the time left at the pace so far, in /healthz and the figures."""
+    clock = Clock()
+    f = SyncFigures(clock=clock)
+    f.expect({"emp": 1000, "dept": 0})  # dept: no estimate; emp's counts
+    load = f.tee(NULL_PROGRESS, None, 1.0)
+    load.start("emp", 1000)
+    said = "loading the snapshot, 2 table(s): loaded"
+    assert f.health() == (True, f"{said} 0 of about 1,000 rows (0%)")
+    clock.now += 10
+    load.advance("emp", 250)  # 25 rows/s: 750 left, 30 s
+    assert f.health() == (True, f"{said} 250 of about 1,000 rows (25%), about 30 s left")
+    assert f.as_dict()["load"] == {"rows": 250, "total": 1000, "seconds_left": 30.0}
+    load.advance("emp", 1000)  # the estimate was low: the total is never below what was read
+    assert f.as_dict()["load"] == {"rows": 1250, "total": 1250, "seconds_left": 0.0}
+    f.expect({"emp": 400})  # loaded again (Redis lost its data): counted from there
+    assert f.as_dict()["load"]["rows"] == 0
+    f.loaded()
+    assert f.as_dict()["load"] is None
+
+
+def test_an_applied_ddl_is_no_error() -> None:
+    f = SyncFigures()
+    f.schema_changed("apply")
+    f.schema_changed("resnapshot")
+    assert f.as_dict()["errors"] == {} and f.as_dict()["schema_changes"] == {
+        "apply": 1, "resnapshot": 1
+    }  # fmt: skip
+    f.schema_changed("stop")  # sync stopped on it: a failure
+    assert f.as_dict()["errors"] == {"schema_change": 1}

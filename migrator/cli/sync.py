@@ -152,6 +152,31 @@ def sync(
             "m.yaml --online-load.",
         ),
     ] = False,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            "--log-format",
+            metavar="text|json",
+            help="Log lines on stderr (start, a status line every --log-interval, each "
+            "reload, DDL, re-read table, retry, reconnect, failover, caught up): 'text' (the "
+            "default off a terminal, no colour) or 'json' (one object per line); given on a "
+            "terminal, they replace the live status line, e.g. --log-format json.",
+            envvar="MIGRATOR_SYNC_LOG_FORMAT",
+            show_envvar=True,
+        ),
+    ] = None,
+    log_interval: Annotated[
+        float,
+        typer.Option(
+            "--log-interval",
+            metavar="SECONDS",
+            min=0,
+            help="Seconds between the log's status lines (position, lag, rates, what is "
+            "behind, phase); 0 for none, e.g. --log-interval 300.",
+            envvar="MIGRATOR_SYNC_LOG_INTERVAL",
+            show_envvar=True,
+        ),
+    ] = 60.0,
     debug: DebugOpt = False,
 ) -> None:
     """Keep Redis in step with MySQL: load the tables on the first run (online, in chunks,
@@ -160,6 +185,7 @@ def sync(
     with importing():
         from migrator.commands.sync import sync as sync_command
         from migrator.render.bars import progress_bars
+        from migrator.render.log import sync_logs
         from migrator.render.sync import render_sync, sync_status_printer
         from migrator.sync.figures import HealthRules, SyncFigures
 
@@ -181,8 +207,13 @@ def sync(
         stop = threading.Event()
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
         try:
-            with sync_status_printer(as_json) as show, ExitStack() as loading:
-                bars = loading.enter_context(progress_bars(not as_json))
+            with (
+                sync_logs(log_format) as logs,
+                sync_status_printer(as_json, redraw=not logs) as show,
+                ExitStack() as loading,
+            ):
+                bars = loading.enter_context(progress_bars(not as_json and not logs, printed=(
+                    log_format != "json")))  # fmt: skip
 
                 def on_status(status: "SyncStatus") -> None:
                     if status.phase != "loading":
@@ -195,7 +226,7 @@ def sync(
                     reload=reload, retries=retries, again=again, metrics=metrics,
                     figures=SyncFigures(HealthRules(health_stall, health_retries)),
                     resnapshot_tables=tuple(resnapshot or ()), chunk_rows=chunk_rows,
-                    online_load=not consistent_load,
+                    online_load=not consistent_load, log_interval=log_interval if logs else 0,
                 )  # fmt: skip
         finally:
             for sig, handler in previous.items():

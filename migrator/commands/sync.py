@@ -7,7 +7,8 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from migrator.commands.session import load, opened, target_url
 from migrator.errors import MigratorError
@@ -18,7 +19,8 @@ from migrator.reports import SyncReport, SyncStatus
 from migrator.source.binlog.process import reader_kind
 from migrator.source.binlog.reader import Transaction
 from migrator.sync.coordinator import Options, coordinate
-from migrator.sync.figures import HealthRules, SyncFigures, serving
+from migrator.sync.figures import HealthRules, SyncFigures
+from migrator.sync.log import Ticker
 from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS
 from migrator.sync.schema_watch import Resnapshot
 
@@ -45,6 +47,7 @@ def sync(
     resnapshot_tables: Sequence[str] = (),
     chunk_rows: int = SNAPSHOT_CHUNK_ROWS,
     online_load: bool = True,
+    log_interval: float = 0.0,
 ) -> SyncReport:
     """Load the tables on the first run (or with ``reload``), then apply the binary
     log until ``stop`` is set (or, with ``until_caught_up``, until nothing is pending). Raises
@@ -63,7 +66,8 @@ def sync(
     ``online_load`` (the default): the first run (and a reload) reads every table that way
     too, from the log's position (a stop before it is done: ``LoadInterrupted``, exit 130,
     and the next run resumes it); False: in one long consistent snapshot (a stop: exit 130,
-    and the next run loads again)."""
+    and the next run loads again). Its events go to the ``migrator.sync`` logger
+    (sync/log.py), with a ``status`` line every ``log_interval`` seconds (0: none)."""
     m = load(mapping)
     asked = refuse_unknown(m, resnapshot_tables)
     reader_kind()  # MIGRATOR_SYNC_READER, refused before anything is done
@@ -83,7 +87,11 @@ def sync(
         heartbeat=heartbeat, reload=reload, again=again, resnapshot=resnapshot, asked=asked,
         chunk_rows=chunk_rows, online_load=online_load,
     )  # fmt: skip
-    with serving(metrics, figures, m.name), opened(m, source) as (src, resolved):
+    with (
+        serving(metrics, figures, m.name),
+        Ticker(figures.as_dict, log_interval),
+        opened(m, source) as (src, resolved),
+    ):
         report = coordinate(m, src, resolved, target_url(m, target), options)
     report.seconds = time.perf_counter() - started
     return report
@@ -104,3 +112,20 @@ def refuse_unknown(m: Mapping, tables: Sequence[str]) -> list[str]:
         if table not in out:
             out.append(table)
     return out
+
+
+@contextmanager
+def serving(address: str | None, figures: SyncFigures, mapping: str) -> Iterator[None]:
+    """``/metrics`` and ``/healthz`` on ``address`` (none when None) while the block runs;
+    the figures say ``stopped`` after it. prometheus_client is imported only then."""
+    server = None
+    if address:
+        from migrator.sync.exporter import MetricsServer
+
+        server = MetricsServer(address, figures, mapping)
+    try:
+        yield
+    finally:
+        figures.stopped()
+        if server is not None:
+            server.close()

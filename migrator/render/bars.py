@@ -135,12 +135,16 @@ def _done(completed: float, total: float | None) -> str:
 
 
 @contextmanager
-def progress_bars(wanted: bool = True) -> Iterator[stages.Progress]:
+def progress_bars(wanted: bool = True, printed: bool = True) -> Iterator[stages.Progress]:
     """Bars on stderr when it is a terminal (and ``wanted``); when it is a pipe or a log, a
-    progress line every $MIGRATOR_PROGRESS_SECONDS (``lines.ProgressLines``); notes always."""
+    progress line every $MIGRATOR_PROGRESS_SECONDS (``lines.ProgressLines``); notes always,
+    unless ``printed`` is False (sync's JSON log: nothing but its objects on stderr)."""
     if err.is_terminal and wanted:
         with RichProgress(err) as bars:
             yield bars
+        return
+    if not printed:
+        yield stages.NULL_PROGRESS
         return
     every = 0.0 if err.is_terminal else progress_interval()
     with ProgressLines(lambda text: plain(text, to_stderr=True), every) as lines:

@@ -30,9 +30,12 @@ def _status_line(s: SyncStatus) -> Text:
 
 
 @contextmanager
-def sync_status_printer(as_json: bool) -> Iterator[Callable[[SyncStatus], None]]:
+def sync_status_printer(
+    as_json: bool, redraw: bool = True
+) -> Iterator[Callable[[SyncStatus], None]]:
     """sync's live status: one JSON object per line on stdout with ``--json``; a line
-    redrawn in place on stderr when it is a terminal; else nothing."""
+    redrawn in place on stderr when it is a terminal (and ``redraw``: not when the log is
+    written there); else nothing."""
     if as_json:
 
         def print_json(s: SyncStatus) -> None:
@@ -41,7 +44,7 @@ def sync_status_printer(as_json: bool) -> Iterator[Callable[[SyncStatus], None]]
 
         yield print_json
         return
-    if not err.is_terminal:
+    if not err.is_terminal or not redraw:
         yield lambda s: None
         return
     live: Live | None = None

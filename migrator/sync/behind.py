@@ -49,3 +49,23 @@ def _mysql_last(state: str) -> dict[str, int]:
         if numbers:
             out[uuid.lower()] = max(out.get(uuid.lower(), 0), max(numbers))
     return out
+
+
+def behind(
+    applied: tuple[str, int] | None,
+    head: tuple[str, int] | None,
+    gtid: str | None,
+    head_gtid: str,
+    sizes: dict[str, int] | None,
+) -> dict[str, int | None]:
+    """``behind_bytes`` and ``behind_transactions`` between the ``applied`` position (its GTID
+    state ``gtid``) and the source's log end ``head`` (``head_gtid``); None: not known (no
+    position yet, no GTIDs, files whose sizes are not known)."""
+    if applied is None or head is None:
+        return {"behind_bytes": None, "behind_transactions": None}
+    txns = None
+    if head <= applied:
+        txns = 0
+    elif head_gtid and gtid is not None:
+        txns = transactions_between(gtid, head_gtid)
+    return {"behind_bytes": bytes_between(applied, head, sizes), "behind_transactions": txns}

@@ -58,6 +58,7 @@ from migrator.store.checkpoint import KeysFollower
 from migrator.store.cluster import connect_any, is_cluster
 from migrator.store.sync_lock import SyncLock
 from migrator.store.sync_state import SyncState
+from migrator.sync import log
 from migrator.sync.failover import failover
 from migrator.sync.figures import SyncFigures
 from migrator.sync.first_load import load_position, load_snapshot
@@ -145,11 +146,14 @@ def coordinate(
         if o.reload:
             stored = {}
         elif stored and gtid.moved(stored, ident, server):  # a failover (or another source)
+            before = stored
             stored = surfaced(
                 lambda: failover(src, client, state.key, stored, ident, server, reader_id),
                 "finding the stored GTID state on the source", src.close,
             )  # fmt: skip
+            log.failed_over(before, stored)
         changed, dropped = mapping_changes(stored, m, shape)
+        log.started(m.file or m.name, src.shown_url, mask(url), stored, o.reload, online_load)
         identity = {"mapping": shape, "tables": json.dumps(table_fingerprints(m))}
         report = SyncReport(
             mapping=m.file or m.name,
@@ -188,6 +192,7 @@ def coordinate(
             hint.forget()
             raise
         hint.record(run.others)
+        log.ended(report)
     finally:
         lock.release()
         client.close()

@@ -118,6 +118,8 @@ class FiguresCollector(Collector):
         yield one(GaugeMetricFamily, "failures_in_a_row", "Transient failures in a row now "
                   "(0 once a try succeeded)", f["failures_in_a_row"])  # fmt: skip
         yield by(CounterMetricFamily, "errors", "Failures met, by kind", "kind", f["errors"])
+        yield by(CounterMetricFamily, "schema_changes", "DDL of mapped tables applied (not "
+                 "failures), by effect", "effect", f["schema_changes"])  # fmt: skip
         snap = f["snapshot"]
         yield by(CounterMetricFamily, "snapshot_rows", "Rows written by the first load",
                  "table", {t: s["rows"] for t, s in snap.items()})  # fmt: skip

@@ -11,21 +11,23 @@ The lag's definition and its bookkeeping: ``migrator.sync.lag``.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from migrator.progress import Progress
 from migrator.reports import SyncStatus
 from migrator.retry import Classify, Policy, Retrying
-from migrator.source.binlog.reader import BinlogPosition, Idle, SchemaChange, Transaction
-from migrator.sync.behind import bytes_between, transactions_between
+from migrator.source.binlog.reader import BinlogPosition, Idle, Transaction
+from migrator.sync.behind import behind
 from migrator.sync.lag import LagClock, Pos
+from migrator.sync.log import event
+from migrator.sync.pace import load_message, load_pace
 
 T = TypeVar("T")
 OPERATIONS = ("insert", "update", "delete")
@@ -64,10 +66,15 @@ class SyncFigures:
         self.retries: Counter[str] = Counter()  # by what failed (Redis, source)
         self.in_a_row: Counter[str] = Counter()  # failures in a row, now
         self.last_failure = ""
-        self.errors: Counter[str] = Counter()  # by kind
+        self.errors: Counter[str] = Counter()  # failures, by kind
+        self.schema_changes: Counter[str] = Counter()  # DDL applied, by effect
         self.snapshot_rows: Counter[str] = Counter()
         self.snapshot_chunks: Counter[str] = Counter()
         self.snapshot_tables: dict[str, bool] = {}  # table -> done
+        self.snapshot_totals: dict[str, int] = {}  # table -> rows estimated when started
+        self.load_totals: dict[str, int] = {}  # the first load's tables: rows to load
+        self.load_began: float | None = None
+        self.load_base: Counter[str] = Counter()  # rows counted before it (an earlier load)
         self.round_trips = 0
         self.head_gtid = ""  # the source's GTID state, as last asked
         self.head_sizes: dict[str, int] | None = None  # its log files' sizes, as last asked
@@ -102,12 +109,15 @@ class SyncFigures:
         reconnect (the caller started the reader again after a lost connection). ``loading``:
         the first load is read online meanwhile (the phase is ``loading`` until ``loaded``)."""
         with self._lock:
-            if self.log is not None:
-                self.reconnects += 1
+            again = self.log is not None
+            self.reconnects += again
             self.phase = "loading" if loading else "following"
             self.position = start
             self.heard_at = self.clock()
             self.log = LagClock(_key(start), self.heard_at)
+        if again:
+            event("reconnected", f"following the binary log again from {start}",
+                  position=str(start), reconnects=self.reconnects)  # fmt: skip
 
     def loaded(self) -> None:
         """The online first load's last table is done: following from now on."""
@@ -131,12 +141,9 @@ class SyncFigures:
                 if kind is Transaction:
                     if log:
                         log.transaction(_key(event.position), now, event.timestamp)
-                elif kind is Idle:
-                    if log:
-                        self.heartbeats += 1
-                        log.heartbeat(_key(event.position), now)
-                elif kind is SchemaChange:
-                    self.errors["schema_change"] += 1
+                elif kind is Idle and log:
+                    self.heartbeats += 1
+                    log.heartbeat(_key(event.position), now)
 
     def head_at(
         self, file: str, pos: int, gtid: str = "", sizes: dict[str, int] | None = None
@@ -195,10 +202,34 @@ class SyncFigures:
             self.in_a_row[what] = failures
             self.last_failure = f"{what}: {reason}"
             self.errors[_kind(what, reason)] += 1
+        then = "retrying" if retried else "no retry left"
+        event("retry", f"{what} failed ({failures} in a row): {reason}; {then}",
+              logging.WARNING, what=what, reason=reason, failures=failures,
+              retried=retried)  # fmt: skip
 
     def recovered(self, what: str) -> None:
         with self._lock:
-            self.in_a_row.pop(what, None)
+            failures = self.in_a_row.pop(what, None)
+        if failures:
+            event("recovered", f"{what} answers again after {failures} failure(s)",
+                  what=what, failures=failures)  # fmt: skip
+
+    def schema_changed(self, effect: str) -> None:
+        """A DDL of a mapped table applied (``effect``: apply, truncate, resnapshot), or
+        (``stop``) one sync stopped on: a failure, in ``errors``."""
+        with self._lock:
+            if effect == "stop":
+                self.errors["schema_change"] += 1
+            else:
+                self.schema_changes[effect] += 1
+
+    def expect(self, estimates: dict[str, int]) -> None:
+        """The first load's tables and their rows to load (estimates; 0: not known), for
+        the rows done, the total and the time left in ``/healthz`` and the log."""
+        with self._lock:
+            self.load_totals = dict(estimates)
+            self.load_base = Counter({t: self.snapshot_rows[t] for t in estimates})
+            self.load_began = self.clock()
 
     def retrying(
         self,
@@ -233,11 +264,8 @@ class SyncFigures:
         if self.phase == "starting":
             return True, "starting: checking the source and the target"
         if self.phase == "loading":
-            rows = sum(self.snapshot_rows.values())
-            return (
-                True,
-                f"loading the snapshot: {rows} rows of {len(self.snapshot_tables)} table(s)",
-            )
+            tables = len(self.load_totals) or len(self.snapshot_tables)
+            return True, f"loading the snapshot, {tables} table(s): {load_message(self._load(now))}"
         if self.phase != "following":
             return False, f"{self.phase}: not following the binary log"
         log = self.log
@@ -262,6 +290,9 @@ class SyncFigures:
         with self._lock:
             now = self.clock()
             ok, why = self._health(now)
+            head, applied = (self.log.head, self.log.applied) if self.log else (None, None)
+            gtid = self.position.gtid if self.position else None
+            where = {"file": head[0], "pos": head[1], "gtid": self.head_gtid} if head else None
             tables: dict[str, dict[str, int]] = {}
             for (table, op), n in sorted(self.row_changes.items()):
                 tables.setdefault(table, dict.fromkeys(OPERATIONS, 0))[op] = n
@@ -274,12 +305,8 @@ class SyncFigures:
                 "health": why,
                 "lag_seconds": round(self._lag(now), 3),
                 "position": self.position.as_dict() if self.position else None,
-                "source_position": (
-                    {"file": self.log.head[0], "pos": self.log.head[1], "gtid": self.head_gtid}
-                    if self.log
-                    else None
-                ),
-                **self._behind(),
+                "source_position": where,
+                **behind(applied, head, gtid, self.head_gtid, self.head_sizes),
                 "transactions": self.transactions,
                 "row_changes": tables,
                 "table_transactions": txns,
@@ -289,6 +316,8 @@ class SyncFigures:
                 "retries": dict(self.retries),
                 "failures_in_a_row": max(self.in_a_row.values(), default=0),
                 "errors": dict(self.errors),
+                "schema_changes": dict(self.schema_changes),
+                "load": self._load(now) if self.phase == "loading" else None,
                 "snapshot": {
                     t: {
                         "rows": self.snapshot_rows[t],
@@ -300,21 +329,9 @@ class SyncFigures:
                 "redis_round_trips": self.round_trips,
             }
 
-    def _behind(self) -> dict[str, int | None]:
-        """The bytes of log and the transactions between the applied position and the
-        source's log end (None: not known)."""
-        if self.log is None:
-            return {"behind_bytes": None, "behind_transactions": None}
-        applied, head = self.log.applied, self.log.head
-        txns = None
-        if head <= applied:
-            txns = 0
-        elif self.head_gtid and self.position is not None:
-            txns = transactions_between(self.position.gtid, self.head_gtid)
-        return {
-            "behind_bytes": bytes_between(applied, head, self.head_sizes),
-            "behind_transactions": txns,
-        }
+    def _load(self, now: float) -> dict[str, Any]:
+        names = self.load_totals or self.snapshot_totals
+        return load_pace(names, self.snapshot_rows, self.load_base, self.load_began, now)
 
 
 def _show(pos: Pos | None) -> str:
@@ -382,6 +399,7 @@ class _Tee:
             if self.phase:
                 self.figures.phase = "loading"
             self.figures.snapshot_tables[table] = False
+            self.figures.snapshot_totals[table] = total or 0
         self.inner.start(table, total)
 
     def advance(self, table: str, rows: int) -> None:
@@ -402,20 +420,3 @@ class _Tee:
 
     def note(self, table: str, message: str) -> None:
         self.inner.note(table, message)
-
-
-@contextmanager
-def serving(address: str | None, figures: SyncFigures, mapping: str) -> Iterator[None]:
-    """``/metrics`` and ``/healthz`` on ``address`` (none when None) while the block runs;
-    the figures say ``stopped`` after it. prometheus_client is imported only then."""
-    server = None
-    if address:
-        from migrator.sync.exporter import MetricsServer
-
-        server = MetricsServer(address, figures, mapping)
-    try:
-        yield
-    finally:
-        figures.stopped()
-        if server is not None:
-            server.close()

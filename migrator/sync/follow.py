@@ -50,9 +50,10 @@ from migrator.sync.apply import GroupApplier
 from migrator.sync.figures import SyncFigures
 from migrator.sync.handoff import Handoff
 from migrator.sync.head import HeadWatch
+from migrator.sync.log import event
 from migrator.sync.nesting import NestSync, cascade_plans
 from migrator.sync.nesting import refuse as refuse_nesting
-from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS, Snapshots, load_queue
+from migrator.sync.online_snapshot import FIRST_RUN, SNAPSHOT_CHUNK_ROWS, Snapshots, load_queue
 from migrator.sync.schema_watch import Resnapshot, SchemaWatch, resnapshot_by_hand
 from migrator.sync.table_changes import TableChanges
 
@@ -142,6 +143,10 @@ class Follower(TableChanges, GroupApplier):
         self.snapshots: Snapshots | None = None  # online snapshots of single tables
         if mapping is not None:
             waiting = [p for p in load_queue(stored) if p.table in self.plans]
+            first = {p.table: max(0, self.resolved[p.table].schema.row_estimate - p.rows)
+                     for p in waiting if p.reason == FIRST_RUN}  # fmt: skip
+            if first and figures is not None:
+                figures.expect(first)  # a resumed first load: the rows still to read
             self.snapshots = Snapshots(
                 src, client, mapping, self.resolved, self.plans, waiting,
                 chunk_rows, retrying, self._snapshotted, progress, others, stop=stop,
@@ -215,7 +220,7 @@ class Follower(TableChanges, GroupApplier):
     def _loop(self, until_caught_up: bool, report: SyncReport) -> None:
         last_status = last_head = last_check = last_sweep = time.monotonic()
         window_rows, window_start = 0, time.monotonic()
-        caught_up = False
+        caught_up = said_caught_up = False
         while True:
             group: list[Transaction] = []
             rows = 0
@@ -277,6 +282,10 @@ class Follower(TableChanges, GroupApplier):
             if now - last_check >= TARGET_CHECK_SECONDS or (until_caught_up and caught_up):
                 self.check_target()  # TargetLost when Redis no longer holds the position
                 last_check = now
+            if caught_up and not said_caught_up:  # once a reader: the log's own line
+                said_caught_up = True
+                event("caught_up", f"caught up: everything the source's log holds is applied, "
+                      f"up to {self.position}", position=str(self.position))  # fmt: skip
             if self.on_status and (now - last_status >= self.status_interval or ended):
                 rate = window_rows / max(now - window_start, 1e-9)
                 self.on_status(self._status(report, rate, caught_up))

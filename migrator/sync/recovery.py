@@ -21,6 +21,7 @@ next run resumes it (``LoadInterrupted`` says where).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -54,6 +55,7 @@ from migrator.store.sync_state import SyncState, apply_group
 from migrator.sync.apply import position_fields
 from migrator.sync.figures import SyncFigures
 from migrator.sync.follow import Follower
+from migrator.sync.log import event
 from migrator.sync.schema_watch import Replan, loaded_columns
 
 Load = Callable[[Retrying], tuple[Snapshot, list[TableReport]]]
@@ -221,12 +223,18 @@ class SyncRun:
             removing=self._removing(),
         )  # fmt: skip
         self.others = held_keys(self.client, self.m.name)
+        self.figures.expect({r.name: r.schema.row_estimate for r in self.resolved})
         report.snapshot, report.loaded = self.load(self.redis)
         pos = snapshot_position(report.snapshot)
         fields = {**position_fields(pos), **self.fields, "loaded_at": report.snapshot.moment}
         fields |= loaded_columns([r.schema for r in self.resolved])  # what DDL is judged by
         apply_group(self.client, [], self.state.command(fields), self.state, self.redis)
         report.started_at = report.position = pos
+        if report.loaded:  # a consistent load, done (an online one reads while following)
+            rows = sum(t.rows for t in report.loaded)
+            event("loaded", f"first load done: {rows:,} rows in {len(report.loaded)} table(s) "
+                  f"from a consistent snapshot; following from {pos}", rows=rows,
+                  tables=len(report.loaded), position=str(pos))  # fmt: skip
 
     def _removing(self) -> Callable[[int], None]:
         """What the removal of the mapping's old keys says while it runs (a note after its
@@ -302,6 +310,9 @@ class SyncRun:
             again = True
         self.report.recoveries.append(f"{e.message}; {what}")
         self.note(f"target lost data: {what}")
+        event("reload" if again else "target_lost", f"Redis: {e.message}; {what}",
+              logging.WARNING, reason=e.message, reload=again,
+              position=None if again else str(self.report.position))  # fmt: skip
         return again
 
     def _retry_source(self, e: SourceLost, failures: int, loading: bool) -> None:

@@ -16,6 +16,7 @@ from migrator.source.binlog.reader import BinlogPosition, SchemaChange
 from migrator.store.sync_state import SyncState, apply_group
 from migrator.sync.apply import position_fields
 from migrator.sync.figures import SyncFigures
+from migrator.sync.log import event
 from migrator.sync.nesting import NestSync
 from migrator.sync.online_snapshot import FIRST_RUN, Pending, Snapshots
 from migrator.sync.schema_watch import Replan, Resnapshot, SchemaWatch, short_query, stopped
@@ -54,6 +55,8 @@ class TableChanges:
         self._refuse_tree(table, reason)
         self.snapshots.add(table, reason)
         self._store_snapshots()
+        event("resnapshot", f"{table} is read again online, chunk by chunk: {reason}",
+              table=table, reason=reason)  # fmt: skip
         if self.report is not None:
             self.report.notes.append(f"re-snapshot of {table} queued: {reason}")
 
@@ -88,8 +91,14 @@ class TableChanges:
         """A table's online snapshot done: a table of the first run's load is reported with
         the tables loaded (``loaded``), any other with the re-snapshots."""
         first = p.reason == FIRST_RUN
+        event("table_loaded" if first else "resnapshot_done",
+              f"{table.table}: {table.rows:,} rows read online in {table.seconds:.1f} s"
+              + ("" if first else f" (read again: {p.reason})"),
+              table=table.table, rows=table.rows, seconds=round(table.seconds, 3))  # fmt: skip
         if first and not self.first_loading():
             self.figures.loaded()
+            event("loaded", f"first load done online; following from {self.position}",
+                  position=str(self.position))  # fmt: skip
         if self.report is None:
             return
         if first:
@@ -120,6 +129,7 @@ class TableChanges:
                 position = self.state.command(fields)
                 apply_group(self.client, [], position, self.state, self.retrying)
                 self.position = report.position = ddl.after
+                self._applied(ddl, effect.action, effect.what)
                 if self.on_status:
                     status = self._status(report, 0.0, False)
                     status.note = effect.what
@@ -130,8 +140,10 @@ class TableChanges:
                     raise Replan(ddl.table)  # a new reader and plan from the position after it
                 return
             self.state.clear()
+            self.figures.schema_changed("stop")
             raise stopped(ddl, effect)
         self.state.clear()
+        self.figures.schema_changed("stop")
         if ddl.statement_dml:
             raise SchemaChanged(
                 f"table '{ddl.table}' was changed by a statement logged as SQL, not as rows, "
@@ -148,3 +160,10 @@ class TableChanges:
             "and adjust it; then 'migrator sync MAPPING --reload' removes the mapping's keys "
             "and loads a new snapshot",
         )
+
+    def _applied(self, ddl: SchemaChange, action: str, what: str) -> None:
+        """A DDL of a mapped table applied: counted (not an error) and logged."""
+        self.figures.schema_changed(action)
+        query = short_query(ddl.query)
+        event("ddl", f"{ddl.table}: {query} at {ddl.position}: {what}", table=ddl.table,
+              query=query, effect=action, position=str(ddl.position))  # fmt: skip

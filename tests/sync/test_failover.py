@@ -8,6 +8,7 @@ transactions Redis already holds, or whose history diverged, is refused with the
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -81,7 +82,10 @@ def loaded(pair: ReplicaPair, target: str) -> MySQLDatabase:
     return db
 
 
-def test_promoted_replica_continues_exactly_where_sync_was(pair: ReplicaPair, target: str) -> None:
+def test_promoted_replica_continues_exactly_where_sync_was(
+    pair: ReplicaPair, target: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="migrator.sync")
     loaded(pair, target)
     before = stored(target)
     assert before["file"].startswith("mysql-bin.") and before["server"] == "1"
@@ -98,6 +102,10 @@ def test_promoted_replica_continues_exactly_where_sync_was(pair: ReplicaPair, ta
     found = stored(target)
     assert found["file"].startswith("replica-bin.") and found["gtid"] == before["gtid"]
     assert found["server"] == "2" and found["source"].endswith(f":{pair.replica.port}/shop")
+    # the log says so: a failover event with the position found (sync/log.py)
+    (moved,) = [r for r in caplog.records if getattr(r, "event", "") == "failover"]
+    assert moved.levelname == "WARNING" and moved.fields["server"] == "2"  # type: ignore[attr-defined]
+    assert moved.fields["position"] == f"{found['file']}:{found['pos']}"  # type: ignore[attr-defined]
     write(new, 3, 60)  # the new primary takes writes of its own
     report = follow(new, target)
     after = stored(target)
