@@ -141,6 +141,7 @@ def test_the_dashboard_and_the_rules_name_only_what_a_running_sync_serves(  # ty
         wait_for("the reader's Binlog Dump thread killed", lambda: kill_dump(binlog_db, proc.pid),
                  30)  # fmt: skip
         binlog_db.run("INSERT INTO emp (email, login) VALUES ('o3@x', 'o3')")
+        binlog_db.run("ALTER TABLE emp ADD COLUMN extra INT NULL")  # a schema change applied
         served_rules = {n: w for n, w in alerts.items() if n not in WRITTEN_BY_PROMETHEUS}
         wanted = {**panels, **served_rules}
 
@@ -159,6 +160,8 @@ def test_the_dashboard_and_the_rules_name_only_what_a_running_sync_serves(  # ty
         # the converse: every family sync serves is charted
         charted = {family.name for n in panels if (family := exported(n, scraped))}
         assert set(scraped) - charted == set(), set(scraped) - charted
+        # the ADD COLUMN reads emp again: a stop before that is done is an interrupted load
+        wait_for("emp read again", lambda: "resnapshot_done" in said(), 60, every=0.2)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, said()
     finally:
