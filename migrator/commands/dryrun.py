@@ -177,15 +177,17 @@ class Classifier:
         by_command = {
             "hash": b"HSET", "unique": b"HSET", "columns": b"SET", "unique-string": b"SET",
             "counter": b"SET", "index": b"SADD", "set": b"SADD", "sorted": b"ZADD",
-            "latest": b"RPUSH",
+            "latest": b"RPUSH", "rows": b"HSET",
             "document": b"JSON.SET" if plan.table.kind == "json" else b"SET",
         }  # fmt: skip
-        literal = {"unique"}  # patterns that are plain key names, not templates
+        literal = {"unique", "rows"}  # patterns that are plain key names, not templates
         # exact names first, so a template cannot claim them
-        order = ["unique", "counter", "latest", *by_command]
+        order = ["unique", "rows", "counter", "latest", *by_command]
         patterns = plan.patterns()
+        for text in patterns.get("rows", [])[1:]:  # row images' SETs per foreign-key value
+            rules.setdefault(b"SADD", []).append(("rows", _template(text)))
         for name in dict.fromkeys(order):
-            for text in patterns.get(name, []):
+            for text in patterns.get(name, [])[: 1 if name == "rows" else None]:
                 rx = _literal(text) if name in literal else _template(text)
                 rules.setdefault(by_command[name], []).append((name, rx))
         self.rules = rules

@@ -36,8 +36,10 @@ from migrator.errors import MigratorError
 from migrator.mapping.cascades import COLLATION_FIX, Unlogged, inexact_key, trx_versioned
 from migrator.mapping.schema import ForeignKey
 from migrator.plan.batch import Command, Row
-from migrator.plan.delta import Delta, TableDelta
+from migrator.plan.delta import REMOVED, Delta, TableDelta
+from migrator.plan.expiry import decode_row, encode_row
 from migrator.plan.planner import KeyFn, TablePlan
+from migrator.plan.row_images import images_of, indexed, unreadable
 from migrator.plan.structures import RowHash
 
 Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
@@ -60,7 +62,9 @@ class Cascade:
     child: str
     parent_pos: tuple[int, ...]
     child_pos: tuple[int, ...]
-    set_key: KeyFn
+    set_key: KeyFn | None  # None: the rows are found through ``by`` (plan/row_images.py)
+    by: bytes | None = None  # the head of the child's SETs per value of the foreign key
+    images: bytes | None = None  # the child's row images (plan/row_images.py), if kept
 
     def action(self, before: Row | None, after: Row | None) -> tuple[str, Row | None] | None:
         """What the parent's change does to the children: ("delete", None), ("null", None),
@@ -115,21 +119,23 @@ def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], clust
         return f"the parent table {fk.parent} is not in the mapping, so its changes are not read"
     if any(c not in parent.pos for c in fk.parent_columns):
         return f"the parent's columns {', '.join(fk.parent_columns)} are not read by the mapping"
-    if set(r.key.columns) - set(r.primary_key):
-        return "the row key is not made of the primary key"
-    if not any(set(ix.columns) == set(fk.columns) for ix in r.index_sets()):
-        return f"no index or reference on exactly ({', '.join(fk.columns)}) to find the rows by"
-    fields = {i for s in child.structures if isinstance(s, RowHash) for _, i in s.fields}
-    missing = [c for c in child.select if c not in r.primary_key and child.pos[c] not in fields]
-    if missing:
-        return f"the row hash does not hold every column the mapping uses ({missing[0]})"
+    if any(c not in child.pos for c in fk.columns):
+        return f"the foreign key's columns {', '.join(fk.columns)} are not read by the mapping"
+    if images_of(child) is None:  # none kept (expire:): the row hash and an index must do
+        why = unreadable(child) or (
+            ""
+            if indexed(r, fk)
+            else f"no index or reference on exactly ({', '.join(fk.columns)}) to find the rows by"
+        )
+        if why and r.table.expire is not None:
+            why += " (a table with expire: keeps no row images)"
+        if why:
+            return why
     if r.table.where is not None and set(fk.unlogged_rules) - {"ON DELETE CASCADE"}:
         return (
             "the child has a row filter (where:): a SET NULL or ON UPDATE CASCADE can bring "
             "into it a row Redis does not hold, so sync cannot find it"
         )
-    if child.formatters:
-        return "the row hash holds formatted values (formats:), which cannot be read back"
     nulled = {child.pos[c] for c in fk.columns}
     if "SET NULL" in " ".join(fk.unlogged_rules) and any(set(g) & nulled for g, _ in child.guards):
         return "a separator may occur in a composite's values next to the nulled columns"
@@ -158,8 +164,14 @@ def followable(
             if why:
                 refused.append(Unlogged(name, what, f"sync cannot apply it exactly: {why}", fix))
                 continue
-            ix = next(i for i in child.resolved.index_sets() if set(i.columns) == set(fk.columns))
-            set_key = child.key_fn(child.index_template(ix.columns))
+            ix = next((i for i in child.resolved.index_sets() if set(i.columns) == set(fk.columns)),
+                      None)  # fmt: skip
+            set_key = None if ix is None else child.key_fn(child.index_template(ix.columns))
+            images = images_of(child)
+            by = None
+            if ix is None and images is not None:
+                at = tuple(child.pos[c] for c in fk.columns)
+                by = next(p for p, pos in images.by if pos == at)
             parent = plans[fk.parent]
             rules.append(
                 Cascade(
@@ -169,6 +181,8 @@ def followable(
                     tuple(parent.pos[c] for c in fk.parent_columns),
                     tuple(child.pos[c] for c in fk.columns),
                     set_key,
+                    by,
+                    None if images is None else images.key,
                 )
             )
     schemas = [p.resolved.schema for p in plans.values()]
@@ -222,23 +236,28 @@ class Cascades:
         probe: list[bytes | None] = [None] * len(plan.select)
         for k, i in enumerate(rule.child_pos):
             probe[i] = values[k]
-        set_key = rule.set_key(tuple(probe))
+        if rule.by is not None:  # the child's own SET per value (plan/row_images.py)
+            set_key: bytes | None = rule.by + encode_row(values)
+        else:
+            assert rule.set_key is not None
+            set_key = rule.set_key(tuple(probe))
         if set_key is None:
             return []
         (members,) = self.read([(b"SMEMBERS", set_key)])
         found = sorted(delta.pending_members(set_key, set(members)))
+        if rule.images is not None:
+            return self._images(
+                rule.images,
+                found
+                if rule.by is not None
+                else [encode_row(self._pk(plan, set_key, m)) for m in found],
+                delta,
+            )
         pk = plan.resolved.primary_key
         rows = []
         for member in found:
-            pk_values = plan.read_joined(pk, member)
-            if pk_values is None:  # not a member sync or migrate writes
-                raise MigratorError(
-                    f"{plan.table.name}: the member {member!r} of {set_key!r} is not a primary "
-                    "key of the table, so the rows its foreign key's rule changes are unknown",
-                    "run 'migrator verify --fix' or a new first load (sync --reload)",
-                )
             row: list[bytes | None] = [None] * len(plan.select)
-            row[: len(pk)] = pk_values
+            row[: len(pk)] = self._pk(plan, set_key, member)
             rows.append(row)
         if plan.table.kind != "hash":
             return [tuple(r) for r in rows]
@@ -254,6 +273,31 @@ class Cascades:
                 row[i] = have.get(name)
             out.append(tuple(row))
         return out
+
+    def _images(self, key: bytes, pks: list[bytes], delta: Delta) -> list[Row]:
+        """The rows of the encoded primary keys ``pks`` from the row images ``key``, as of
+        this point of the group (plan/row_images.py)."""
+        if not pks:
+            return []
+        (held,) = self.read([(b"HMGET", key, *pks)])
+        pending = delta.ops.get(("h", key), {})
+        out: list[Row] = []
+        for pk, image in zip(pks, held):
+            image = pending.get(pk, image)
+            if image is not None and image is not REMOVED:
+                out.append(decode_row(image))
+        return out
+
+    @staticmethod
+    def _pk(plan: TablePlan, set_key: bytes, member: bytes) -> tuple[bytes | None, ...]:
+        pk_values = plan.read_joined(plan.resolved.primary_key, member)
+        if pk_values is None:  # not a member sync or migrate writes
+            raise MigratorError(
+                f"{plan.table.name}: the member {member!r} of {set_key!r} is not a primary "
+                "key of the table, so the rows its foreign key's rule changes are unknown",
+                "run 'migrator verify --fix' or a new first load (sync --reload)",
+            )
+        return tuple(pk_values)
 
 
 def as_fields(reply: Any) -> dict[bytes, bytes]:

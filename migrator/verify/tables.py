@@ -181,6 +181,8 @@ class TableVerifier(RowChecks):
     def conclude(self) -> None:
         """After every row: members nobody explains, row keys present."""
         self.foreign(self.cardinalities())
+        if self.images is not None:  # images and members no row explains
+            self.images.rest(self.c.reader.client)
         self.check.redis_rows = self.rows_present if self.plan.table.kind != "none" else None
 
     def flush(self) -> None:
