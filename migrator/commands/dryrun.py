@@ -184,10 +184,13 @@ class Classifier:
         # exact names first, so a template cannot claim them
         order = ["unique", "rows", "counter", "latest", *by_command]
         patterns = plan.patterns()
-        for text in patterns.get("rows", [])[1:]:  # row images' SETs per foreign-key value
+        sets = [t for t in patterns.get("rows", []) if t.endswith("{values}")]
+        for text in sets:  # row images' SETs per foreign-key value (plan/row_images.py)
             rules.setdefault(b"SADD", []).append(("rows", _template(text)))
         for name in dict.fromkeys(order):
-            for text in patterns.get(name, [])[: 1 if name == "rows" else None]:
+            for text in patterns.get(name, []):
+                if name == "rows" and text in sets:
+                    continue
                 rx = _literal(text) if name in literal else _template(text)
                 rules.setdefault(by_command[name], []).append((name, rx))
         self.rules = rules

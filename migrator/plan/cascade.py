@@ -182,7 +182,7 @@ def followable(
                     tuple(child.pos[c] for c in fk.columns),
                     set_key,
                     by,
-                    None if images is None else images.key,
+                    None if images is None or not images.whole else images.key,
                 )
             )
     schemas = [p.resolved.schema for p in plans.values()]
@@ -245,19 +245,17 @@ class Cascades:
             return []
         (members,) = self.read([(b"SMEMBERS", set_key)])
         found = sorted(delta.pending_members(set_key, set(members)))
+        if rule.by is not None:  # members: encoded primary keys (plan/row_images.py)
+            pks = [decode_row(m) for m in found]
+        else:
+            pks = [self._pk(plan, set_key, m) for m in found]
         if rule.images is not None:
-            return self._images(
-                rule.images,
-                found
-                if rule.by is not None
-                else [encode_row(self._pk(plan, set_key, m)) for m in found],
-                delta,
-            )
-        pk = plan.resolved.primary_key
+            return self._images(rule.images, [encode_row(pk) for pk in pks], delta)
+        n = len(plan.resolved.primary_key)
         rows = []
-        for member in found:
+        for pk in pks:
             row: list[bytes | None] = [None] * len(plan.select)
-            row[: len(pk)] = self._pk(plan, set_key, member)
+            row[:n] = pk
             rows.append(row)
         if plan.table.kind != "hash":
             return [tuple(r) for r in rows]

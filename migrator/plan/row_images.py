@@ -40,8 +40,11 @@ def by_prefix(resolved: Resolved, columns: tuple[str, ...]) -> bytes:
 
 
 def unreadable(plan: TableLayout) -> str:
-    """Why a row of the table cannot be read back whole from its row hash ("" when it can)."""
+    """Why a row of the table cannot be read back whole from its keys ("" when it can: from
+    its row hash, or, ``as: none`` with only primary-key columns, from the members)."""
     r = plan.resolved
+    if r.table.kind == "none" and set(plan.select) <= set(r.primary_key):
+        return ""
     if r.table.kind != "hash":
         return f"the table is 'as: {r.table.kind}', with no row hash to read it back from"
     if set(r.key.columns) - set(r.primary_key):
@@ -83,6 +86,8 @@ class RowImages(Structure):
         super().__init__(plan)
         r = plan.resolved
         self.key = images_key(r)
+        #: the row images are kept (the row cannot be read back); else only the SETs below
+        self.whole = bool(unreadable(plan))
         self.pk = tuple(plan.pos[c] for c in r.primary_key)
         self.by: list[tuple[bytes, tuple[int, ...]]] = []  # (SET prefix, the key's positions)
         for fk in cascading(r):
@@ -100,7 +105,7 @@ class RowImages(Structure):
     def entries(self, row: Row) -> list[tuple[str, bytes, bytes, bytes]]:
         """The row's entries: (type, key, sub, value), as plan/delta.py's ``h`` and ``S``."""
         pk = encode_row(tuple(row[i] for i in self.pk))
-        out = [("h", self.key, pk, encode_row(row))]
+        out = [("h", self.key, pk, encode_row(row))] if self.whole else []
         for prefix, positions in self.by:
             values = tuple(row[i] for i in positions)
             if None not in values:
@@ -115,8 +120,8 @@ class RowImages(Structure):
                 batch.sadd(key, sub)
 
     def patterns(self) -> list[str]:
-        head = self.key.decode("utf-8", "replace")
-        return [head, *(p.decode("utf-8", "replace") + "{values}" for p, _ in self.by)]
+        heads = [self.key.decode("utf-8", "replace")] if self.whole else []
+        return heads + [p.decode("utf-8", "replace") + "{values}" for p, _ in self.by]
 
 
 def images_of(plan: object) -> RowImages | None:
