@@ -188,9 +188,7 @@ class Classifier:
         for text in sets:  # row images' SETs per foreign-key value (plan/row_images.py)
             rules.setdefault(b"SADD", []).append(("rows", _template(text)))
         for name in dict.fromkeys(order):
-            for text in patterns.get(name, []):
-                if name == "rows" and text in sets:
-                    continue
+            for text in [t for t in patterns.get(name, []) if t not in sets]:
                 rx = _literal(text) if name in literal else _template(text)
                 rules.setdefault(by_command[name], []).append((name, rx))
         self.rules = rules

@@ -26,6 +26,7 @@ from migrator.commands import dry_run, init, migrate, verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.model import Mapping
+from migrator.plan.expiry import encode_row
 from tests.services import create_database, drop_database, new_database_name
 from tests.sync.test_cascade_keys import _logged
 from tests.sync.test_cascade_keys import innodb_fk_mysql as innodb_fk_mysql
@@ -164,9 +165,20 @@ def _join_table(db: Any, redis_url: str, redis_client: redis.Redis) -> None:
     join = next(t for t in mapping.tables if t.name == "ticket_tag")
     assert join.kind == "none" and join.sets and not join.references  # the draft's shape
     keys = _synced_equals_migrated(db, mapping, redis_url, redis_client)
-    images = keys[b"migrator:drafted:rows:ticket_tag"]
     pairs = {(int(a), int(b)) for a, b in _rows(db, "SELECT ticket_id, tag_id FROM ticket_tag")}
-    assert images[0] == b"hash" and len(images[1]) == len(pairs) > 5
+    assert len(pairs) > 5
+    # its rows are their primary key, read back from the members: no images, a SET per value
+    # of each foreign key (no reference on either), of the encoded primary keys
+    assert b"migrator:drafted:rows:ticket_tag" not in keys
+    for n, column in enumerate(("ticket_id", "tag_id")):
+        head = b"migrator:drafted:rows:ticket_tag:by:%s:" % column.encode()
+        held = {k: v[1] for k, v in keys.items() if k.startswith(head)}
+        want: dict[bytes, set[bytes]] = {}
+        for pair in pairs:
+            value = str(pair[n]).encode()
+            key = head + encode_row((value,))
+            want.setdefault(key, set()).add(encode_row(tuple(str(v).encode() for v in pair)))
+        assert held == want
 
 
 def _rows(db: Any, sql: str) -> list[tuple[Any, ...]]:
@@ -236,7 +248,10 @@ def _shapes(db: Any, redis_url: str, redis_client: redis.Redis) -> None:
     assert len(by) > 3  # no index on ticket_id: the images' SET per value finds the rows
     comments = {b"comment:%d" % i for (i,) in _rows(db, "SELECT id FROM comment")}
     assert comments == {k for k in keys if k.startswith(b"comment:")} and len(comments) > 5
-    assert keys[b"migrator:shapes:rows:ticket_tag"][0] == b"hash"
+    # ticket_tag's hash holds its whole row: no images, a SET per value of each foreign key
+    assert b"migrator:shapes:rows:ticket_tag" not in keys
+    for column in (b"ticket_id", b"tag_id"):
+        assert [k for k in keys if k.startswith(b"migrator:shapes:rows:ticket_tag:by:" + column)]
     watches = {b"watch:%d" % i for (i,) in _rows(db, "SELECT id FROM watch")}
     assert len(keys[b"migrator:shapes:rows:watch"][1]) == len(watches) > 3
     assert not [k for k in keys if k.startswith(b"migrator:shapes:rows:watch:by:")]
