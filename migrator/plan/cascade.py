@@ -10,16 +10,21 @@ group's commands are sent, so every read is overlaid with what the group has pla
 parent's change. Each child change is then planned like any logged change (``TableDelta``),
 and followed in turn (a cascade of a cascade).
 
+A child whose row cannot be read back from its hash, or with no index or reference on exactly
+the foreign key's columns, keeps row images and a SET per value beside its keys
+(plan/row_images.py): its rows are then read from those (``Cascades._images``).
+
 That is exact only when Redis holds what the rule needs and MySQL's equality of the key is byte
 equality. ``followable`` names, per foreign key, why it is not (``sync`` then refuses the table
-at start, naming the constraint): the parent is not mapped (its changes are not read); no index
-or reference on exactly the foreign-key columns; the child's row is not readable back whole
-(not ``as: hash``, a used column that is not a hash field, a row key other than the primary
-key); the key's columns compare otherwise than byte-wise (``mapping.cascades.inexact_match``:
-a ``_ci`` collation, PAD SPACE on a VARCHAR, a type compared by value); a separator that may
-occur in a composite's values next to a column ``SET NULL`` empties; a Redis Cluster target (a
-replay of a half-applied group could read children of a later state). The child's primary key
-may be text: the members are read back (``TableLayout.read_joined``), never compared.
+at start, naming the constraint): the parent is not mapped (its changes are not read); the
+foreign key's columns are not read by the mapping; a child with ``expire:`` (it keeps no
+images) whose row is not readable back or not found by an index; the key's columns compare
+otherwise than byte-wise (``mapping.cascades.inexact_match``: a ``_ci`` collation, PAD SPACE on
+a VARCHAR, a type compared by value); a row filter with a rule other than ON DELETE CASCADE; a
+separator that may occur in a composite's values next to a column ``SET NULL`` empties; a
+Redis Cluster target (a replay of a half-applied group could read children of a later state).
+The child's primary key may be text: the members are read back (``TableLayout.read_joined``),
+never compared.
 
 A MySQL that runs foreign keys in its SQL layer (``innodb_native_foreign_keys=OFF``, 9.7's
 default) writes the cascaded child rows to the log itself, before the parent's row: with
@@ -45,10 +50,9 @@ from migrator.plan.structures import RowHash
 Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
 
 FIX = (
-    "map the parent table, give the child an index or reference on exactly the foreign key's "
-    "columns and keep its row whole in a hash (the defaults 'migrator init' drafts); or make "
-    "the rule RESTRICT, or leave the table out of the mapping for sync (migrate and verify "
-    "are not affected)"
+    "map the parent table and keep the foreign key's columns read (in columns:, or a "
+    "references entry on them), without expire: on the child; or make the rule RESTRICT, or "
+    "leave the table out of the mapping for sync (migrate and verify are not affected)"
 )
 
 

@@ -69,11 +69,12 @@ def cascading(resolved: Resolved) -> list[ForeignKey]:
 
 def wanted(plan: TableLayout) -> bool:
     """Whether the table keeps row images: a cascading foreign key, and a row that cannot be
-    read back or a foreign key with no index to find its rows by; never under ``expire:``."""
+    read back or a foreign key with no index to find its rows by; never under ``expire:``, nor
+    for a nested table (``nest:``)."""
     r = plan.resolved
     fks = cascading(r)
-    if not fks or r.table.expire is not None:
-        return False
+    if not fks or r.table.expire is not None or r.table.nest is not None:
+        return False  # a nested table's rows are kept beside its documents (nesting_side.py)
     return bool(unreadable(plan)) or not all(indexed(r, fk) for fk in fks)
 
 
