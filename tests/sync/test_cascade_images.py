@@ -272,3 +272,36 @@ def test_formats_and_columns_children_follow_their_cascades_on_mysql_with_innodb
     innodb_fk_mysql, redis_url: str, redis_client: redis.Redis
 ) -> None:
     _on_innodb_fk_mysql(innodb_fk_mysql, lambda db: _shapes(db, redis_url, redis_client))
+
+
+# -- verify and verify --fix ------------------------------------------------------------------
+
+
+def test_verify_compares_the_images_and_fix_repairs_them(  # type: ignore[no-untyped-def]
+    binlog_db, redis_url: str, redis_client: redis.Redis
+) -> None:
+    _load(binlog_db)
+    work = Writes(binlog_db, 3)
+    work.run(150)
+    work.close()
+    mapping = parse_mapping(SHAPES, name="shapes")
+    assert migrate(mapping, source=binlog_db.url, target=redis_url).exit_code == 0
+    migrated = _keys(redis_client)
+    images = b"migrator:shapes:rows:comment"
+    pks = sorted(redis_client.hkeys(images))
+    sets = sorted(k for k in migrated if k.startswith(images + b":by:"))
+    member = next(iter(redis_client.smembers(sets[0])))
+    redis_client.hdel(images, pks[0])  # a missing image
+    redis_client.hset(images, pks[1], b"1:x")  # a wrong one
+    redis_client.hset(images, encode_row((b"999999",)), b"6:999999")  # a row MySQL lacks
+    redis_client.srem(sets[0], member)  # a missing member
+    redis_client.sadd(images + b":by:ticket_id:" + encode_row((b"424242",)), b"x")  # no row's
+    report = verify(mapping, source=binlog_db.url, target=redis_url)
+    (comment,) = [t for t in report.as_dict()["tables"] if t["table"] == "comment"]
+    assert report.exit_code == 1
+    assert comment["differences"] == {
+        "missing field": 2, "different value": 1, "extra field": 1, "stale key": 1,
+    }  # fmt: skip
+    fixed = verify(mapping, source=binlog_db.url, target=redis_url, fix=True)
+    assert fixed.exit_code == 0, fixed.as_dict()
+    assert _keys(redis_client) == migrated
