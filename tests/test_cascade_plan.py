@@ -96,6 +96,8 @@ def test_refused_where_redis_does_not_hold_what_the_rule_needs(
     "text, whole",
     [(CHILD + REF + "    key: 'child:{id}:{name}'\n", True),  # the row key is not the pk
      (CHILD + REF + "    as: columns\n", True),
+     (CHILD + REF + "    as: json-string\n", True),
+     (CHILD + REF + "    as: none\n    indexes: [name]\n", True),  # a column beyond the pk
      (CHILD + REF + "    formats: {e: number}\n", True),
      (CHILD + REF + "    columns: [name]\n", True),  # the hash leaves parent_id out
      (CHILD + "    indexes: [[parent_id, name]]\n", False)],  # no index on parent_id alone

@@ -61,6 +61,18 @@ class ImageCheck:
                 if not ok:
                     self.found(vr.MISSING_FIELD, set_key, m, m, None, [(b"SADD", set_key, m)])
 
+    def state(self) -> tuple[set[bytes], int, dict[bytes, set[bytes]]]:
+        """What a chunk's pass found (verify --dask), for ``absorb`` where the table is
+        concluded."""
+        return self.fields, self.present, self.members
+
+    def absorb(self, state: tuple[set[bytes], int, dict[bytes, set[bytes]]]) -> None:
+        fields, present, members = state
+        self.fields |= fields
+        self.present += present
+        for key, held in members.items():
+            self.members.setdefault(key, set()).update(held)
+
     def rest(self, client: Any) -> None:
         """After every row: images and members no row explains (stale), and SETs of values no
         row holds."""

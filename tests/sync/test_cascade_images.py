@@ -259,6 +259,7 @@ def _shapes(db: Any, redis_url: str, redis_client: redis.Redis) -> None:
     report = dry_run(mapping, source=db.url)
     tables = {t["table"]: t for t in report.as_dict()["tables"]}
     assert tables["comment"]["keys"].get("rows", 0) >= 1 + len(by), tables["comment"]
+    assert tables["comment"]["memory_bytes"].get("rows", 0) > 0, tables["comment"]
 
 
 @pytest.mark.engine("mariadb", why=ONLY_MARIADB)
