@@ -5,9 +5,10 @@ servers whose log lacks the rows a foreign key's rule changes (MariaDB; MySQL 9.
 
 * the join table ``migrator init`` drafts (``as: none``, two ``sets``, no reference), its
   mapping used unchanged, under random writes: parents' DELETEs and key UPDATEs;
-* a ``formats:`` child (no index on its foreign key: the images' own SET per value finds its
-  rows), a ``columns:`` child whose hash leaves out the foreign key (found through its
-  reference set) and a hash child with no index on one of its foreign keys.
+* an ``as: columns`` child of an ``ON DELETE/UPDATE SET NULL`` and a ``formats:`` child, no
+  index on their foreign keys (the images' own SET per value finds their rows), a
+  ``columns:`` child whose hash leaves out the foreign key (found through its reference set)
+  and a hash child with no index on one of its foreign keys.
 
 Each run ends with ``verify`` 0 and Redis equal, key by key, to a fresh ``migrate``. A
 ``dry-run`` counts the image keys in its estimate.
@@ -51,6 +52,9 @@ CREATE TABLE comment (id INT PRIMARY KEY, ticket_id INT NOT NULL, body VARCHAR(4
 CREATE TABLE watch (id INT PRIMARY KEY, ticket_id INT NOT NULL, who VARCHAR(20),
   CONSTRAINT fk_watch_ticket FOREIGN KEY (ticket_id) REFERENCES ticket (id)
   ON DELETE CASCADE ON UPDATE CASCADE);
+CREATE TABLE link (id INT PRIMARY KEY, ticket_id INT NULL, label VARCHAR(20),
+  CONSTRAINT fk_link_ticket FOREIGN KEY (ticket_id) REFERENCES ticket (id)
+  ON DELETE SET NULL ON UPDATE SET NULL);
 """
 
 
@@ -87,6 +91,8 @@ class Writes:
             return (f"INSERT INTO comment VALUES ({self.fresh()}, {r.choice(tickets)}, "
                     f"'c{r.randrange(99)}', '{at}')")  # fmt: skip
         if choice == 6:
+            if r.random() < 0.5:
+                return f"INSERT INTO link VALUES ({self.fresh()}, {r.choice(tickets)}, 'l')"
             return f"INSERT INTO watch VALUES ({self.fresh()}, {r.choice(tickets)}, 'w')"
         if choice == 7:  # a parent's key changes: its children follow (ON UPDATE CASCADE)
             return f"UPDATE ticket SET id = {self.fresh()} WHERE id = {r.choice(tickets)}"
@@ -236,6 +242,8 @@ tables:
   watch:
     columns: [who]
     references: [{columns: [ticket_id], table: ticket}]
+  link:
+    as: columns
 """
 
 
@@ -255,6 +263,11 @@ def _shapes(db: Any, redis_url: str, redis_client: redis.Redis) -> None:
     watches = {b"watch:%d" % i for (i,) in _rows(db, "SELECT id FROM watch")}
     assert len(keys[b"migrator:shapes:rows:watch"][1]) == len(watches) > 3
     assert not [k for k in keys if k.startswith(b"migrator:shapes:rows:watch:by:")]
+    # as: columns, ON DELETE/UPDATE SET NULL, no index: images and a SET per value; the
+    # server set some links' ticket_id NULL without a trace in the log
+    links = _rows(db, "SELECT id, ticket_id FROM link")
+    assert len(keys[b"migrator:shapes:rows:link"][1]) == len(links) > 3
+    assert [i for i, t in links if t is None] and [i for i, t in links if t is not None]
     # dry-run's estimate counts the image keys
     report = dry_run(mapping, source=db.url)
     tables = {t["table"]: t for t in report.as_dict()["tables"]}
