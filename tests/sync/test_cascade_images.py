@@ -291,7 +291,7 @@ def test_formats_and_columns_children_follow_their_cascades_on_mysql_with_innodb
 # -- verify and verify --fix ------------------------------------------------------------------
 
 
-def test_verify_compares_the_images_and_fix_repairs_them(  # type: ignore[no-untyped-def]
+def test_verify_compares_the_images_fix_repairs_them_and_replace_removes_them(  # type: ignore[no-untyped-def]
     binlog_db, redis_url: str, redis_client: redis.Redis
 ) -> None:
     _load(binlog_db)
@@ -318,4 +318,10 @@ def test_verify_compares_the_images_and_fix_repairs_them(  # type: ignore[no-unt
     }  # fmt: skip
     fixed = verify(mapping, source=binlog_db.url, target=redis_url, fix=True)
     assert fixed.exit_code == 0, fixed.as_dict()
+    assert _keys(redis_client) == migrated
+    # migrate --replace removes them with the tables' keys: no stale image or SET survives
+    redis_client.hset(images, encode_row((b"999999",)), b"6:999999")
+    redis_client.sadd(images + b":by:ticket_id:" + encode_row((b"424242",)), b"x")
+    again = migrate(mapping, source=binlog_db.url, target=redis_url, replace=True)
+    assert again.exit_code == 0
     assert _keys(redis_client) == migrated
