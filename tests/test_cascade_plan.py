@@ -12,7 +12,9 @@ from migrator.mapping.resolve import resolve
 from migrator.mapping.schema import Column, ForeignKey, Schema, TableSchema
 from migrator.plan.cascade import Cascades, followable
 from migrator.plan.delta import REMOVED, Delta, TableDelta
+from migrator.plan.expiry import encode_row
 from migrator.plan.planner import TablePlan
+from migrator.plan.row_images import images_of
 
 
 def _schema(on_delete: str = "CASCADE", row_end: str | None = None) -> Schema:
@@ -74,14 +76,13 @@ REF = "    references: [{columns: [parent_id], table: parent}]\n"
 
 @pytest.mark.parametrize(
     "on_delete, text, why",
-    [("CASCADE", CHILD + REF + "    key: 'child:{id}:{name}'\n",
-      "the row key is not made of the primary key"),
-     ("SET NULL", CHILD + "    indexes: [[parent_id, name, tag]]\n" + REF,
+    [("SET NULL", CHILD + "    indexes: [[parent_id, name, tag]]\n" + REF,
       "a separator may occur in a composite's values next to the nulled columns"),
-     ("CASCADE", CHILD + REF + "    as: columns\n",
-      "the row hash does not hold every column the mapping uses (parent_id)"),
-     ("CASCADE", CHILD + "    indexes: [[parent_id, name]]\n",
-      "no index or reference on exactly (parent_id) to find the rows by")],
+     ("CASCADE", CHILD + "    columns: []\n",
+      "the foreign key's columns parent_id are not read by the mapping"),
+     ("CASCADE", CHILD + "    as: columns\n    expire: {ttl: 60}\n",
+      "the table is 'as: columns', with no row hash to read it back from (a table with "
+      "expire: keeps no row images)")],
 )  # fmt: skip
 def test_refused_where_redis_does_not_hold_what_the_rule_needs(
     on_delete: str, text: str, why: str
@@ -89,6 +90,54 @@ def test_refused_where_redis_does_not_hold_what_the_rule_needs(
     rules, refused = followable(_plans(_schema(on_delete), text))
     assert rules == [] and len(refused) == 1
     assert refused[0].why == f"sync cannot apply it exactly: {why}"
+
+
+@pytest.mark.parametrize(
+    "text, whole",
+    [(CHILD + REF + "    key: 'child:{id}:{name}'\n", True),  # the row key is not the pk
+     (CHILD + REF + "    as: columns\n", True),
+     (CHILD + REF + "    as: json-string\n", True),
+     (CHILD + REF + "    as: none\n    indexes: [name]\n", True),  # a column beyond the pk
+     (CHILD + REF + "    formats: {e: number}\n", True),
+     (CHILD + REF + "    columns: [name]\n", True),  # the hash leaves parent_id out
+     (CHILD + "    indexes: [[parent_id, name]]\n", False)],  # no index on parent_id alone
+)  # fmt: skip
+def test_a_child_not_read_back_keeps_row_images_and_is_followed(text: str, whole: bool) -> None:
+    """Row images (plan/row_images.py) where the row cannot be read back from its hash; a
+    SET per foreign-key value where no index finds the rows."""
+    plans = _plans(_schema("CASCADE"), text)
+    rules, refused = followable(plans)
+    assert refused == [] and [r.key.name for r in rules] == ["fk_c"]
+    images = images_of(plans["child"])
+    assert images is not None and images.whole is whole
+    assert (rules[0].images is not None) is whole and (rules[0].by is not None) is not whole
+    assert images_of(plans["parent"]) is None  # a parent keeps none
+
+
+def test_a_cascade_reads_the_rows_from_their_images() -> None:
+    plans = _plans(_schema("CASCADE"), CHILD + REF + "    as: columns\n")
+    rules, _ = followable(plans)
+    deltas = {name: TableDelta(plan) for name, plan in plans.items()}
+    images = images_of(plans["child"])
+    assert images is not None
+    select = plans["child"].select
+    one = tuple(b"7" if c == "parent_id" else b"x" if c == "name" else b"1" for c in select)
+    reads: list[list[tuple[bytes, ...]]] = []
+    index = b"child:indices:parent_id:7"
+
+    def read(commands: list[tuple[bytes, ...]]) -> list[object]:
+        reads.append(commands)
+        if commands[0][0] == b"SMEMBERS":
+            return [[b"1", b"2"]]
+        return [[encode_row(one), None]]  # 2: no image (gone already)
+
+    delta = Delta()
+    Cascades(rules, deltas, read).follow("parent", (b"7",), None, delta)  # DELETE parent 7
+    pks = [encode_row((b"1",)), encode_row((b"2",))]
+    assert reads == [[(b"SMEMBERS", index)], [(b"HMGET", images.key, *pks)]]
+    assert delta.ops[("h", images.key)] == {encode_row((b"1",)): REMOVED}
+    assert delta.pending_members(index, {b"1", b"2"}) == {b"2"}
+    assert (b"DEL", b"child:1:name") in delta.commands
 
 
 def test_set_null_beside_one_varying_value_is_applied() -> None:

@@ -149,3 +149,28 @@ def test_counts_only_on_the_cluster_finds_what_a_local_count_finds(
     assert remote.exit_code == local.exit_code == 1
     assert comparable(remote.as_dict()) == comparable(local.as_dict())
     assert remote.tables[0].redis_rows == ROWS - 10
+
+
+def test_row_images_are_concluded_once_over_the_chunks(  # type: ignore[no-untyped-def]
+    mysql_db, redis_url: str, redis_client: redis.Redis, cluster: DaskCluster, tmp_path: Path
+) -> None:
+    """A cascade child's row images (plan/row_images.py), checked chunk by chunk on the
+    cluster, are concluded once where the chunks meet: a clean load is 0, an image of a row
+    MySQL lacks is named."""
+    from migrator.plan.expiry import encode_row
+    from tests.sync.test_cascade_images import SHAPES, Writes, _load
+
+    _load(mysql_db)
+    work = Writes(mysql_db, 3)
+    work.run(150)
+    work.close()
+    path = tmp_path / "shapes.yaml"
+    path.write_text(SHAPES)
+    assert migrate(path, source=mysql_db.url, target=redis_url).exit_code == 0
+    common = [str(path), "--source", mysql_db.url, "--target", redis_url]
+    code, remote = cli_json(*common, "--dask", cluster.address, "--chunk-rows", "10")
+    assert code == 0, remote
+    redis_client.hset("migrator:shapes:rows:comment", encode_row((b"999999",)), b"x")
+    code, remote = cli_json(*common, "--dask", cluster.address, "--chunk-rows", "10")
+    (comment,) = [t for t in remote["tables"] if t["table"] == "comment"]
+    assert code == 1 and comment["differences"] == {"extra field": 1}, remote

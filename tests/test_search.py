@@ -403,21 +403,24 @@ def test_an_index_of_the_applications_own_is_never_dropped(
         client.close()
 
 
-def test_without_index_sets_a_cascade_into_the_table_is_refused_with_the_reason() -> None:
+def test_without_index_sets_a_cascade_into_the_table_keeps_a_set_per_value() -> None:
     """docs/mapping.md, search's limits: sync finds a cascade's children through the SET
-    index, which 'index_sets: false' leaves out (tests/test_cascade_plan.py's schema)."""
+    index; 'index_sets: false' leaves it out, so the table keeps a SET per value of the
+    foreign key instead (plan/row_images.py; tests/test_cascade_plan.py's schema)."""
     from migrator.plan.cascade import followable
     from migrator.plan.planner import TablePlan
+    from migrator.plan.row_images import images_of
     from tests.test_cascade_plan import MAPPING as CASCADE
     from tests.test_cascade_plan import _schema
 
     text = CASCADE + "    search: {name: children, index_sets: false, numeric: [e]}\n"
     plans = {r.name: TablePlan(r) for r in resolve(parse_mapping(text), _schema())}
     rules, refused = followable(plans)
-    assert rules == [] and len(refused) == 1
-    assert "no index or reference on exactly (parent_id)" in refused[0].why
+    assert refused == [] and [r.key.name for r in rules] == ["fk_c"]
+    images = images_of(plans["child"])
+    assert images is not None and not images.whole and rules[0].by == images.by[0][0]
     kept = {r.name: TablePlan(r) for r in resolve(parse_mapping(CASCADE), _schema())}
-    assert followable(kept)[1] == []
+    assert followable(kept)[1] == [] and images_of(kept["child"]) is None
 
 
 def test_documents_get_an_index_on_json(mysql_db, modules_redis_url: str) -> None:  # type: ignore[no-untyped-def]

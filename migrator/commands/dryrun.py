@@ -177,15 +177,18 @@ class Classifier:
         by_command = {
             "hash": b"HSET", "unique": b"HSET", "columns": b"SET", "unique-string": b"SET",
             "counter": b"SET", "index": b"SADD", "set": b"SADD", "sorted": b"ZADD",
-            "latest": b"RPUSH",
+            "latest": b"RPUSH", "rows": b"HSET",
             "document": b"JSON.SET" if plan.table.kind == "json" else b"SET",
         }  # fmt: skip
-        literal = {"unique"}  # patterns that are plain key names, not templates
+        literal = {"unique", "rows"}  # patterns that are plain key names, not templates
         # exact names first, so a template cannot claim them
-        order = ["unique", "counter", "latest", *by_command]
+        order = ["unique", "rows", "counter", "latest", *by_command]
         patterns = plan.patterns()
+        sets = [t for t in patterns.get("rows", []) if t.endswith("{values}")]
+        for text in sets:  # row images' SETs per foreign-key value (plan/row_images.py)
+            rules.setdefault(b"SADD", []).append(("rows", _template(text)))
         for name in dict.fromkeys(order):
-            for text in patterns.get(name, []):
+            for text in [t for t in patterns.get(name, []) if t not in sets]:
                 rx = _literal(text) if name in literal else _template(text)
                 rules.setdefault(by_command[name], []).append((name, rx))
         self.rules = rules

@@ -128,8 +128,9 @@ def cascade_notes(ts: TableSchema, schema: Schema) -> list[str]:
         if not inexact:
             out.append(
                 f"sync applies {fk.name or 'the foreign key'}'s {rules} from the parent's "
-                f"change where the binary log lacks the cascaded rows (MariaDB): keep the "
-                f"reference on ({cols}), every column in the hash, and map {fk.parent}"
+                f"change where the binary log lacks the cascaded rows (MariaDB): keep {fk.parent} "
+                f"mapped and ({cols}) read (a child not read back from its hash keeps row "
+                "images: docs/sync.md)"
             )
         else:
             out.append(

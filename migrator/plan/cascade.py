@@ -10,16 +10,21 @@ group's commands are sent, so every read is overlaid with what the group has pla
 parent's change. Each child change is then planned like any logged change (``TableDelta``),
 and followed in turn (a cascade of a cascade).
 
+A child whose row cannot be read back from its hash, or with no index or reference on exactly
+the foreign key's columns, keeps row images and a SET per value beside its keys
+(plan/row_images.py): its rows are then read from those (``Cascades._images``).
+
 That is exact only when Redis holds what the rule needs and MySQL's equality of the key is byte
 equality. ``followable`` names, per foreign key, why it is not (``sync`` then refuses the table
-at start, naming the constraint): the parent is not mapped (its changes are not read); no index
-or reference on exactly the foreign-key columns; the child's row is not readable back whole
-(not ``as: hash``, a used column that is not a hash field, a row key other than the primary
-key); the key's columns compare otherwise than byte-wise (``mapping.cascades.inexact_match``:
-a ``_ci`` collation, PAD SPACE on a VARCHAR, a type compared by value); a separator that may
-occur in a composite's values next to a column ``SET NULL`` empties; a Redis Cluster target (a
-replay of a half-applied group could read children of a later state). The child's primary key
-may be text: the members are read back (``TableLayout.read_joined``), never compared.
+at start, naming the constraint): the parent is not mapped (its changes are not read); the
+foreign key's columns are not read by the mapping; a child with ``expire:`` (it keeps no
+images) whose row is not readable back or not found by an index; the key's columns compare
+otherwise than byte-wise (``mapping.cascades.inexact_match``: a ``_ci`` collation, PAD SPACE on
+a VARCHAR, a type compared by value); a row filter with a rule other than ON DELETE CASCADE; a
+separator that may occur in a composite's values next to a column ``SET NULL`` empties; a
+Redis Cluster target (a replay of a half-applied group could read children of a later state).
+The child's primary key may be text: the members are read back (``TableLayout.read_joined``),
+never compared.
 
 A MySQL that runs foreign keys in its SQL layer (``innodb_native_foreign_keys=OFF``, 9.7's
 default) writes the cascaded child rows to the log itself, before the parent's row: with
@@ -36,17 +41,18 @@ from migrator.errors import MigratorError
 from migrator.mapping.cascades import COLLATION_FIX, Unlogged, inexact_key, trx_versioned
 from migrator.mapping.schema import ForeignKey
 from migrator.plan.batch import Command, Row
-from migrator.plan.delta import Delta, TableDelta
+from migrator.plan.delta import REMOVED, Delta, TableDelta
+from migrator.plan.expiry import decode_row, encode_row
 from migrator.plan.planner import KeyFn, TablePlan
+from migrator.plan.row_images import images_of, indexed, unreadable
 from migrator.plan.structures import RowHash
 
 Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
 
 FIX = (
-    "map the parent table, give the child an index or reference on exactly the foreign key's "
-    "columns and keep its row whole in a hash (the defaults 'migrator init' drafts); or make "
-    "the rule RESTRICT, or leave the table out of the mapping for sync (migrate and verify "
-    "are not affected)"
+    "map the parent table and keep the foreign key's columns read (in columns:, or a "
+    "references entry on them), without expire: on the child; or make the rule RESTRICT, or "
+    "leave the table out of the mapping for sync (migrate and verify are not affected)"
 )
 
 
@@ -60,7 +66,9 @@ class Cascade:
     child: str
     parent_pos: tuple[int, ...]
     child_pos: tuple[int, ...]
-    set_key: KeyFn
+    set_key: KeyFn | None  # None: the rows are found through ``by`` (plan/row_images.py)
+    by: bytes | None = None  # the head of the child's SETs per value of the foreign key
+    images: bytes | None = None  # the child's row images (plan/row_images.py), if kept
 
     def action(self, before: Row | None, after: Row | None) -> tuple[str, Row | None] | None:
         """What the parent's change does to the children: ("delete", None), ("null", None),
@@ -115,21 +123,23 @@ def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], clust
         return f"the parent table {fk.parent} is not in the mapping, so its changes are not read"
     if any(c not in parent.pos for c in fk.parent_columns):
         return f"the parent's columns {', '.join(fk.parent_columns)} are not read by the mapping"
-    if set(r.key.columns) - set(r.primary_key):
-        return "the row key is not made of the primary key"
-    if not any(set(ix.columns) == set(fk.columns) for ix in r.index_sets()):
-        return f"no index or reference on exactly ({', '.join(fk.columns)}) to find the rows by"
-    fields = {i for s in child.structures if isinstance(s, RowHash) for _, i in s.fields}
-    missing = [c for c in child.select if c not in r.primary_key and child.pos[c] not in fields]
-    if missing:
-        return f"the row hash does not hold every column the mapping uses ({missing[0]})"
+    if any(c not in child.pos for c in fk.columns):
+        return f"the foreign key's columns {', '.join(fk.columns)} are not read by the mapping"
+    if images_of(child) is None:  # none kept (expire:): the row hash and an index must do
+        why = unreadable(child) or (
+            ""
+            if indexed(r, fk)
+            else f"no index or reference on exactly ({', '.join(fk.columns)}) to find the rows by"
+        )
+        if why and r.table.expire is not None:
+            why += " (a table with expire: keeps no row images)"
+        if why:
+            return why
     if r.table.where is not None and set(fk.unlogged_rules) - {"ON DELETE CASCADE"}:
         return (
             "the child has a row filter (where:): a SET NULL or ON UPDATE CASCADE can bring "
             "into it a row Redis does not hold, so sync cannot find it"
         )
-    if child.formatters:
-        return "the row hash holds formatted values (formats:), which cannot be read back"
     nulled = {child.pos[c] for c in fk.columns}
     if "SET NULL" in " ".join(fk.unlogged_rules) and any(set(g) & nulled for g, _ in child.guards):
         return "a separator may occur in a composite's values next to the nulled columns"
@@ -158,8 +168,14 @@ def followable(
             if why:
                 refused.append(Unlogged(name, what, f"sync cannot apply it exactly: {why}", fix))
                 continue
-            ix = next(i for i in child.resolved.index_sets() if set(i.columns) == set(fk.columns))
-            set_key = child.key_fn(child.index_template(ix.columns))
+            ix = next((i for i in child.resolved.index_sets() if set(i.columns) == set(fk.columns)),
+                      None)  # fmt: skip
+            set_key = None if ix is None else child.key_fn(child.index_template(ix.columns))
+            images = images_of(child)
+            by = None
+            if ix is None and images is not None:
+                at = tuple(child.pos[c] for c in fk.columns)
+                by = next(p for p, pos in images.by if pos == at)
             parent = plans[fk.parent]
             rules.append(
                 Cascade(
@@ -169,6 +185,8 @@ def followable(
                     tuple(parent.pos[c] for c in fk.parent_columns),
                     tuple(child.pos[c] for c in fk.columns),
                     set_key,
+                    by,
+                    None if images is None or not images.whole else images.key,
                 )
             )
     schemas = [p.resolved.schema for p in plans.values()]
@@ -222,23 +240,26 @@ class Cascades:
         probe: list[bytes | None] = [None] * len(plan.select)
         for k, i in enumerate(rule.child_pos):
             probe[i] = values[k]
-        set_key = rule.set_key(tuple(probe))
+        if rule.by is not None:  # the child's own SET per value (plan/row_images.py)
+            set_key: bytes | None = rule.by + encode_row(values)
+        else:
+            assert rule.set_key is not None
+            set_key = rule.set_key(tuple(probe))
         if set_key is None:
             return []
         (members,) = self.read([(b"SMEMBERS", set_key)])
         found = sorted(delta.pending_members(set_key, set(members)))
-        pk = plan.resolved.primary_key
+        if rule.by is not None:  # members: encoded primary keys (plan/row_images.py)
+            pks = [decode_row(m) for m in found]
+        else:
+            pks = [self._pk(plan, set_key, m) for m in found]
+        if rule.images is not None:
+            return self._images(rule.images, [encode_row(pk) for pk in pks], delta)
+        n = len(plan.resolved.primary_key)
         rows = []
-        for member in found:
-            pk_values = plan.read_joined(pk, member)
-            if pk_values is None:  # not a member sync or migrate writes
-                raise MigratorError(
-                    f"{plan.table.name}: the member {member!r} of {set_key!r} is not a primary "
-                    "key of the table, so the rows its foreign key's rule changes are unknown",
-                    "run 'migrator verify --fix' or a new first load (sync --reload)",
-                )
+        for pk in pks:
             row: list[bytes | None] = [None] * len(plan.select)
-            row[: len(pk)] = pk_values
+            row[:n] = pk
             rows.append(row)
         if plan.table.kind != "hash":
             return [tuple(r) for r in rows]
@@ -254,6 +275,31 @@ class Cascades:
                 row[i] = have.get(name)
             out.append(tuple(row))
         return out
+
+    def _images(self, key: bytes, pks: list[bytes], delta: Delta) -> list[Row]:
+        """The rows of the encoded primary keys ``pks`` from the row images ``key``, as of
+        this point of the group (plan/row_images.py)."""
+        if not pks:
+            return []
+        (held,) = self.read([(b"HMGET", key, *pks)])
+        pending = delta.ops.get(("h", key), {})
+        out: list[Row] = []
+        for pk, image in zip(pks, held):
+            image = pending.get(pk, image)
+            if image is not None and image is not REMOVED:
+                out.append(decode_row(image))
+        return out
+
+    @staticmethod
+    def _pk(plan: TablePlan, set_key: bytes, member: bytes) -> tuple[bytes | None, ...]:
+        pk_values = plan.read_joined(plan.resolved.primary_key, member)
+        if pk_values is None:  # not a member sync or migrate writes
+            raise MigratorError(
+                f"{plan.table.name}: the member {member!r} of {set_key!r} is not a primary "
+                "key of the table, so the rows its foreign key's rule changes are unknown",
+                "run 'migrator verify --fix' or a new first load (sync --reload)",
+            )
+        return tuple(pk_values)
 
 
 def as_fields(reply: Any) -> dict[bytes, bytes]:

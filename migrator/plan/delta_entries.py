@@ -8,6 +8,7 @@ from __future__ import annotations
 from migrator.plan.batch import Row
 from migrator.plan.delta_code import Collect, Entries
 from migrator.plan.planner import TablePlan
+from migrator.plan.row_images import RowImages
 from migrator.plan.structures import (
     IndexSets,
     RowColumns,
@@ -95,6 +96,18 @@ def collector(plan: TablePlan, structure: object) -> Collect | None:
     pk_text = plan.pk_text
     if isinstance(structure, RowColumns):
         return _row_columns(plan, structure)
+    if isinstance(structure, RowImages):
+        images = structure.entries
+
+        def row_images(row: Row, out: Entries) -> None:
+            for kind, key, sub, value in images(row):
+                got = out.get((kind, key))
+                if got is None:
+                    out[kind, key] = {sub: value}
+                else:
+                    got[sub] = value
+
+        return row_images
     if isinstance(structure, RowDocument):
         document, row_key = structure.document, plan.row_key
         kind = "j" if structure.redisjson else "s"

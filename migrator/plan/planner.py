@@ -19,6 +19,8 @@ from migrator.plan.expiry import RowExpiry
 from migrator.plan.layout import TableLayout
 from migrator.plan.packer import Packer
 from migrator.plan.resp import resp
+from migrator.plan.row_images import RowImages
+from migrator.plan.row_images import wanted as images_wanted
 from migrator.plan.structures import STRUCTURES, Structure
 
 __all__ = [
@@ -41,6 +43,8 @@ class TablePlan(TableLayout):
     def __init__(self, resolved: Resolved) -> None:
         super().__init__(resolved)
         self.structures = [cls(self) for cls in STRUCTURES.values() if cls.wanted(self.table)]
+        if images_wanted(self):  # what sync's cascades read (plan/row_images.py)
+            self.structures.append(RowImages(self))
         self._packer: Packer | None = None
         rule = self.table.expire
         #: the table's expiry (expire:): TTLs of the row's own keys and its schedule

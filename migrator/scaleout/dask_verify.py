@@ -163,6 +163,8 @@ def merge(tv: TableVerifier, got: dict[str, Any]) -> None:
         for key, members in got["set_members"].items():
             tv.set_members.setdefault(key, set()).update(members)
     tv.expected_keys |= got["expected_keys"]
+    if tv.images is not None and got.get("images") is not None:
+        tv.images.absorb(got["images"])
     tv.absent.update(got["absent"])
     check, theirs = tv.check, got["check"]
     check.mysql_rows += theirs.mysql_rows
@@ -250,6 +252,7 @@ def check_chunk(
         checker.src.end_snapshot()
     tv.flush()
     out = {name: getattr(tv, name) for name in COUNTED}
+    out["images"] = None if tv.images is None else tv.images.state()  # verify/row_images.py
     out["repaired"] = tv.fixer.done if tv.fixer is not None else None
     return out
 

@@ -15,6 +15,7 @@ from migrator.errors import MigratorError
 from migrator.plan.keyspace import KeyPattern, KeySpace, glob_escape, glob_regex
 from migrator.plan.nesting import trees
 from migrator.plan.nesting_side import side_keys
+from migrator.plan.row_images import images_of
 from migrator.retry import Retrying, Stopped
 from migrator.store.sink import Client, retry
 
@@ -116,6 +117,11 @@ def remove_owned(
     # the side structure of nested documents goes with its tree (plan/nesting_side.py)
     hashes, prefixes = nested_keys(space, wanted)
     pending += hashes
+    for name, plan in space.plans.items():  # a cascade child's row images go with its rows
+        images = images_of(plan) if wanted is None or name in wanted else None
+        if images is not None:
+            pending.append(images.key)
+            prefixes += [prefix for prefix, _ in images.by]
     for prefix in prefixes:
         pending += retry(partial(_scan, client, glob_escape(prefix) + "*"), retrying=retrying)
     if pending:

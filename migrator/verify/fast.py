@@ -51,6 +51,8 @@ def usable(checks: RowChecks) -> bool:
         return False
     if checks.expiry is not None:  # expire: rows judged by their moment, TTLs read
         return False
+    if checks.images is not None:  # a cascade child's row images (verify/row_images.py)
+        return False
     return bool(getattr(checks.reader, "packed", False)) and names <= {"hash", "unique", "index"}
 
 

@@ -10,12 +10,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from migrator.plan.planner import Batch, KeyFn, Row, Stats, Structure, TablePlan
+from migrator.plan.row_images import RowImages
 from migrator.verify import documents
 from migrator.verify import report as vr
 from migrator.verify.expiry import ExpiryChecks
 from migrator.verify.keys import Reader
 from migrator.verify.repair import Repairer
 from migrator.verify.report import TableCheck
+from migrator.verify.row_images import ImageCheck
 
 Command = tuple[bytes, ...]
 #: HGETALL of every key, as one array reply (a WRONGTYPE key gives an error in its place)
@@ -59,6 +61,9 @@ class RowChecks:
         self._shared_counted: set[tuple[bytes, bytes | None]] = set()
         #: a table with expire: (verify/expiry.py): which rows are judged, their keys' TTLs
         self.expiry = None if plan.expiry is None else ExpiryChecks(plan, reader.read)
+        self.structures.pop("rows", None)  # a cascade child's row images: checked apart
+        images = next((s for s in plan.structures if isinstance(s, RowImages)), None)
+        self.images = None if images is None else ImageCheck(images, self.found)
 
     def found(
         self,
@@ -171,6 +176,8 @@ class RowChecks:
         if "sorted" in s:
             za = run_structure(s["sorted"], rows).zadds
             want(self._scores, [(b"ZMSCORE", k, *v[1::2]) for k, v in za.items()], za)
+        if self.images is not None:
+            want(self.images.check, *self.images.reads(rows))
         if self.references:
             parents = self._parents(rows)
             want(self._dangling, [(b"EXISTS", k) for k in parents], parents)

@@ -205,6 +205,8 @@ class TableVerifier(RowChecks):
                 "table's where: or expiry leaves out of Redis (not counted as dangling)"
             )
         self.foreign(self.cardinalities())
+        if self.images is not None:  # images and members no row explains
+            self.images.rest(self.c.reader.client)
         self.check.redis_rows = self.rows_present if self.plan.table.kind != "none" else None
 
     def flush(self) -> None:
