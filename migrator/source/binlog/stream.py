@@ -195,6 +195,11 @@ class LogStream:
                 off = 4 + n
             kind = data[0]
             if kind == 0xFE and len(data) < 9:  # EOF: the end of the log (non-blocking)
+                if self.blocking:  # nobody asked for an end: the server is shutting down
+                    raise SourceLost(
+                        "reading the binary log: the server ended the stream (it is shutting "
+                        "down or stopped its dump thread)"
+                    )
                 self.ended = True
                 return
             if kind == 0xFF:
