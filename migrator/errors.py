@@ -127,7 +127,11 @@ class SourceError(MigratorError):
 
 
 class TableChanged(SourceError):
-    """A table was altered or truncated while a snapshot of it was read (MySQL error 1412)."""
+    """A table was altered, truncated or swapped in (gh-ost's cut-over) while a snapshot of it
+    was read (MySQL error 1412): transient, exit 3 — the same command once the change is done
+    reads a snapshot it fits (sync starts its load again by itself)."""
+
+    exit_code = EXIT_CONNECT
 
 
 class TargetError(MigratorError):

@@ -7,12 +7,16 @@ each engine."""
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from migrator.errors import EXIT_CONNECT, ConnectError
+from migrator.commands import migrate
+from migrator.errors import EXIT_CONNECT, ConnectError, TableChanged
+from migrator.progress import NullProgress
 from migrator.source.introspect import SCHEMA_READS, read_schema
 from tests.services import MySQLDatabase
 
@@ -71,3 +75,42 @@ def test_tables_that_keep_swapping_are_exit_3_and_run_again(mysql_db: MySQLDatab
     assert len(swaps) == SCHEMA_READS
     assert gone.value.exit_code == EXIT_CONNECT
     assert "run the command again" in (gone.value.hint or "")
+
+
+class SwapAfterFirst(NullProgress):
+    """gh-ost's ghost of ``item`` made and swapped in once ``a``'s first batch is read, in
+    a thread of its own (the read holds the tables it has read)."""
+
+    def __init__(self, db: MySQLDatabase) -> None:
+        self.db, self.swapped = db, False
+
+    def advance(self, table: str, rows: int) -> None:
+        if table == "a" and not self.swapped:
+            self.swapped = True
+            sql = ("CREATE TABLE _item_gho LIKE item; INSERT INTO _item_gho SELECT * FROM item;"
+                   "RENAME TABLE item TO _item_del, _item_gho TO item")  # fmt: skip
+            swap = threading.Thread(target=self.db.run, args=(sql,))
+            swap.start()
+            swap.join(60)
+
+
+def test_a_swap_under_migrate_s_snapshot_is_exit_3(
+    mysql_db: MySQLDatabase, redis_url: str, tmp_path: Path
+) -> None:
+    """A table swapped in after migrate's one snapshot began cannot be read in it (1412): exit
+    3 and "run the command again" (before: exit 2, whose hint says starting again repeats
+    it); the same command afterwards loads it."""
+    rows = ", ".join(f"({i}, 'n{i}')" for i in range(1, 201))
+    mysql_db.run(
+        "CREATE TABLE a (id INT PRIMARY KEY, name VARCHAR(20));"
+        "CREATE TABLE item (id INT PRIMARY KEY, name VARCHAR(20));"
+        f"INSERT INTO a VALUES {rows}; INSERT INTO item VALUES {rows};"
+    )
+    path = tmp_path / "m.yaml"
+    path.write_text("version: 1\noptions:\n  batch_size: 20\ntables:\n  a: {}\n  item: {}\n")
+    swapping = SwapAfterFirst(mysql_db)
+    with pytest.raises(TableChanged) as changed:
+        migrate(path, source=mysql_db.url, target=redis_url, workers=1, progress=swapping)
+    assert swapping.swapped and changed.value.exit_code == EXIT_CONNECT
+    assert "run the command again" in (changed.value.hint or "")
+    assert migrate(path, source=mysql_db.url, target=redis_url, workers=1).exit_code == 0
