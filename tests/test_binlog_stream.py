@@ -98,6 +98,8 @@ def test_a_wrong_checksum_is_an_error_naming_the_position() -> None:
     with pytest.raises(SourceError) as raised:
         list(_stream(_packet(b"\x00" + bytes(raw))))
     assert "bin.000001:4" in raised.value.message and "checksum" in raised.value.message
+    # exit 2, "starting again repeats it": the hint sends to the log, never to a plain rerun
+    assert raised.value.exit_code == 2 and "again" not in (raised.value.hint or "")
 
 
 def test_a_packet_of_16_mib_continues_in_the_next() -> None:

@@ -214,8 +214,8 @@ class LogStream:
                         f"the binary log event at {self.file}:{self.pos} (type {type_}) "
                         "arrived with a wrong checksum: the stream or the server's log is "
                         "damaged",
-                        "run sync again (it resumes from the last whole transaction applied); if "
-                        "it recurs, check the source's log: mysqlbinlog --verify-binlog-checksum",
+                        "check the source's log: mysqlbinlog --verify-binlog-checksum; once it "
+                        "reads whole, sync resumes from the last whole transaction applied",
                     )
             body = data[20:end]
             if type_ == ROTATE:
