@@ -1,18 +1,24 @@
 """The console entry point (``migrator``, ``python -m migrator``), kept light: ``--version``
 answers without importing the command line (typer, rich, SQLAlchemy: seconds on a busy
 machine), and a Ctrl-C or SIGTERM while the program is still starting is one line and exit
-130, not a Python traceback (nor, for SIGTERM, a death by the signal)."""
+130, not a Python traceback (nor, for SIGTERM, a death by the signal): SIGTERM is made an
+interrupt before anything else of migrator is imported, and once the line is decided a second
+Ctrl-C or SIGTERM is ignored (it was a traceback and a death by SIGINT, the line half said).
+A signal in the interpreter's own start, before this module runs, is Python's."""
 
 from __future__ import annotations
 
 import signal
 import sys
 
-from migrator.errors import INTERRUPTED_STARTING
-
 
 def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM while starting: as Ctrl-C (each command sets its own)
+
+
+signal.signal(signal.SIGTERM, _terminated)  # first: the imports below take their time
+
+from migrator.errors import interrupted_starting  # noqa: E402
 
 
 def main() -> None:
@@ -25,8 +31,7 @@ def main() -> None:
             sys.exit(0)
         from migrator.cli import main as command_line  # (every command registered)
     except KeyboardInterrupt:
-        sys.stderr.write(INTERRUPTED_STARTING)
-        sys.exit(130)
+        interrupted_starting()
     command_line()
 
 

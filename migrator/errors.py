@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+import sys
+import threading
+from typing import NoReturn
+
 EXIT_OK = 0
 EXIT_DIFFERENCE = 1
 EXIT_USAGE = 2
@@ -13,6 +18,25 @@ EXIT_TARGET = 4
 #: a Ctrl-C or SIGTERM before any command ran: while the program starts (migrator/__main__.py)
 #: or a command imports its libraries (migrator/cli/app.py: importing)
 INTERRUPTED_STARTING = "error: interrupted while starting: nothing was done\n"
+
+
+def deaf() -> None:
+    """Ignore Ctrl-C and SIGTERM from now on: the process is saying why it stops, then exits
+    (the main thread only: elsewhere signals are not this code's to set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def interrupted_starting(line: str = INTERRUPTED_STARTING) -> NoReturn:
+    """Say ``line`` on stderr and exit 130, deaf to a second Ctrl-C or SIGTERM meanwhile (one
+    arriving as the line is written was a traceback and a death by SIGINT)."""
+    deaf()
+    sys.stderr.write(line)
+    sys.stderr.flush()
+    sys.exit(130)
+
 
 #: where the documentation is read once installed (pyproject's [project.urls] Documentation):
 #: messages cite its pages by address, never a file of the repository that pip does not install
@@ -103,7 +127,11 @@ class SourceError(MigratorError):
 
 
 class TableChanged(SourceError):
-    """A table was altered or truncated while a snapshot of it was read (MySQL error 1412)."""
+    """A table was altered, truncated or swapped in (gh-ost's cut-over) while a snapshot of it
+    was read (MySQL error 1412): transient, exit 3 — the same command once the change is done
+    reads a snapshot it fits (sync starts its load again by itself)."""
+
+    exit_code = EXIT_CONNECT
 
 
 class TargetError(MigratorError):

@@ -172,7 +172,7 @@ class SyncReport:
     transactions: int = 0
     rows_changed: int = 0
     seconds: float = 0.0
-    stopped: str = "stopped"  # "caught up" | "stopped" | "end of log"
+    stopped: str = "stopped"  # "caught up" | "stopped"
     recoveries: list[str] = field(default_factory=list)  # target losses, source reconnects
     resnapshots: list[TableReport] = field(default_factory=list)  # online snapshots done
     online_load: bool = False  # this run's first load (or the part it did) was read online

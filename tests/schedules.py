@@ -4,7 +4,12 @@ A schedule is one seed and one command (``migrate`` — with one or two workers,
 ``--replace`` over an older load —, ``replace``: ``migrate --replace`` over an older load
 killed -9 in its first second, before it could write (issue 27 item 1), ``verify --fix``,
 ``sync``, or ``sync-restart``: ``sync`` whose first fault is a MySQL restart during its
-online first load, which it must ride out (no exit 3: issue 27 item 3)), run as the CLI on a
+online first load, which it must ride out (no exit 3: issue 27 item 3), or ``sync-shutdown``:
+``sync`` whose one fault is a clean MySQL shutdown (SIGTERM, started again a second later)
+while it follows, which it must ride out (before issue 35 item 1 MySQL 9.7 ended it with exit
+0, "end of log"), or ``sync-redis-stop``: ``sync`` sent SIGTERM as Redis comes back from
+its AOF (before issue 35 item 2: exit 1, an IndexError reading an empty load queue)), run as
+the CLI on a
 private ``mariadbd`` or MySQL 9.7 (row binary log) and a private ``redis-server`` (AOF), while
 a writer thread inserts, updates and deletes rows. From the seed come the table's size and a
 random sequence of faults at random moments, each one of ``FAULTS``: ``kill -9`` of the
@@ -177,6 +182,8 @@ class Command:
     proc: subprocess.Popen[str] | None = None
     runs: list[tuple[str, int | None, str]] = field(default_factory=list)
     started: float = 0.0
+    asked: bool = False  # the run in hand was stopped by the schedule (SIGTERM, kill -9)
+    unasked: list[str] = field(default_factory=list)  # sync runs that ended 0 by themselves
 
     def argv(self, again: bool) -> list[str]:
         base = [str(self.mapping), "--source", self.servers.source, "--target",
@@ -193,7 +200,7 @@ class Command:
     def start(self, again: bool) -> None:
         args = self.argv(again)
         self.runs.append((" ".join(args[:1] + args[6:]), None, ""))
-        self.started = time.monotonic()
+        self.started, self.asked = time.monotonic(), False
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "migrator", *args], stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True, start_new_session=True, env=_env(),
@@ -213,11 +220,14 @@ class Command:
             err += f"\n[schedule: killed after {timeout:.0f}s]"
         code = self.proc.returncode
         what = self.runs[-1][0]
+        if self.kind == "sync" and code == 0 and not self.asked:  # sync ends 0 only if asked
+            self.unasked.append(f"{what} ended by itself with exit 0 (a stop nobody asked for)")
         self.runs[-1] = (what, code, err[-1500:])
         self.proc = None
         return int(code)
 
     def kill9(self) -> None:
+        self.asked = True
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)  # its workers too, as a shell's kill would
         if self.proc is not None:
@@ -232,6 +242,7 @@ class Command:
             return
         if self.kind == "sync" and self.proc.poll() is None:
             time.sleep(max(0.0, self.started + STARTUP_SECONDS - time.monotonic()))
+            self.asked = True
             self.proc.send_signal(signal.SIGTERM)
         self.collect()
 
@@ -243,6 +254,20 @@ def loading(servers: Servers, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while not json.loads(client.hget("migrator:sched:sync", "snapshot") or "[]"):
             assert time.monotonic() < deadline, "sync's first load did not begin"
+            time.sleep(0.05)
+    finally:
+        client.close()
+
+
+def following(servers: Servers, timeout: float = 120.0) -> None:
+    """Wait until sync follows the log: its state holds a position, and no load plan."""
+    client = servers.redis.client()
+    try:
+        deadline = time.monotonic() + timeout
+        while not client.hget("migrator:sched:sync", "file") or json.loads(
+            client.hget("migrator:sched:sync", "snapshot") or "[]"
+        ):
+            assert time.monotonic() < deadline, "sync did not reach the following phase"
             time.sleep(0.05)
     finally:
         client.close()
@@ -326,7 +351,8 @@ class Outcome:
 #: exit codes a run may end with while faults go on (anything else is a bug in itself)
 ALLOWED = {
     "migrate": {0, 3, -9}, "replace": {0, 3, -9}, "verify": {0, 1, 3, -9},
-    "sync": {0, 3, -9, 130}, "sync-restart": {0, -9, 130},
+    "sync": {0, 3, -9, 130}, "sync-restart": {0, -9, 130}, "sync-shutdown": {0},
+    "sync-redis-stop": {0},
 }  # fmt: skip
 #: how long a ``replace`` schedule's first run lives before its kill -9 (its imports take
 #: longer: it has written nothing)
@@ -334,6 +360,10 @@ EARLY_SECONDS = (0.05, 0.6)
 #: when a ``sync-restart`` schedule restarts MySQL, once the first load has stored its plan
 #: (it then reads 8,000-20,000 rows online in a few seconds)
 RESTART_SECONDS = (0.0, 0.5)
+
+
+#: sync with one fault of its own (see the module docstring)
+SYNC_KINDS = ("sync-restart", "sync-shutdown", "sync-redis-stop")
 
 
 def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
@@ -348,12 +378,12 @@ def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
     prepare(servers, rows)
     mapping = tmp / "sched.yaml"
     text = MAPPING + STATIC * (kind == "replace")
-    if kind == "sync-restart":  # retries enough for a restart on a busy machine (~60 s)
+    if kind in SYNC_KINDS:  # retries enough for a restart on a busy machine (~60 s)
         text = text.replace("attempts: 8", "attempts: 35")
     mapping.write_text(text)
     if kind == "replace":
         servers.sql(*STATIC_SCHEMA)
-    base = "sync" if kind == "sync-restart" else kind
+    base = "sync" if kind in SYNC_KINDS else kind
     command = Command(base, servers, mapping, workers=rng.choice([1, 1, 2]))
     # drawn apart from the faults' stream, so that adding a variant keeps each seed's faults
     command.replace = kind == "replace" or (
@@ -378,7 +408,20 @@ def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
             event("mysql restart (in the first load)")
             inject("mysql restart", rng, servers, command)  # (the only fault: retries in a
             # row are bounded, and more restarts could outlast them, as docs/sync.md says)
-        for _ in range(rng.randint(2, 4) if kind != "sync-restart" else 0):
+        if kind == "sync-shutdown":  # MySQL shut down cleanly while sync follows
+            following(servers)
+            time.sleep(random.Random(f"{seed}-shutdown").uniform(0.2, 1.5))
+            event("mysql shutdown (SIGTERM), started again 1 s later")
+            servers.mysql.halt()
+            time.sleep(1.0)
+            servers.mysql.start()
+            time.sleep(rng.uniform(1.0, 3.0))  # writes after it: applied by the same run
+        if kind == "sync-redis-stop":  # SIGTERM as sync recovers from Redis restarted
+            following(servers)
+            event("redis restart from aof, then SIGTERM to sync at once")
+            servers.redis.restart(rng.uniform(0.1, 0.5))
+            command.stop()  # (its STARTUP_SECONDS are long past)
+        for _ in range(rng.randint(2, 4) if base == kind else 0):
             time.sleep(rng.uniform(0.3, 2.0))
             if command.proc is not None and command.ended():
                 command.collect()
@@ -396,6 +439,7 @@ def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
         command.stop()
     event(f"writes stopped ({writer.done} done, {writer.failed} failed)")
     out.runs = command.runs
+    out.problems += command.unasked
     for what, code, err in command.runs:
         if code is not None and code not in ALLOWED[kind]:
             out.problems.append(f"{what} ended with exit {code}")

@@ -47,9 +47,9 @@ class _Conn:
         pass
 
 
-def _stream(wire: bytes, checksum: bool = True) -> LogStream:
+def _stream(wire: bytes, checksum: bool = True, blocking: bool = False) -> LogStream:
     stream = LogStream(make_url("mysql+pymysql://u@127.0.0.1:1"), server_id=5,
-                       file="bin.000001", pos=4)  # fmt: skip
+                       file="bin.000001", pos=4, blocking=blocking)  # fmt: skip
     stream.conn, stream.checksum = _Conn(), checksum  # open() does nothing more
     stream.read1 = io.BytesIO(wire).read1
     return stream
@@ -74,6 +74,18 @@ def test_events_come_with_their_body_and_the_position_after_them() -> None:
     assert stream.ended
 
 
+def test_the_end_of_a_blocking_stream_is_a_lost_connection() -> None:
+    """A server that shuts down cleanly ends the dump it was asked to keep open (MySQL 9.7):
+    an end nobody asked for is a lost connection, never the log's end (issue 35 item 1)."""
+    wire = _packet(b"\x00" + _event(XID, b"\x01" * 8, 500)) + EOF_PACKET
+    stream = _stream(wire, blocking=True)
+    events = iter(stream)
+    assert next(events).type == XID
+    with pytest.raises(SourceLost, match="the server ended the stream"):
+        next(events)
+    assert not stream.ended
+
+
 def test_without_checksums_the_body_is_the_rest_of_the_event() -> None:
     wire = _packet(b"\x00" + _event(XID, b"\x05" * 8, 77, checksum=False)) + EOF_PACKET
     (event,) = list(_stream(wire, checksum=False))
@@ -86,6 +98,8 @@ def test_a_wrong_checksum_is_an_error_naming_the_position() -> None:
     with pytest.raises(SourceError) as raised:
         list(_stream(_packet(b"\x00" + bytes(raw))))
     assert "bin.000001:4" in raised.value.message and "checksum" in raised.value.message
+    # exit 2, "starting again repeats it": the hint sends to the log, never to a plain rerun
+    assert raised.value.exit_code == 2 and "again" not in (raised.value.hint or "")
 
 
 def test_a_packet_of_16_mib_continues_in_the_next() -> None:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 HEAVY = ("sqlalchemy", "typer", "rich", "redis", "pymysql")
 HEAVY_LINE = re.compile(rf"\|\s+({'|'.join(HEAVY)})\b")
 
@@ -32,9 +34,12 @@ def test_ctrl_c_while_starting_is_130_without_a_traceback() -> None:
     assert "error: interrupted while starting: nothing was done" in err
 
 
-def interrupted_at_import(line: re.Pattern[str], what: str) -> tuple[int, str]:
-    """``migrator validate`` sent SIGINT once ``-X importtime`` shows ``line`` being imported;
-    (its exit code, its stderr)."""
+def interrupted_at_import(
+    line: re.Pattern[str], what: str, sig: signal.Signals = signal.SIGINT, again: bool = False
+) -> tuple[int, str]:
+    """``migrator validate`` sent ``sig`` once ``-X importtime`` shows ``line`` being
+    imported (``again``: and once more as soon as it says it was interrupted); (its exit
+    code, its stderr)."""
     proc = subprocess.Popen(
         [sys.executable, "-X", "importtime", "-m", "migrator", "validate", "nowhere.yaml"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -45,8 +50,41 @@ def interrupted_at_import(line: re.Pattern[str], what: str) -> tuple[int, str]:
         assert proc.stderr is not None
         while not line.search(text := proc.stderr.readline()):
             assert text, f"the imports ended before {what} was seen"
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
+        said = ""
+        while again and "interrupted" not in said:
+            said = proc.stderr.readline()
+            assert said, "it ended without saying it was interrupted"
+        if again:
+            proc.send_signal(sig)  # a second Ctrl-C as the line is said
         _, err = proc.communicate(timeout=60)
+        err = said + err
     finally:
         watchdog.cancel()
     return proc.returncode, err
+
+
+STARTING = "error: interrupted while starting: nothing was done"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_second_interrupt_as_the_line_is_said_changes_nothing(sig: signal.Signals) -> None:
+    """Issue 35 item 3: the second Ctrl-C (or SIGTERM) arrived as the line was written and
+    ended the process by SIGINT, with a traceback."""
+    code, err = interrupted_at_import(HEAVY_LINE, "a heavy library", sig, again=True)
+    assert code == 130, err[-1500:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-1500:]
+    assert err.count(STARTING) == 1, err[-1500:]
+
+
+#: the command line's last import, as typer builds it: the parse comes next
+PARSING = re.compile(r"\|\s*typer\._adapters$")
+
+
+def test_sigterm_as_typer_reads_the_command_line_is_one_line_and_130() -> None:
+    """Issue 35 item 3: an interrupt while typer builds and parses the command line was
+    typer's silent exit 130, or a traceback and a death by the signal."""
+    code, err = interrupted_at_import(PARSING, "typer's adapters", signal.SIGTERM)
+    assert code == 130, err[-1500:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-1500:]
+    assert "interrupted" in err.replace("import time", ""), err[-1500:]

@@ -148,3 +148,29 @@ def test_verify_retries_is_checked_before_connecting(tmp_path: Path) -> None:
     path.write_text(MAPPING.format(attempts=1))
     with pytest.raises(MigratorError, match="--retries must be 0 or more"):
         verify(path, source="mysql+pymysql://root@127.0.0.1:1/x", retries=-1)
+
+
+def test_verify_fix_on_a_full_redis_is_exit_4_with_a_hint(
+    mysql_db: MySQLDatabase, tmp_path: Path
+) -> None:
+    """Redis at its maxmemory refuses the repairs of ``verify --fix`` (issue 35 item 3): exit
+    4 and a hint that says what to fix, as migrate and sync (before: exit 1, no hint)."""
+    values = ", ".join(f"({i}, 'name {i}', {i % 7})" for i in range(1, 301))
+    mysql_db.run(f"CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(40), grp INT, KEY (grp));"
+                 f"INSERT INTO t VALUES {values};")  # fmt: skip
+    path = tmp_path / "t.yaml"
+    path.write_text(MAPPING.format(attempts=1))
+    with redis_process(tmp_path, extra=("--maxmemory-policy", "noeviction")) as server:
+        migrate(path, source=mysql_db.url, target=server.url, workers=1)
+        client = server.client()
+        try:
+            client.delete(*[f"t:{i}" for i in range(1, 301, 3)])  # rows --fix writes again
+            client.config_set("maxmemory", "1")  # below what it uses: every write refused
+        finally:
+            client.close()
+        args = ["verify", str(path), "--source", mysql_db.url, "--target", server.url, "--fix"]
+        proc = cli(*args)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 4, err
+    text = " ".join(err.split())
+    assert "maxmemory" in text and "hint" in text.lower() and "Traceback" not in err, err

@@ -26,10 +26,10 @@ from migrator.cli import coercion  # noqa: F401  (typer's coercion, built when n
 from migrator.errors import (
     EXIT_CONNECT,
     EXIT_USAGE,
-    INTERRUPTED_STARTING,
     MappingErrors,
     MigratorError,
     NothingWritten,
+    interrupted_starting,
 )
 from migrator.urls import mask, mask_text
 
@@ -125,6 +125,10 @@ def note_default_target(mapping: str, target: str | None) -> None:
         )
 
 
+#: a command's run said why it was interrupted (``run``): typer's 130 alone says nothing
+said: list[bool] = []
+
+
 def run(fn: Callable[[], int], resume: str | None = None, as_json: bool = False) -> None:
     """Call a command, turning every failure into a message and an exit code (with
     ``as_json`` also a JSON object on stdout). ``resume``: how to continue after Ctrl-C or
@@ -138,6 +142,7 @@ def run(fn: Callable[[], int], resume: str | None = None, as_json: bool = False)
     except MigratorError as e:
         fail(e, as_json)
     except KeyboardInterrupt as e:
+        said.append(True)
         from migrator.render.console import say
 
         # interrupted before the first write: nothing to continue; an online first load: its
@@ -166,8 +171,7 @@ def importing() -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        sys.stderr.write(INTERRUPTED_STARTING)
-        raise typer.Exit(130) from None
+        interrupted_starting()
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -217,8 +221,11 @@ def main_options(
 def main() -> None:
     """Console entry point. Command-line mistakes (an unknown option, ``--batch-size abc``)
     are one error line and a hint too, and a JSON object with ``--json``."""
+    said.clear()
     try:
         code = app(standalone_mode=False)
+    except KeyboardInterrupt:  # while typer builds the command line, before it parses
+        interrupted_starting()
     except typer.TyperException as e:  # the parser's own errors (click's UsageError...)
         if type(e).__name__ == "NoArgsIsHelpError":
             e.show()  # type: ignore[attr-defined]
@@ -233,13 +240,12 @@ def main() -> None:
         except typer.Exit as done:
             sys.exit(done.exit_code)
     except typer.Abort:  # an interrupt outside a command's run (parsing its options...)
-        from migrator.render.console import err
-
-        err.print("error: interrupted: nothing was done")
-        sys.exit(130)
+        interrupted_starting("error: interrupted: nothing was done\n")
     except MigratorError as e:  # raised outside a command (should not happen)
         from migrator.render.console import err
 
         err.print(f"error: {e}")
         sys.exit(EXIT_USAGE if e.exit_code != EXIT_CONNECT else EXIT_CONNECT)
+    if code == 130 and not said:  # typer's own: an interrupt while it parsed, said nothing
+        interrupted_starting()
     sys.exit(code if isinstance(code, int) else 0)

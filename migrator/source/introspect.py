@@ -4,13 +4,14 @@ SQLAlchemy's inspector and information_schema into ``migrator.mapping.schema`` o
 from __future__ import annotations
 
 import re
+import time
 import warnings
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from migrator.errors import SourceError
+from migrator.errors import ConnectError, SourceError
 from migrator.mapping.kinds import Kind, kind_of
 from migrator.mapping.schema import Column, ForeignKey, IndexInfo, Schema, TableSchema
 
@@ -41,7 +42,33 @@ def read_schema(engine: Engine, only: list[str] | None = None) -> Schema:
         warnings.filterwarnings("ignore", "Did not recognize type", sa.exc.SAWarning)
         # MariaDB's PERIOD FOR SYSTEM_TIME (system versioning: _row_end reads it)
         warnings.filterwarnings("ignore", "Unknown schema content", sa.exc.SAWarning)
-        return _read_schema(engine, only)
+        for attempt in range(SCHEMA_READS):
+            try:
+                return _read_schema(engine, only)
+            except (sa.exc.NoSuchTableError, sa.exc.ProgrammingError) as e:
+                if isinstance(e, sa.exc.ProgrammingError) and _code(e) != NO_SUCH_TABLE:
+                    raise
+                vanished = str(e).split("\n")[0]  # listed, then gone: a swap under way
+                time.sleep(0.1 * (attempt + 1))
+    raise ConnectError(
+        f"the source's tables kept changing while their schema was read ({SCHEMA_READS} "
+        f"reads in a row met a table listed and then gone: {vanished.strip('`')})",
+        "a tool is swapping tables (gh-ost, pt-online-schema-change): run the command again "
+        "once its cut-over is done",
+    )
+
+
+NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE
+
+
+def _code(e: sa.exc.DBAPIError) -> int | None:
+    args = getattr(e.orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+#: reads of the schema in a row that may meet a table listed and then gone (a swap's RENAME
+#: between the listing and the table's own reads) before the read gives up (exit 3)
+SCHEMA_READS = 5
 
 
 def _read_schema(engine: Engine, only: list[str] | None) -> Schema:

@@ -307,11 +307,27 @@ def read_counted(
     return replies
 
 
+#: redis-py's classes for error replies whose code it strips from the message
+_CODES = {"OutOfMemoryError": "OOM", "ReadOnlyError": "READONLY"}
+
+
+def reply_text(error: object) -> str:
+    """An error reply with its code first where the code decides what happens (``OOM``,
+    ``READONLY``, ``LOADING``...): redis-py strips the code of the replies it has a class for
+    (``OOM`` -> ``OutOfMemoryError``), so a refusal read through it lost its condition."""
+    message = str(error)
+    code = getattr(error, "status_code", None) or _CODES.get(type(error).__name__)
+    known = code in REDIS_CONDITIONS or code in TRANSIENT_REPLIES
+    if known and isinstance(code, str) and not message.startswith(code):
+        return f"{code} {message}"
+    return message
+
+
 def refused(cmd: Command, error: object) -> MigratorError | TransientReply:
     """The error for a command Redis refused: the command, its key, Redis' message, and a
     hint where a key of another type is in the way. A refused checkpoint (the run marker is
     gone) is ``TargetLost``; a passing refusal (``LOADING``...) a ``TransientReply``."""
-    message = str(error)
+    message = reply_text(error)
     if message.startswith(LOST_REPLY):
         return lost("its run marker is gone (restarted empty, flushed, or an older snapshot)")
     if message.startswith(TRANSIENT_REPLIES):

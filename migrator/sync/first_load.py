@@ -11,6 +11,7 @@ import time
 from contextlib import suppress
 from typing import Any
 
+from migrator.errors import TableChanged
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Stats
@@ -21,7 +22,7 @@ from migrator.plan.values import converter
 from migrator.progress import Progress
 from migrator.reports import TableReport
 from migrator.retry import Retrying
-from migrator.source.binlog.reconnect import surfaced
+from migrator.source.binlog.reconnect import SourceChanged, surfaced
 from migrator.source.mysql import Source
 from migrator.source.nesting import all_written
 from migrator.source.selects import Selector
@@ -116,6 +117,8 @@ def load_snapshot(
                 if stop.is_set():
                     raise KeyboardInterrupt
                 sink.write(cmds)
+    except TableChanged as e:  # a swap's cut-over under the snapshot: a new snapshot
+        raise SourceChanged(f"{e.message}: the first load starts again") from None
     finally:
         with suppress(Exception):  # a lost connection has nothing to roll back
             conn.rollback()

@@ -294,9 +294,10 @@ class Follower(TableChanges, GroupApplier):
                 if self.snapshots is not None:  # a chunk read before a DDL is read again
                     self.snapshots.discard(ddl.table)
                 self._schema_changed(ddl, report)
-            if ended:
-                report.stopped = "end of log"
-                return
+            if ended and not self.reader_stop.is_set():
+                # a reader that follows ends only when asked: an end nobody asked for (a
+                # source shut down cleanly) is a lost connection, retried as one
+                raise SourceLost("the binary log stream ended (the server shut down?)")
             if until_caught_up and caught_up:
                 report.stopped = "caught up"
                 return

@@ -136,23 +136,29 @@ class SyncRun:
         except Stopped:  # Ctrl-C while waiting for a server
             if self.loading:
                 raise KeyboardInterrupt from None
-            if self._first_loading():
+            if self._load_unfinished():
                 raise self._interrupted() from None
             self.report.stopped = "stopped"
 
     def _first_loading(self) -> bool:
         return self.current is not None and self.current.first_loading()
 
+    def _load_unfinished(self) -> bool:
+        """Whether this run's online first load has tables left: stored and not begun (no
+        follower since it), or queued in the follower of the moment."""
+        return self.report.online_load and (self.current is None or self._first_loading())
+
     def _interrupted(self) -> LoadInterrupted:
         """A stop before the online first load was done: what Redis holds, and the command
         that resumes the load."""
-        if self.current is None or self.current.snapshots is None:  # no table begun
-            return LoadInterrupted(
+        current = self.current
+        if current is None or current.snapshots is None or not current.snapshots.queue:
+            return LoadInterrupted(  # no table begun
                 "the first load is not complete; Redis holds the log's position and the "
                 f"load's plan (no table read yet, {len(self.resolved)} waiting): "
                 f"'{self.again}' resumes it there"
             )
-        queue = self.current.snapshots.queue
+        queue = current.snapshots.queue
         p = queue[0]
         more = f"; {len(queue) - 1} more table(s) waiting" if len(queue) > 1 else ""
         return LoadInterrupted(
@@ -170,9 +176,11 @@ class SyncRun:
                 if self.loading:
                     self._load()
                     self.loading, failures = False, 0
-                if self.stop.is_set():
-                    if self.report.online_load:  # its tables are still to read: not done
+                    self.current = None  # the new load's tables: the next follower reads them
+                if self.stop.is_set():  # (after a recovery: the load may be done long since)
+                    if self._load_unfinished():  # its tables are still to read: not done
                         raise self._interrupted()
+                    self.report.stopped = "stopped"
                     return
                 assert self.report.position is not None
                 follower = self.current = self.follower(

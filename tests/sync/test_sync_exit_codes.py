@@ -24,7 +24,7 @@ from migrator.errors import EXIT_TARGET
 from migrator.mapping.loader import parse_mapping
 from migrator.reports import SyncStatus
 from tests.binlog_server import PrivateMariaDB, missing
-from tests.faults import redis_process, redis_server_problem
+from tests.faults import redis_process, redis_server_problem, wait_for
 from tests.services import create_database
 from tests.sync.helpers import cli, following
 from tests.sync.workload import MAPPING, SCHEMA
@@ -142,3 +142,51 @@ def test_a_mysql_restart_while_an_online_snapshot_reads_is_ridden_out(
         restarter.join(120)
     assert report.stopped == "caught up" and report.recoveries
     assert verify(m, source=db.url, target=redis_url).exit_code == 0
+
+
+@pytest.mark.parametrize("empty", [False, True])
+def test_a_stop_as_sync_recovers_from_a_redis_restart_is_never_an_unexpected_error(
+    binlog_db: Any, tmp_path: Path, empty: bool
+) -> None:
+    """Ctrl-C (here: the stop event) just as sync recovers from Redis restarted from its AOF
+    (issue 35 item 2): the online first load was done, so it is an asked-for stop, exit 0
+    (before: exit 1, IndexError, reading the first table of an empty load queue). Restarted
+    empty: the load begins again and the stop ends it with exit 130 and the command that
+    resumes it. The next run ends caught up and exact either way."""
+    binlog_db.run(SCHEMA)
+    with redis_process(tmp_path, appendonly=True) as server:
+        m = parse_mapping(MAPPING + "options:\n  retries: {attempts: 10, backoff: 0.2}\n",
+                          name="m")  # fmt: skip
+        stop = threading.Event()
+        statuses: list[SyncStatus] = []
+        outcome: list[BaseException | str] = []
+
+        def on_status(status: SyncStatus) -> None:
+            statuses.append(status)
+            if status.note and "target lost data" in status.note:
+                stop.set()  # Ctrl-C in the second the recovery takes
+
+        def run() -> None:
+            try:
+                report = sync(m, source=binlog_db.url, target=server.url, stop=stop,
+                              server_id=next(_ids), on_status=on_status,
+                              status_interval=0.2)  # fmt: skip
+                outcome.append(report.stopped)
+            except BaseException as e:
+                outcome.append(e)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        wait_for("sync following", lambda: any(s.phase == "caught up" for s in statuses), 60)
+        server.restart(down=0.3, empty=empty)
+        thread.join(120)
+        assert not thread.is_alive() and stop.is_set(), statuses[-3:]
+        (got,) = outcome
+        if empty:  # exit 130: LoadInterrupted, or the interrupt of the load itself
+            assert isinstance(got, KeyboardInterrupt), repr(got)
+        else:
+            assert got == "stopped", repr(got)
+        report = sync(m, source=binlog_db.url, target=server.url, until_caught_up=True,
+                      server_id=next(_ids))  # fmt: skip
+        assert report.stopped == "caught up"
+        assert verify(m, source=binlog_db.url, target=server.url).exit_code == 0

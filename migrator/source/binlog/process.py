@@ -204,12 +204,12 @@ class ReaderProcess:
         """The child's output ended without an error of its reader: it was killed or died."""
         assert self.proc is not None
         code = self.proc.wait()
-        if code == -signal.SIGKILL:  # killed (out of memory?), as a lost connection is retried
-            return SourceLost("the binary log reader's process was killed")
-        return SourceError(
+        if code < 0:  # killed (out of memory?) or crashed: retried as a lost connection is
+            return SourceLost(f"the binary log reader's process was killed ({_signal(-code)})")
+        return SourceError(  # its own error, before it could read: starting again repeats it
             f"the binary log reader's process ended with exit code {code}",
-            "its error is printed above; run sync again (it resumes from the last whole "
-            "transaction applied)",
+            "its error is printed above; once it is fixed, sync resumes from the last whole "
+            "transaction applied",
         )
 
     def close(self) -> None:
@@ -220,6 +220,13 @@ class ReaderProcess:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+def _signal(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 # -- the child ------------------------------------------------------------------------------

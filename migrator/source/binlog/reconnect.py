@@ -37,6 +37,16 @@ class SourceLost(ConnectError):
         self.reason = reason
 
 
+class SourceChanged(SourceLost):
+    """A table changed under a snapshot while it was read (a swap's RENAME, a TRUNCATE: MySQL
+    error 1412): as after a lost connection, the load starts again from a new snapshot
+    (retried as ``options.retries`` says, then exit 3)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.message = reason
+
+
 class StreamConnection(pymysql.connections.Connection):
     """A PyMySQL connection whose lost reads raise ``SourceLost`` (see the module doc)."""
 

@@ -195,6 +195,11 @@ class LogStream:
                 off = 4 + n
             kind = data[0]
             if kind == 0xFE and len(data) < 9:  # EOF: the end of the log (non-blocking)
+                if self.blocking:  # nobody asked for an end: the server is shutting down
+                    raise SourceLost(
+                        "reading the binary log: the server ended the stream (it is shutting "
+                        "down or stopped its dump thread)"
+                    )
                 self.ended = True
                 return
             if kind == 0xFF:
@@ -209,8 +214,8 @@ class LogStream:
                         f"the binary log event at {self.file}:{self.pos} (type {type_}) "
                         "arrived with a wrong checksum: the stream or the server's log is "
                         "damaged",
-                        "run sync again (it resumes from the last whole transaction applied); if "
-                        "it recurs, check the source's log: mysqlbinlog --verify-binlog-checksum",
+                        "check the source's log: mysqlbinlog --verify-binlog-checksum; once it "
+                        "reads whole, sync resumes from the last whole transaction applied",
                     )
             body = data[20:end]
             if type_ == ROTATE:
