@@ -46,6 +46,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -180,6 +181,7 @@ class Command:
     workers: int = 1
     replace: bool = False  # migrate's first run with --replace
     proc: subprocess.Popen[str] | None = None
+    err: Any = None  # the run's stderr: a temporary file
     runs: list[tuple[str, int | None, str]] = field(default_factory=list)
     started: float = 0.0
     asked: bool = False  # the run in hand was stopped by the schedule (SIGTERM, kill -9)
@@ -201,9 +203,11 @@ class Command:
         args = self.argv(again)
         self.runs.append((" ".join(args[:1] + args[6:]), None, ""))
         self.started, self.asked = time.monotonic(), False
+        # stderr to a file, not a pipe read at the end: sync's log lines could fill a pipe
+        self.err = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by collect)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "migrator", *args], stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True, start_new_session=True, env=_env(),
+            stderr=self.err, text=True, start_new_session=True, env=_env(),
         )  # fmt: skip
 
     def ended(self) -> bool:
@@ -212,12 +216,16 @@ class Command:
     def collect(self, timeout: float = RUN_SECONDS) -> int:
         """Wait for the running command; record its exit code and stderr."""
         assert self.proc is not None
+        killed = ""
         try:
-            _, err = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            _, err = self.proc.communicate()
-            err += f"\n[schedule: killed after {timeout:.0f}s]"
+            self.proc.wait()
+            killed = f"\n[schedule: killed after {timeout:.0f}s]"
+        self.err.seek(0)
+        err = self.err.read() + killed
+        self.err.close()
         code = self.proc.returncode
         what = self.runs[-1][0]
         if self.kind == "sync" and code == 0 and not self.asked:  # sync ends 0 only if asked
