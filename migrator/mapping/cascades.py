@@ -130,7 +130,7 @@ def cascade_notes(ts: TableSchema, schema: Schema) -> list[str]:
                 f"sync applies {fk.name or 'the foreign key'}'s {rules} from the parent's "
                 f"change where the binary log lacks the cascaded rows (MariaDB): keep {fk.parent} "
                 f"mapped and ({cols}) read (a child not read back from its hash keeps row "
-                "images: docs/sync.md)"
+                "images of its own)"
             )
         else:
             out.append(
