@@ -176,7 +176,7 @@ def _col(column_type: str, collation: str | None = None) -> Column:
     base = column_type.split("(")[0]
     kind = {"int": Kind.INTEGER, "bigint": Kind.INTEGER, "binary": Kind.BINARY,
             "varbinary": Kind.BINARY, "decimal": Kind.DECIMAL, "date": Kind.DATE,
-            "double": Kind.DOUBLE}.get(base, Kind.TEXT)  # fmt: skip
+            "double": Kind.DOUBLE, "datetime": Kind.DATETIME}.get(base, Kind.TEXT)  # fmt: skip
     return Column("k", kind, False, column_type, collation)
 
 
@@ -201,8 +201,11 @@ def _col(column_type: str, collation: str | None = None) -> Column:
       "byte equality (e.g. 'Ken' = 'ken')"),
      (_col("char(36)", "ascii_general_ci"), _col("char(36)", "ascii_general_ci"), "'Ken'"),
      (_col("varchar(9)", "utf8mb4_0900_as_cs"), _col("varchar(9)", "utf8mb4_0900_as_cs"), "'Ken'"),
-     (_col("decimal(5,2)"), _col("decimal(5,2)"), "k is decimal(5,2), compared by value"),
-     (_col("date"), _col("date"), "compared by value"),
+     (_col("decimal(5,2)"), _col("decimal(5,2)"), ""),
+     (_col("decimal(5,2)"), _col("decimal(6,2)"), "k is decimal(5,2), compared by value"),
+     (_col("date"), _col("date"), ""),
+     (_col("datetime(3)"), _col("datetime(3)"), ""),
+     (_col("datetime(3)"), _col("datetime(6)"), "compared by value"),
      (_col("double"), _col("double"), "compared by value")],
 )  # fmt: skip
 def test_a_key_is_followed_where_mysql_compares_it_byte_wise(

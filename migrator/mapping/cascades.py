@@ -74,15 +74,25 @@ def _base(column: Column) -> str:
     return column.column_type.split("(")[0].strip().lower()
 
 
+#: kinds whose text is one per value when both columns have the same type: equal values, equal
+#: text (a DECIMAL(6,2) is always written with two digits, a DATETIME(3) with three)
+BY_TYPE = frozenset(
+    (Kind.DECIMAL, Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP, Kind.TIME, Kind.YEAR, Kind.BIT)
+)
+
+
 def inexact_match(child: Column, parent: Column) -> str:
     """Why MySQL may match a child's foreign-key value with a parent's value whose text differs
     ("" when its equality is byte equality, so the child rows are exactly those Redis lists
     under the parent's value): integers; binary strings; MariaDB's UUID and INET types; text
     under a ``_bin`` collation that is NO PAD, or PAD SPACE on CHAR columns on both sides
-    (CHAR values are stored without trailing spaces)."""
+    (CHAR values are stored without trailing spaces); DECIMAL, temporal types, YEAR and BIT of
+    one same type on both sides (their text is canonical)."""
     if child.kind is Kind.INTEGER and parent.kind is Kind.INTEGER:
         return ""
     same = child.column_type.lower() == parent.column_type.lower()
+    if same and child.kind in BY_TYPE and parent.kind is child.kind:
+        return ""  # one type, one canonical text per value (DECIMAL's scale, DATETIME's digits)
     if child.kind is Kind.BINARY and parent.kind is Kind.BINARY:
         if same or _base(child) == _base(parent) == "varbinary":
             return ""

@@ -20,7 +20,8 @@ at start, naming the constraint): the parent is not mapped (its changes are not 
 foreign key's columns are not read by the mapping; a child with ``expire:`` (it keeps no
 images) whose row is not readable back or not found by an index; the key's columns compare
 otherwise than byte-wise (``mapping.cascades.inexact_match``: a ``_ci`` collation, PAD SPACE on
-a VARCHAR, a type compared by value); a row filter with a rule other than ON DELETE CASCADE; a
+a VARCHAR, a type compared by value unless both sides have one same DECIMAL, temporal, YEAR
+or BIT type); a row filter with a rule other than ON DELETE CASCADE; a
 separator that may occur in a composite's values next to a column ``SET NULL`` empties; a
 Redis Cluster target (a replay of a half-applied group could read children of a later state).
 The child's primary key may be text: the members are read back (``TableLayout.read_joined``),
