@@ -146,6 +146,14 @@ def _synced_equals_migrated(
         work.run(70)
         sync(mapping, server_id=sid, **run)  # type: ignore[arg-type]
     work.close()
+    return equals_a_fresh_migrate(db, mapping, redis_url, redis_client)
+
+
+def equals_a_fresh_migrate(
+    db: Any, mapping: Mapping, redis_url: str, redis_client: redis.Redis
+) -> dict[bytes, Any]:
+    """verify exits 0, and every key (row images included) equals what a fresh migrate of
+    the same rows writes; returns the keys."""
     report = verify(mapping, source=db.url, target=redis_url)
     found = [t for t in report.as_dict()["tables"] if t["differences"]]
     assert report.exit_code == 0, [(t["table"], t["differences"], t.get("examples")) for t in found]
