@@ -59,6 +59,16 @@ import pymysql
 from tests.binlog_server import PrivateMariaDB
 from tests.faults import RedisProcess
 from tests.mysql_server import PrivateMySQL
+from tests.schedule_own import (
+    LEAD,
+    LOAD_AGAIN,
+    early_signal,
+    fill_redis,
+    lead_table,
+    own_base,
+    redis_full,
+    swap_in_load,
+)
 
 MAPPING = """\
 version: 1
@@ -119,6 +129,7 @@ class Writer(threading.Thread):
         super().__init__(name="schedule-writer", daemon=True)
         self.servers, self.rng, self.seed = servers, random.Random(seed), seed
         self.stop = threading.Event()
+        self.hold = threading.Lock()  # held by a swap: gh-ost's cut-over holds the writes
         self.done = self.failed = 0
         self.n = 0
         self.top = int(servers.sql("SELECT COALESCE(MAX(id), 0) FROM item")[0][0])
@@ -135,7 +146,7 @@ class Writer(threading.Thread):
                     conn = pymysql.connect(host="127.0.0.1", port=self.servers.mysql.port,
                                            user="root", database=DATABASE, autocommit=True,
                                            connect_timeout=2, read_timeout=10)  # fmt: skip
-                with conn.cursor() as cur:
+                with self.hold, conn.cursor() as cur:
                     self._one(cur)
                 self.done += 1
                 time.sleep(0.01)
@@ -180,12 +191,14 @@ class Command:
     mapping: Path
     workers: int = 1
     replace: bool = False  # migrate's first run with --replace
+    extra: list[str] = field(default_factory=list)  # sync's own options (--consistent-load)
     proc: subprocess.Popen[str] | None = None
     err: Any = None  # the run's stderr: a temporary file
     runs: list[tuple[str, int | None, str]] = field(default_factory=list)
     started: float = 0.0
     asked: bool = False  # the run in hand was stopped by the schedule (SIGTERM, kill -9)
     unasked: list[str] = field(default_factory=list)  # sync runs that ended 0 by themselves
+    loads_again: int = 0  # runs whose consistent first load started again (a swap met it)
 
     def argv(self, again: bool) -> list[str]:
         base = [str(self.mapping), "--source", self.servers.source, "--target",
@@ -197,7 +210,7 @@ class Command:
             return ["migrate", *base, *extra]
         if self.kind == "verify":
             return ["verify", *base, "--fix"]
-        return ["sync", *base]
+        return ["sync", *base, *self.extra]
 
     def start(self, again: bool) -> None:
         args = self.argv(again)
@@ -228,6 +241,7 @@ class Command:
         self.err.close()
         code = self.proc.returncode
         what = self.runs[-1][0]
+        self.loads_again += LOAD_AGAIN in err
         if self.kind == "sync" and code == 0 and not self.asked:  # sync ends 0 only if asked
             self.unasked.append(f"{what} ended by itself with exit 0 (a stop nobody asked for)")
         self.runs[-1] = (what, code, err[-1500:])
@@ -360,7 +374,8 @@ class Outcome:
 ALLOWED = {
     "migrate": {0, 3, -9}, "replace": {0, 3, -9}, "verify": {0, 1, 3, -9},
     "sync": {0, 3, -9, 130}, "sync-restart": {0, -9, 130}, "sync-shutdown": {0},
-    "sync-redis-stop": {0},
+    "sync-redis-stop": {0}, "verify-oom": {4},
+    "sync-load-swap": {0, 3, 130},
 }  # fmt: skip
 #: how long a ``replace`` schedule's first run lives before its kill -9 (its imports take
 #: longer: it has written nothing)
@@ -371,7 +386,9 @@ RESTART_SECONDS = (0.0, 0.5)
 
 
 #: sync with one fault of its own (see the module docstring)
-SYNC_KINDS = ("sync-restart", "sync-shutdown", "sync-redis-stop")
+SYNC_KINDS = ("sync-restart", "sync-shutdown", "sync-redis-stop", "sync-load-swap")
+#: a command with one fault of its own (tests/schedule_own.py)
+OWN_KINDS = ("early-signal", "verify-oom")
 
 
 def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
@@ -388,24 +405,32 @@ def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
     text = MAPPING + STATIC * (kind == "replace")
     if kind in SYNC_KINDS:  # retries enough for a restart on a busy machine (~60 s)
         text = text.replace("attempts: 8", "attempts: 35")
+    if kind == "sync-load-swap":  # a table the consistent load reads before item
+        text = text.replace("tables:\n", "tables:\n" + LEAD)
+        lead_table(servers)
     mapping.write_text(text)
     if kind == "replace":
         servers.sql(*STATIC_SCHEMA)
-    base = "sync" if kind in SYNC_KINDS else kind
+    base = "sync" if kind in SYNC_KINDS else own_base(kind, seed)
     command = Command(base, servers, mapping, workers=rng.choice([1, 1, 2]))
+    command.extra = ["--consistent-load"] if kind == "sync-load-swap" else []
     # drawn apart from the faults' stream, so that adding a variant keeps each seed's faults
     command.replace = kind == "replace" or (
         kind == "migrate" and random.Random(f"{seed}-replace").random() < 0.4
     )
-    if kind == "verify" or command.replace:  # an earlier load to repair or to replace
+    if base == "verify" or command.replace:  # an earlier load to repair or to replace
         code, err = cli(*Command("migrate", servers, mapping).argv(False))
         assert code == 0, err
         servers.sql("DELETE FROM item WHERE id % 5 = 0")  # rows whose keys become stale
     writer = Writer(servers, seed)
     writer.start()
     try:
+        if kind == "verify-oom":  # Redis at its maxmemory before verify --fix starts
+            fill_redis(servers, event)
         command.start(again=False)
         event(f"start {command.runs[-1][0]}")
+        if kind == "verify-oom":
+            out.problems += redis_full(servers, command, event)
         if kind == "replace":  # stopped before it could write: only the older load's checkpoint
             time.sleep(random.Random(f"{seed}-early").uniform(*EARLY_SECONDS))
             command.kill9()
@@ -429,6 +454,10 @@ def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
             event("redis restart from aof, then SIGTERM to sync at once")
             servers.redis.restart(rng.uniform(0.1, 0.5))
             command.stop()  # (its STARTUP_SECONDS are long past)
+        if kind == "sync-load-swap":  # gh-ost's cut-over while the consistent load may run
+            out.problems += swap_in_load(servers, writer, command, seed, event)
+        if kind == "early-signal":  # SIGINT or SIGTERM while the interpreter starts
+            out.problems += early_signal(command, seed, event, ALLOWED[base])
         for _ in range(rng.randint(2, 4) if base == kind else 0):
             time.sleep(rng.uniform(0.3, 2.0))
             if command.proc is not None and command.ended():
@@ -446,11 +475,15 @@ def run_schedule(seed: int, kind: str, servers: Servers, tmp: Path) -> Outcome:
         writer.join(30)
         command.stop()
     event(f"writes stopped ({writer.done} done, {writer.failed} failed)")
+    if kind == "sync-load-swap":
+        event(f"the swap met the consistent first load: {bool(command.loads_again)}")
     out.runs = command.runs
     out.problems += command.unasked
-    for what, code, err in command.runs:
-        if code is not None and code not in ALLOWED[kind]:
-            out.problems.append(f"{what} ended with exit {code}")
+    for n, (what, rc, err) in enumerate(command.runs):
+        if kind == "early-signal" and n == 0:  # judged by early_signal
+            continue
+        if rc is not None and rc not in ALLOWED[base if kind == "early-signal" else kind]:
+            out.problems.append(f"{what} ended with exit {rc}")
         if "Traceback" in err:
             out.problems.append(f"{what} printed a traceback")
     recover(base, command, out)

@@ -40,10 +40,14 @@ pytestmark = [
 #: sync follows (before issue 35 item 1, on MySQL 9.7: exit 0 "end of log", by itself);
 #: sync-redis-stop 1: SIGTERM to sync as Redis comes back from its AOF (exit 0; issue 35 item
 #: 2 was exit 1, an IndexError, when the stop met the recovery: a narrow window this schedule
-#: does not always meet; tests/sync/test_sync_exit_codes.py meets it every time).
+#: does not always meet; tests/sync/test_sync_exit_codes.py meets it every time);
+#: early-signal 1, verify-oom 1, sync-load-swap 1: issue 35's other cases (tests/schedule_own.py;
+#: each also has a deterministic test: tests/test_startup.py, tests/test_verify_retries.py,
+#: tests/sync/test_load_swaps.py).
 SHORT = [
     ("migrate", 13), ("migrate", 3), ("verify", 72), ("sync", 104), ("replace", 1),
-    ("sync-restart", 1), ("sync-shutdown", 1), ("sync-redis-stop", 1),
+    ("sync-restart", 1), ("sync-shutdown", 1), ("sync-redis-stop", 1), ("early-signal", 1),
+    ("verify-oom", 1), ("sync-load-swap", 1),
 ]  # fmt: skip
 #: all but the first are long (make test-long): each fault they meet has a test of its own in
 #: tests/test_faults*.py and tests/sync/test_sync_faults.py, and migrate 13 keeps the harness
@@ -78,6 +82,7 @@ def servers(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
 
 def check(seed: int, kind: str, servers: Servers, tmp_path: Path) -> None:
     outcome = run_schedule(seed, kind, servers, tmp_path)
+    print(outcome.report())  # (with -s: the events of a schedule that passed, its figures)
     assert not outcome.problems and not outcome.differences, outcome.report()
 
 
@@ -92,6 +97,12 @@ def test_short_schedule(kind: str, seed: int, servers: Servers, tmp_path: Path) 
 #: 12 and 105: Redis restarted empty -> sync --until-caught-up exited 0 over thousands of
 #: missing keys; 13 and 104: MySQL restart -> exit 1 "unexpected error: InterfaceError".
 SYNC = [("sync", 8), ("sync", 12), ("sync", 13), ("sync", 104), ("sync", 105)]
+
+
+#: issue 35's cases, each with a fault of its own (tests/schedule_own.py): SIGINT or SIGTERM
+#: while the interpreter starts, verify --fix on a Redis at maxmemory, gh-ost's swap during
+#: sync's consistent first load
+NEW_KINDS = ["early-signal", "verify-oom", "sync-load-swap"]
 
 
 def long_run(request: pytest.FixtureRequest) -> None:
@@ -109,7 +120,7 @@ def test_sync_schedule(
 
 
 @pytest.mark.fault_schedules
-@pytest.mark.parametrize("kind", ["migrate", "verify", "sync"])
+@pytest.mark.parametrize("kind", ["migrate", "verify", "sync", *NEW_KINDS])
 def test_long_schedules(
     kind: str, servers: Servers, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -119,6 +130,7 @@ def test_long_schedules(
     failed = []
     for seed in range(first, first + count):
         outcome = run_schedule(seed, kind, servers, tmp_path)
+        print(outcome.report())  # (with -s: every schedule's events, its figures)
         if outcome.problems or outcome.differences:
             failed.append(outcome.report())
     assert not failed, f"{len(failed)} of {count} schedules failed:\n\n" + "\n\n".join(failed)
