@@ -80,7 +80,7 @@ def servers(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         mysql.stop()
 
 
-def check(seed: int, kind: str, servers: Servers, tmp_path: Path) -> None:
+def judge_schedule(seed: int, kind: str, servers: Servers, tmp_path: Path) -> None:
     outcome = run_schedule(seed, kind, servers, tmp_path)
     print(outcome.report())  # (with -s: the events of a schedule that passed, its figures)
     assert not outcome.problems and not outcome.differences, outcome.report()
@@ -88,7 +88,7 @@ def check(seed: int, kind: str, servers: Servers, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("kind", "seed"), SHORT_PARAMS)
 def test_short_schedule(kind: str, seed: int, servers: Servers, tmp_path: Path) -> None:
-    check(seed, kind, servers, tmp_path)
+    judge_schedule(seed, kind, servers, tmp_path)
 
 
 #: sync's schedules that failed before sync rode out target losses and lost connections
@@ -116,7 +116,7 @@ def test_sync_schedule(
     kind: str, seed: int, servers: Servers, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     long_run(request)
-    check(seed, kind, servers, tmp_path)
+    judge_schedule(seed, kind, servers, tmp_path)
 
 
 @pytest.mark.fault_schedules
@@ -142,4 +142,4 @@ def test_replay(servers: Servers, tmp_path: Path) -> None:
         pytest.skip("replays MIGRATOR_FAULT_SEEDS=command:seed[,...]")
     for item in wanted.split(","):
         kind, seed = item.split(":")
-        check(int(seed), kind, servers, tmp_path)
+        judge_schedule(int(seed), kind, servers, tmp_path)
