@@ -4,6 +4,8 @@ machine), and a Ctrl-C or SIGTERM while the program is still starting is one lin
 130, not a Python traceback (nor, for SIGTERM, a death by the signal): SIGTERM is made an
 interrupt before anything else of migrator is imported, and once the line is decided a second
 Ctrl-C or SIGTERM is ignored (it was a traceback and a death by SIGINT, the line half said).
+Once a command's outcome is decided (errors.decided) the process is deaf too, and a signal that
+still slips in as it unwinds to exit ends it with the decided code, never by the signal.
 A signal in the interpreter's own start, before this module runs, is Python's."""
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ def _terminated(signum: int, frame: object) -> None:
 
 signal.signal(signal.SIGTERM, _terminated)  # first: the imports below take their time
 
-from migrator.errors import interrupted_starting  # noqa: E402
+from migrator.errors import interrupted_starting, outcome, own_process  # noqa: E402
 
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminated)
+    own_process()
     try:
         if sys.argv[1:] == ["--version"]:
             from migrator import __version__
@@ -32,7 +35,13 @@ def main() -> None:
         from migrator.cli import main as command_line  # (every command registered)
     except KeyboardInterrupt:
         interrupted_starting()
-    command_line()
+    try:
+        command_line()
+    except KeyboardInterrupt:  # a signal as the outcome was said, or as the process unwound
+        code = outcome()
+        if code is None:
+            interrupted_starting("error: interrupted: nothing was done\n")
+        sys.exit(code)
 
 
 if __name__ == "__main__":

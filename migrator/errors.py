@@ -29,10 +29,42 @@ def deaf() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
+#: the exit code once the command's outcome is decided (``decided``); empty before
+_outcome: list[int] = []
+#: the process is the command's own (migrator/__main__.py), not a test calling the command line
+_own: list[bool] = []
+
+
+def own_process() -> None:
+    """Called by the console entry point: signals are this process's to decide on."""
+    _own[:] = [True]
+
+
+def process_owned() -> bool:
+    return bool(_own)
+
+
+def decided(code: int) -> None:
+    """The command's outcome is known and is about to be said: deaf from now on, and ``code``
+    is the exit whatever comes (a Ctrl-C as the outcome was said, or as the process unwound
+    to exit, was a death by SIGINT after the line: migrator/__main__.py). Only in the
+    command's own process: a test calling the command line keeps its Ctrl-C."""
+    if not _own:
+        return
+    deaf()
+    _outcome[:] = [code]
+
+
+def outcome() -> int | None:
+    """The exit code ``decided`` recorded, or None while the command still runs."""
+    return _outcome[0] if _outcome else None
+
+
 def interrupted_starting(line: str = INTERRUPTED_STARTING) -> NoReturn:
     """Say ``line`` on stderr and exit 130, deaf to a second Ctrl-C or SIGTERM meanwhile (one
     arriving as the line is written was a traceback and a death by SIGINT)."""
     deaf()
+    decided(130)
     sys.stderr.write(line)
     sys.stderr.flush()
     sys.exit(130)

@@ -29,7 +29,9 @@ from migrator.errors import (
     MappingErrors,
     MigratorError,
     NothingWritten,
+    decided,
     interrupted_starting,
+    outcome,
 )
 from migrator.urls import mask, mask_text
 
@@ -79,6 +81,7 @@ def fail(e: MigratorError, as_json: bool = False) -> NoReturn:
 
     if _debug:
         traceback.print_exc()
+    decided(e.exit_code)
     errors = e.errors if isinstance(e, MappingErrors) else [e]
     for one in errors:
         say("error", mask_text(one.message), mask_text(one.hint) if one.hint else None)
@@ -142,6 +145,7 @@ def run(fn: Callable[[], int], resume: str | None = None, as_json: bool = False)
     except MigratorError as e:
         fail(e, as_json)
     except KeyboardInterrupt as e:
+        decided(130)
         said.append(True)
         from migrator.render.console import say
 
@@ -157,9 +161,10 @@ def run(fn: Callable[[], int], resume: str | None = None, as_json: bool = False)
 
         fail(explain(e, resumable=resume is not None), as_json)
     else:
+        decided(code)
         raise typer.Exit(code)
     finally:
-        if resume is not None:
+        if resume is not None and outcome() is None:
             signal.signal(signal.SIGTERM, previous)
 
 
@@ -248,4 +253,6 @@ def main() -> None:
         sys.exit(EXIT_USAGE if e.exit_code != EXIT_CONNECT else EXIT_CONNECT)
     if code == 130 and not said:  # typer's own: an interrupt while it parsed, said nothing
         interrupted_starting()
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    decided(code)
+    sys.exit(code)

@@ -21,7 +21,7 @@ from migrator.cli.options import (
     SourceOpt,
     TargetOpt,
 )
-from migrator.errors import MigratorError
+from migrator.errors import MigratorError, process_owned
 
 if TYPE_CHECKING:
     from migrator.reports import SyncStatus
@@ -228,8 +228,8 @@ def sync(
                     resnapshot_tables=tuple(resnapshot or ()), chunk_rows=chunk_rows,
                     online_load=not consistent_load, log_interval=log_interval if logs else 0,
                 )  # fmt: skip
-        finally:
-            for sig, handler in previous.items():
+        finally:  # the command's own process keeps them: a stop now is one sync ignores
+            for sig, handler in previous.items() if not process_owned() else ():
                 signal.signal(sig, handler)
         if as_json:  # one object per line: the statuses, then the report
             json_line(report.as_dict())
