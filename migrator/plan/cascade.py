@@ -45,10 +45,12 @@ from migrator.plan.batch import Command, Row
 from migrator.plan.delta import REMOVED, Delta, TableDelta
 from migrator.plan.expiry import decode_row, encode_row
 from migrator.plan.planner import KeyFn, TablePlan
-from migrator.plan.row_images import images_of, indexed, unreadable
+from migrator.plan.row_images import by_prefix, images_of, indexed, unreadable
 from migrator.plan.structures import RowHash
 
 Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
+#: (collation, value) pairs -> the server's comparison keys (source/weights.py ``Weights.keys``)
+Weigh = Callable[[list[tuple[str, bytes]]], dict[tuple[str, bytes], bytes]]
 
 FIX = (
     "map the parent table and keep the foreign key's columns read (in columns:, or a "
@@ -70,6 +72,10 @@ class Cascade:
     set_key: KeyFn | None  # None: the rows are found through ``by`` (plan/row_images.py)
     by: bytes | None = None  # the head of the child's SETs per value of the foreign key
     images: bytes | None = None  # the child's row images (plan/row_images.py), if kept
+    #: per foreign-key column, the collation its value is compared under where the SETs of
+    #: ``by`` hold the server's comparison key of it (mapping/cascades.py ``weighed``), with
+    #: the position of that key in the child's row (after its ``select``); () when none is
+    weigh: tuple[tuple[str, int] | None, ...] = ()
 
     def action(self, before: Row | None, after: Row | None) -> tuple[str, Row | None] | None:
         """What the parent's change does to the children: ("delete", None), ("null", None),
@@ -109,7 +115,9 @@ def _why_not(
     if why:
         return why, FIX
     parent = plans[fk.parent]
-    return inexact_key(fk, child.resolved.schema, parent.resolved.schema), COLLATION_FIX
+    return inexact_key(
+        fk, child.resolved.schema, parent.resolved.schema, child.weighed
+    ), COLLATION_FIX
 
 
 def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], cluster: bool) -> str:
@@ -169,14 +177,16 @@ def followable(
             if why:
                 refused.append(Unlogged(name, what, f"sync cannot apply it exactly: {why}", fix))
                 continue
-            ix = next((i for i in child.resolved.index_sets() if set(i.columns) == set(fk.columns)),
-                      None)  # fmt: skip
+            weigh = _weigh(fk, child)
+            ix = None if any(weigh) else next(
+                (i for i in child.resolved.index_sets() if set(i.columns) == set(fk.columns)),
+                None)  # fmt: skip
             set_key = None if ix is None else child.key_fn(child.index_template(ix.columns))
             images = images_of(child)
             by = None
             if ix is None and images is not None:
-                at = tuple(child.pos[c] for c in fk.columns)
-                by = next(p for p, pos in images.by if pos == at)
+                by = by_prefix(child.resolved, tuple(fk.columns))
+                assert any(p == by for p, _ in images.by)
             parent = plans[fk.parent]
             rules.append(
                 Cascade(
@@ -188,11 +198,22 @@ def followable(
                     set_key,
                     by,
                     None if images is None or not images.whole else images.key,
+                    weigh if any(weigh) else (),
                 )
             )
     schemas = [p.resolved.schema for p in plans.values()]
     refused += trx_versioned(schemas)
     return rules, refused
+
+
+def _weigh(fk: ForeignKey, child: TablePlan) -> tuple[tuple[str, int] | None, ...]:
+    """``Cascade.weigh`` of the key: (collation, position of the comparison key) per column."""
+    schema, width = child.resolved.schema, len(child.select)
+    return tuple(
+        (schema.column(c).collation or "", width + child.weighed.index(c))
+        if c in child.weighed else None
+        for c in fk.columns
+    )  # fmt: skip
 
 
 def refuse_unfollowable(plans: dict[str, TablePlan], cluster: bool, logged: bool) -> None:
@@ -209,11 +230,19 @@ def refuse_unfollowable(plans: dict[str, TablePlan], cluster: bool, logged: bool
 class Cascades:
     """Applies the cascades of each logged change into the group's Delta (module docstring)."""
 
-    def __init__(self, rules: list[Cascade], deltas: dict[str, TableDelta], read: Read) -> None:
+    def __init__(
+        self,
+        rules: list[Cascade],
+        deltas: dict[str, TableDelta],
+        read: Read,
+        weigh: Weigh | None = None,
+    ) -> None:
         self.by_parent: dict[str, list[Cascade]] = {}
         for rule in rules:
             self.by_parent.setdefault(rule.parent, []).append(rule)
         self.deltas, self.read = deltas, read
+        #: the server's comparison keys of (collation, value) pairs (source/weights.py)
+        self.weigh = weigh
 
     def follow(self, table: str, before: Row | None, after: Row | None, delta: Delta) -> None:
         for rule in self.by_parent.get(table, ()):
@@ -225,20 +254,36 @@ class Cascades:
                 continue  # a NULL is referenced by no row
             kind, new_values = action
             child = self.deltas[rule.child]
-            for old in self._children(rule, values, delta):
+            keys = self._keys(rule, values)
+            new_keys = None if new_values is None else self._keys(rule, tuple(new_values))
+            for old in self._children(rule, keys, delta):
                 new: Row | None = None
                 if kind != "delete":
                     row = list(old)
                     for k, i in enumerate(rule.child_pos):
                         row[i] = new_values[k] if new_values is not None else None
+                    for k, at in enumerate(rule.weigh):  # the comparison keys, as the values
+                        if at is not None:
+                            row[at[1]] = None if new_keys is None else new_keys[k]
                     new = tuple(row)
                 child.change(old, new, delta)
                 self.follow(rule.child, old, new, delta)
 
+    def _keys(self, rule: Cascade, values: tuple[bytes | None, ...]) -> tuple[bytes | None, ...]:
+        """``values`` as the child's SETs hold them: a weighed column's by its comparison key."""
+        if not rule.weigh:
+            return values
+        assert self.weigh is not None
+        pairs = [(at[0], v) for at, v in zip(rule.weigh, values) if at is not None and v]
+        found = self.weigh(pairs) if pairs else {}
+        return tuple(v if at is None or v is None else found.get((at[0], v), b"")
+                     for at, v in zip(rule.weigh, values))  # fmt: skip
+
     def _children(self, rule: Cascade, values: tuple[bytes | None, ...], delta: Delta) -> list[Row]:
-        """The child rows whose foreign key holds ``values``, as of this point of the group."""
+        """The child rows whose foreign key holds ``values`` (as its SETs hold them: ``_keys``),
+        as of this point of the group."""
         plan = self.deltas[rule.child].plan
-        probe: list[bytes | None] = [None] * len(plan.select)
+        probe: list[bytes | None] = [None] * len(plan.row_names)
         for k, i in enumerate(rule.child_pos):
             probe[i] = values[k]
         if rule.by is not None:  # the child's own SET per value (plan/row_images.py)
@@ -259,7 +304,7 @@ class Cascades:
         n = len(plan.resolved.primary_key)
         rows = []
         for pk in pks:
-            row: list[bytes | None] = [None] * len(plan.select)
+            row: list[bytes | None] = [None] * len(plan.row_names)
             row[:n] = pk
             rows.append(row)
         if plan.table.kind != "hash":

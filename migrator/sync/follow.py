@@ -42,6 +42,7 @@ from migrator.source.binlog.reconnect import SourceLost, lost_reason, surfaced
 from migrator.source.binlog.settings import log_status
 from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
+from migrator.source.weights import Weights
 from migrator.store.cluster import is_cluster
 from migrator.store.expiry_sweep import SWEEP_SECONDS, expiring
 from migrator.store.sink import retry
@@ -132,7 +133,15 @@ class Follower(TableChanges, GroupApplier):
             raise
         rules = followable(followed, self.cluster, logged)[0]
         self.nesting = NestSync(tops, self._read, logged) if tops else None
-        self.cascades = Cascades(rules, self.deltas, self._read) if rules else None
+        self.weights = Weights(src)  # comparison keys of text (source/weights.py)
+        self.weighed = {
+            name: [(plan.resolved.schema.column(c).collation or "", plan.pos[c])
+                   for c in plan.weighed]
+            for name, plan in self.plans.items() if plan.weighed
+        }  # fmt: skip
+        self.cascades = (
+            Cascades(rules, self.deltas, self._read, self.weights.keys) if rules else None
+        )
         self.schema: SchemaWatch | None = None  # DDL decided by its effect on the mapping
         # a DDL that changes what the mapping writes for one table's rows: (table, reason)
         self.resnapshot = resnapshot
