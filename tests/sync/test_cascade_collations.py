@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import redis
 
-from migrator.commands import dry_run, init
+from migrator.commands import dry_run, init, verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from tests.sync.helpers import RandomTransactions
@@ -146,7 +146,12 @@ def _run(db: Any, redis_url: str, redis_client: redis.Redis) -> None:
     assert variants > 0
     keys = equals_a_fresh_migrate(db, mapping, redis_url, redis_client)
     weighed = [k for k in keys if k.startswith(b"migrator:collated:rows:book:by:author:")]
-    assert weighed, "the children are found by the comparison key of their foreign key"
+    assert len(weighed) > 1, "the children are found by the comparison key of their foreign key"
+    redis_client.delete(weighed[0])  # verify names it, --fix writes it back
+    redis_client.srem(weighed[1], *redis_client.smembers(weighed[1]))
+    assert verify(mapping, source=db.url, target=redis_url).exit_code == 1
+    assert verify(mapping, source=db.url, target=redis_url, fix=True).exit_code == 0
+    assert verify(mapping, source=db.url, target=redis_url).exit_code == 0
     tables = {t["table"]: t for t in dry_run(mapping, source=db.url).as_dict()["tables"]}
     assert tables["book"]["keys"].get("rows", 0) >= 1 + len(weighed), tables["book"]  # the cost
 
