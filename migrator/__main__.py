@@ -27,6 +27,17 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _terminated)
     own_process()
     try:
+        _main()
+    finally:
+        # CPython (3.11, 3.12) marks a KeyboardInterrupt that left any exec() of a string as
+        # unhandled even when it was caught later (a Ctrl-C in a dataclass's generated
+        # __init__ as a module is imported), and then ends `python -m migrator` by SIGINT
+        # whatever its exit code: every exec of a string clears the mark, this one last
+        exec("None")
+
+
+def _main() -> None:
+    try:
         if sys.argv[1:] == ["--version"]:
             from migrator import __version__
 
