@@ -22,17 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pymysql
-import pytest
 import redis
 
 from migrator.commands import init, validate
 from migrator.commands.sync import sync
-from migrator.errors import MigratorError
 from migrator.mapping.loader import load_mapping
 from migrator.mapping.model import Mapping
 from tests.sync.public_data import load_employees, load_sakila
 from tests.sync.test_cascade_images import _on_innodb_fk_mysql, _rows, equals_a_fresh_migrate
-from tests.sync.test_cascade_keys import _logged
 from tests.sync.test_cascade_keys import innodb_fk_mysql as innodb_fk_mysql
 
 _ids = iter(range(12600, 12700))
@@ -279,46 +276,17 @@ def test_sakila_syncs_on_mysql_with_innodb_foreign_keys(  # type: ignore[no-unty
     _on_innodb_fk_mysql(innodb_fk_mysql, lambda db: _sakila(db, redis_url, redis_client, tmp_path))
 
 
-#: Where the log lacks the cascaded rows, sync refuses dept_emp and dept_manager today: their
-#: dept_no is CHAR(4) under the database's utf8mb4_general_ci (MariaDB) or utf8mb4_0900_ai_ci
-#: (MySQL), where 'd005' = 'D005' (docs/sync.md, "the tables sync refuses"; issue 36 item 1).
-#: The day sync follows such keys, this is False and the whole run below holds there too.
-REFUSES_CI_CASCADES = True
-
-
-def _employees_where_the_log_lacks_cascades(
-    db: Any, redis_url: str, client: redis.Redis, tmp: Path
-) -> None:
-    assert not _logged(db)
-    if not REFUSES_CI_CASCADES:
-        _employees(db, redis_url, client, tmp)
-        return
-    load_employees(db)
-    mapping = _drafted(db, tmp)
-    with pytest.raises(MigratorError) as refused:
-        sync(mapping, server_id=next(_ids), source=db.url, target=redis_url, until_caught_up=True)
-    text = str(refused.value)
-    assert text.startswith("sync cannot keep these tables exact and refuses them: dept_emp: ")
-    named = {t for t in ("departments", "dept_emp", "dept_manager", "employees", "salaries",
-                         "titles") if f"{t}: foreign key" in text}  # fmt: skip
-    assert named == {"dept_emp", "dept_manager"}, text
-    assert "dept_no is char(4) under the collation utf8mb4_" in text, text
-
-
 def test_employees_syncs_under_the_mapping_init_drafts(  # type: ignore[no-untyped-def]
     binlog_db, redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
-    """On MySQL 9.7's default foreign keys, whose log carries the cascaded rows."""
-    if not _logged(binlog_db):  # MariaDB
-        _employees_where_the_log_lacks_cascades(binlog_db, redis_url, redis_client, tmp_path)
-        return
+    """dept_emp's and dept_manager's dept_no is CHAR(4) under the database's utf8mb4_general_ci
+    (MariaDB) or utf8mb4_0900_ai_ci (MySQL): 'D005' and 'Ď005' are 'd005' there."""
     _employees(binlog_db, redis_url, redis_client, tmp_path)
 
 
-def test_employees_on_mysql_with_innodb_foreign_keys(  # type: ignore[no-untyped-def]
+def test_employees_syncs_on_mysql_with_innodb_foreign_keys(  # type: ignore[no-untyped-def]
     innodb_fk_mysql, redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     _on_innodb_fk_mysql(
-        innodb_fk_mysql,
-        lambda db: _employees_where_the_log_lacks_cascades(db, redis_url, redis_client, tmp_path),
+        innodb_fk_mysql, lambda db: _employees(db, redis_url, redis_client, tmp_path)
     )
