@@ -53,7 +53,8 @@ class Lookups:
         """Of ``values`` (of ``columns``, as text), those of rows the table holds but its row
         filter ``kept`` leaves out (a NULL of the filter leaves a row out, as it does there;
         None: any row), as MySQL's ``=`` finds them: a column with a collation in
-        ``collations`` by the server's comparison key (source/weights.py)."""
+        ``collations`` by the server's comparison key (source/weights.py). With no filter,
+        a value spelt as a row's own is left out: that row is no left-out one."""
         from migrator.source.weights import Weights
 
         collated = tuple(collations) or (None,) * len(columns)
@@ -69,12 +70,15 @@ class Lookups:
                 sa.and_(*(t.c[c] == bindable(x, k) for c, x, k in zip(columns, v, kinds)))
                 for v in part
             ]
-            stmt = sa.select(*exprs).where(sa.or_(*matches))
+            stmt = sa.select(*exprs, *(t.c[c] for c in columns)).where(sa.or_(*matches))
             if kept is not None:
                 stmt = stmt.where(sa.not_(sa.func.coalesce(kept, sa.false())))
-            found = {tuple(_text(x) for x in row) for row in self.fetch_all(stmt)}
+            rows = [tuple(_text(x) for x in row) for row in self.fetch_all(stmt)]
+            found = {row[: len(columns)] for row in rows}
+            spelt = {row[len(columns) :] for row in rows} if kept is None else set()
             for v in part:
-                if tuple(x if k is None else keys[k, x] for k, x in zip(collated, v)) in found:
+                key = tuple(x if k is None else keys[k, x] for k, x in zip(collated, v))
+                if key in found and v not in spelt:
                     out.add(v)
         return out
 
