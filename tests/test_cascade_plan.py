@@ -10,7 +10,7 @@ from migrator.mapping.kinds import Kind
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.resolve import resolve
 from migrator.mapping.schema import Column, ForeignKey, Schema, TableSchema
-from migrator.plan.cascade import Cascades, followable
+from migrator.plan.cascade import Cascades, followable, outside, watched
 from migrator.plan.delta import REMOVED, Delta, TableDelta
 from migrator.plan.expiry import encode_row
 from migrator.plan.planner import TablePlan
@@ -283,3 +283,79 @@ def test_with_the_cascaded_rows_in_the_log_nothing_is_applied_or_refused() -> No
     assert followable(plans, cluster=True, logged=True) == ([], [])
     versioned = _plans(_schema("RESTRICT", row_end="e"))
     assert len(followable(versioned, logged=True)[1]) == 1  # still: statements, not rows
+
+
+# -- a parent the mapping leaves out ----------------------------------------------------------
+
+ONLY_CHILD = "version: 1\ntables:\n  child:\n    indexes: [parent_id]\n"
+
+
+def test_a_parent_left_out_of_the_mapping_is_read_for_its_rules_only() -> None:
+    """Its referenced columns are read from the log (``watched``), the rule's positions
+    point into them, and the children are found as for a mapped parent."""
+    schema = _schema("CASCADE")
+    plans = _plans(schema, ONLY_CHILD)
+    parents = outside(schema.tables, plans)
+    assert list(parents) == ["parent"] and watched(plans, parents) == {"parent": ("id",)}
+    rules, refused = followable(plans, parents=parents)
+    assert refused == [] and [(r.parent, r.child, r.parent_pos) for r in rules] == [
+        ("parent", "child", (0,))
+    ]
+    deltas = {name: TableDelta(plan) for name, plan in plans.items()}
+    index = b"child:indices:parent_id:7"
+
+    def read(commands: list[tuple[bytes, ...]]) -> list[object]:
+        if commands[0][0] == b"SMEMBERS":
+            return [[b"1"]]
+        return [[b"parent_id", b"7", b"name", b"x"]]
+
+    delta = Delta()
+    Cascades(rules, deltas, read).follow("parent", (b"7",), None, delta)  # DELETE parent 7
+    assert delta.pending_members(index, {b"1"}) == set()
+    assert (b"DEL", b"child:1") in delta.commands
+    # without the source's tables (a caller that has none): refused, naming the table
+    rules, refused = followable(plans)
+    assert rules == [] and "the parent table parent is not read from the log" in refused[0].why
+
+
+def _three(middle_delete: str, middle_update: str, referenced: str) -> Schema:
+    """top <- middle <- bottom: bottom's foreign key references middle's ``referenced``."""
+    top = TableSchema("top", (Column("id", Kind.INTEGER, False, "int"),), ("id",), (), ())
+    middle = TableSchema(
+        "middle",
+        (Column("id", Kind.INTEGER, False, "int"), Column("top_id", Kind.INTEGER, True, "int")),
+        ("id",), (),
+        (ForeignKey("fk_m", ("top_id",), "top", ("id",), middle_delete, middle_update),),
+    )  # fmt: skip
+    bottom = TableSchema(
+        "bottom",
+        (Column("id", Kind.INTEGER, False, "int"), Column("m", Kind.INTEGER, True, "int")),
+        ("id",), (),
+        (ForeignKey("fk_b", ("m",), "middle", (referenced,), "CASCADE", "CASCADE"),),
+    )  # fmt: skip
+    return Schema("db", {"top": top, "middle": middle, "bottom": bottom}, ())
+
+
+@pytest.mark.parametrize(
+    "middle_delete, middle_update, referenced, refused",
+    [("CASCADE", "", "id", True),  # middle's rows deleted by top's: bottom's unknown
+     ("SET NULL", "", "top_id", True),  # the referenced column nulled without a trace
+     ("RESTRICT", "CASCADE", "top_id", True),
+     ("RESTRICT", "CASCADE", "id", False),  # top_id follows, id does not move: nothing reaches
+     ("SET NULL", "SET NULL", "id", False),
+     ("RESTRICT", "RESTRICT", "id", False)],
+)  # fmt: skip
+def test_a_cascade_of_a_cascade_through_a_parent_left_out_is_refused_where_it_reaches(
+    middle_delete: str, middle_update: str, referenced: str, refused: bool
+) -> None:
+    schema = _three(middle_delete, middle_update, referenced)
+    plans = _plans(schema, "version: 1\ntables:\n  top: {}\n  bottom: {}\n")
+    rules, why = followable(plans, parents=outside(schema.tables, plans))
+    assert [r.key.name for r in rules] == ([] if refused else ["fk_b"])
+    if refused:
+        (u,) = why
+        assert u.table == "bottom" and "a cascade of a cascade through a table sync" in u.why
+        head = "the parent table middle is not in the mapping and its own rows change by its "
+        assert head + "foreign key fk_m -> top" in u.why and "map the parent table too" in u.fix
+    else:
+        assert why == []
