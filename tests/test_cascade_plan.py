@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from migrator.mapping.cascades import inexact_match
+from migrator.mapping.cascades import cascade_notes, inexact_match
 from migrator.mapping.kinds import Kind
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.resolve import resolve
@@ -359,3 +359,15 @@ def test_a_cascade_of_a_cascade_through_a_parent_left_out_is_refused_where_it_re
         assert head + "foreign key fk_m -> top" in u.why and "map the parent table too" in u.fix
     else:
         assert why == []
+
+
+def test_init_says_when_the_parent_must_be_mapped_too() -> None:
+    """``init``'s note above a child: the parent is read for its rules mapped or not, unless
+    its own rows change by a rule the log lacks that reaches the child (then map it)."""
+    reached = _three("CASCADE", "", "id")
+    (note,) = cascade_notes(reached.tables["bottom"], reached)
+    assert "keep (m) read and middle mapped (its own rows change by fk_m -> top ON DELETE " in note
+    alone = _three("RESTRICT", "CASCADE", "id")
+    (note,) = cascade_notes(alone.tables["bottom"], alone)
+    assert "keep (m) read (middle is read for it, mapped or not)" in note
+    assert "mapped (its own" not in note

@@ -52,6 +52,7 @@ from migrator.mapping.cascades import (
     TRX_WHY,
     Unlogged,
     inexact_key,
+    reaching,
     trx_versioned,
 )
 from migrator.mapping.schema import ForeignKey, TableSchema
@@ -150,21 +151,15 @@ def _unmapped(fk: ForeignKey, parent: TableSchema | None) -> str:
         )
     if trx_versioned([parent]):
         return f"the parent table {fk.parent} is not in the mapping and {TRX_WHY}"
-    for own in parent.foreign_keys:
-        rules = own.unlogged_rules
-        reach = "ON DELETE CASCADE" in rules or (
-            bool(set(own.columns) & set(fk.parent_columns))
-            and any(r != "ON DELETE CASCADE" for r in rules)
-        )
-        if reach:
-            name = f"{own.name} " if own.name else ""
-            return (
-                f"the parent table {fk.parent} is not in the mapping and its own rows change "
-                f"by its foreign key {name}-> {own.parent} {', '.join(rules)}, which the "
-                "binary log does not carry: a cascade of a cascade through a table sync does "
-                "not hold"
-            )
-    return ""
+    own = reaching(fk, parent)
+    if own is None:
+        return ""
+    name = f"{own.name} " if own.name else ""
+    return (
+        f"the parent table {fk.parent} is not in the mapping and its own rows change by its "
+        f"foreign key {name}-> {own.parent} {', '.join(own.unlogged_rules)}, which the binary "
+        "log does not carry: a cascade of a cascade through a table sync does not hold"
+    )
 
 
 def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], cluster: bool) -> str:

@@ -105,8 +105,7 @@ class SchemaWatch:
         #: parent tables the mapping leaves out, read for their foreign keys' rules only
         self.parents = set(parents or {})
         for n, (ts, cols) in (parents or {}).items():
-            place = f"the mapping's children of {n} (its cascading foreign keys)"
-            self.uses[n] = TableUse(n, frozenset(cols), False, (), place)
+            self.uses[n] = parent_use(n, cols)
             self.known[n] = (shape_of(ts), ts.primary_key)
         self.unsaved = True
         with suppress(ValueError, TypeError, KeyError):
@@ -141,7 +140,7 @@ class SchemaWatch:
         kind = kind_of(ddl.query, table, str(ctl.url.database or ""), ddl.schema)
         found = decide(kind, self.uses[table], before, after, key, key_after)
         if table in self.parents:
-            found = _parent_effect(found, table)
+            found = parent_effect(found, table)
         if found.action != "stop" and after is not None:
             self.known[table] = (after, tuple(key_after))
         return found
@@ -156,7 +155,14 @@ class SchemaWatch:
         return remove_owned(client, space, [table], keep=counter)
 
 
-def _parent_effect(found: Effect, table: str) -> Effect:
+def parent_use(name: str, columns: tuple[str, ...]) -> TableUse:
+    """How sync uses a parent table the mapping leaves out: ``columns``, the ones its
+    children's cascading foreign keys reference (plan/cascade.py)."""
+    place = f"the mapping's children of {name} (its cascading foreign keys)"
+    return TableUse(name, frozenset(columns), False, (), place)
+
+
+def parent_effect(found: Effect, table: str) -> Effect:
     """A DDL of a parent table the mapping leaves out (read for its cascades only): nothing
     of it is in Redis, so a TRUNCATE removes nothing; a referenced column retyped stops."""
     if found.action == "truncate":

@@ -8,11 +8,14 @@ mapped children (plan/cascade.py).
   mapped): random writes, parents' DELETEs and key UPDATEs, child inserts, and an ALTER of
   the unmapped parent between two runs; ``verify`` 0 and Redis equal to a fresh ``migrate``;
 * a cascade of a cascade through a table left out is refused by ``sync`` and ``validate``,
-  naming the middle table and the fix; mapping the middle table too is followed.
+  naming the middle table and the fix; mapping the middle table too is followed; an ALTER of
+  the table left out is followed on, a RENAME of it stops ``sync`` (exit 1).
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,9 @@ from migrator.cli import app
 from migrator.commands import validate
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
+from migrator.reports import SchemaChanged
+from migrator.sync.figures import SyncFigures
+from tests.sync.helpers import while_syncing
 from tests.sync.test_cascade_images import (
     ONLY_MARIADB,
     Writes,
@@ -65,8 +71,11 @@ def _unmapped_parent(db: Any, redis_url: str, redis_client: redis.Redis) -> None
         work.run(40)
         if k == 1:  # a DDL of the parent left out: judged by the columns read, followed on
             db.run("ALTER TABLE ticket MODIFY title VARCHAR(60) NOT NULL, ADD KEY (opened)")
-        report = sync(mapping, server_id=sid, **run)  # type: ignore[arg-type]
+        figures = SyncFigures()
+        report = sync(mapping, server_id=sid, figures=figures, **run)  # type: ignore[arg-type]
         assert report.stopped == "caught up"
+        # the parent's row changes are counted under its own name
+        assert figures.row_changes[("ticket", "delete")] > 0, figures.row_changes
     work.close()
     keys = equals_a_fresh_migrate(db, mapping, redis_url, redis_client)
     assert not [k for k in keys if k.startswith(b"ticket:")]  # nothing of the parent itself
@@ -135,16 +144,45 @@ def _middle(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Path) 
     assert CliRunner().invoke(app, args).exit_code == 0
     assert sorted(redis_client.scan_iter("bottom:[0-9]*")) == [b"bottom:3"]
     assert sorted(redis_client.scan_iter("middle:[0-9]*")) == [b"middle:3"]
+    # a DDL of the table left out: an ALTER that keeps its referenced columns is followed on,
+    # a RENAME stops (exit 1) before it, naming the table
+    db.run("ALTER TABLE top ADD COLUMN note VARCHAR(5); INSERT INTO top VALUES (3, 'n');"
+           "INSERT INTO middle VALUES (4, 3); DELETE FROM top WHERE id = 2")  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert sorted(redis_client.scan_iter("middle:[0-9]*")) == [b"middle:4"]
+    assert not list(redis_client.scan_iter("bottom:[0-9]*"))
+    mapping = parse_mapping(path.read_text(), name="m")
+    live = threading.Event()
+
+    def run(stop: threading.Event, status: Callable[[Any], None]) -> None:
+        def seen(s: Any) -> None:
+            status(s)
+            live.set()
+
+        sync(mapping, source=db.url, target=redis_url, stop=stop, on_status=seen,
+             server_id=int(args[-1]))  # fmt: skip
+
+    def rename() -> None:
+        assert live.wait(60)
+        db.run("RENAME TABLE top TO top_old; DELETE FROM top_old")
+
+    with pytest.raises(SchemaChanged) as stopped:
+        while_syncing(run, [rename])
+    message = " ".join(str(stopped.value).split())
+    assert "table 'top' changed at" in message and "table 'top' was dropped or renamed" in message
+    assert "the mapping's children of top (its cascading foreign keys)" in message
+    assert redis_client.exists("middle:4")  # nothing after the RENAME applied
 
 
 @pytest.mark.engine("mariadb", why=ONLY_MARIADB)
-def test_a_cascade_of_a_cascade_through_a_table_left_out_is_refused(  # type: ignore[no-untyped-def]
+def test_a_cascade_of_a_cascade_through_a_table_left_out_is_refused_its_ddl_judged(  # type: ignore[no-untyped-def]
     mariadb_db, redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     _middle(mariadb_db, redis_url, redis_client, tmp_path)
 
 
-def test_a_cascade_of_a_cascade_through_a_table_left_out_is_refused_on_mysql_innodb_fks(  # type: ignore[no-untyped-def]
+def test_a_cascade_of_a_cascade_through_a_table_left_out_is_refused_on_mysql_innodb_fk(  # type: ignore[no-untyped-def]
     innodb_fk_mysql, redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     _on_innodb_fk_mysql(innodb_fk_mysql, lambda db: _middle(db, redis_url, redis_client, tmp_path))
