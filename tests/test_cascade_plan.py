@@ -371,3 +371,19 @@ def test_init_says_when_the_parent_must_be_mapped_too() -> None:
     (note,) = cascade_notes(alone.tables["bottom"], alone)
     assert "keep (m) read (middle is read for it, mapped or not)" in note
     assert "mapped (its own" not in note
+
+
+def test_a_parent_in_another_database_is_refused() -> None:
+    """The log is read for the source's own database: a same-named table there is not it."""
+    schema = _schema("CASCADE")
+    child = schema.tables["child"]
+    fk = child.foreign_keys[0]
+    other = ForeignKey(fk.name, fk.columns, fk.parent, fk.parent_columns, "CASCADE", "",
+                       "elsewhere")  # fmt: skip
+    schema.tables["child"] = TableSchema(child.name, child.columns, child.primary_key, (),
+                                         (other,))  # fmt: skip
+    for text in (MAPPING, ONLY_CHILD):
+        plans = _plans(schema, text)
+        rules, (u,) = followable(plans, parents=outside(schema.tables, plans))
+        assert rules == [] and "the parent table elsewhere.parent is in another database" in u.why
+        assert "map the parent" not in u.fix

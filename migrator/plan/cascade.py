@@ -75,6 +75,10 @@ MIDDLE_FIX = (
     "of the two rules RESTRICT, or leave the table out of the mapping for sync (migrate and "
     "verify are not affected)"
 )
+OTHER_FIX = (
+    "make the rule RESTRICT, or leave the table out of the mapping for sync (migrate and "
+    "verify are not affected)"
+)
 Parents = Mapping[str, TableSchema]  # the source's tables by name (unmapped parents' schemas)
 
 
@@ -125,6 +129,9 @@ def _why_not(
     """Why sync cannot apply this key's rules exactly ("" when it can), and the fix;
     ``failed``: mapped tables that did not pass validation (validate has no plan of them);
     ``parents``: the source's tables, for a parent the mapping leaves out."""
+    if fk.parent_database:  # the log is read for the source's own database only
+        why = f"the parent table {fk.parent_database}.{fk.parent} is in another database"
+        return why + ", whose changes sync does not read", OTHER_FIX
     if fk.parent not in plans and fk.parent in failed:
         why = f"the parent table {fk.parent} did not pass validation (see its error): fix it first"
         return why, FIX

@@ -10,13 +10,13 @@ mapped children (plan/cascade.py).
   between two runs; ``verify`` 0 and Redis equal to a fresh ``migrate``;
 * a cascade of a cascade through a table left out is refused by ``sync`` and ``validate``,
   naming the middle table and the fix; mapping the middle table too is followed; an ALTER of
-  the table left out is followed on, a RENAME of it stops ``sync`` (exit 1).
+  the table left out is followed on, a RENAME of it stops ``sync`` (exit 1);
+* a parent in another database is refused (the log is read for the source's database only).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.reports import SchemaChanged
 from migrator.sync.figures import SyncFigures
-from tests.sync.helpers import while_syncing
+from tests.services import create_database, drop_database, new_database_name
 from tests.sync.test_cascade_images import (
     ONLY_MARIADB,
     Writes,
@@ -164,36 +164,78 @@ def _middle(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Path) 
     assert sorted(redis_client.scan_iter("middle:[0-9]*")) == [b"middle:4"]
     assert not list(redis_client.scan_iter("bottom:[0-9]*"))
     mapping = parse_mapping(path.read_text(), name="m")
-    live = threading.Event()
+    live, stop = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
 
-    def run(stop: threading.Event, status: Callable[[Any], None]) -> None:
+    def follow() -> None:
         def seen(s: Any) -> None:
-            status(s)
-            live.set()
+            if s.phase != "loading":
+                live.set()
 
-        sync(mapping, source=db.url, target=redis_url, stop=stop, on_status=seen,
-             server_id=int(args[-1]))  # fmt: skip
+        try:
+            sync(mapping, source=db.url, target=redis_url, stop=stop, on_status=seen,
+                 server_id=int(args[-1]))  # fmt: skip
+        except BaseException as e:
+            errors.append(e)
 
-    def rename() -> None:
-        assert live.wait(60)
+    follower = threading.Thread(target=follow)
+    follower.start()
+    try:
+        assert live.wait(60), errors
         db.run("RENAME TABLE top TO top_old; DELETE FROM top_old")
-
-    with pytest.raises(SchemaChanged) as stopped:
-        while_syncing(run, [rename])
-    message = " ".join(str(stopped.value).split())
+        follower.join(60)  # sync stops by itself at the RENAME
+    finally:
+        stop.set()
+        follower.join(30)
+    assert not follower.is_alive() and len(errors) == 1, errors
+    stopped = errors[0]
+    assert isinstance(stopped, SchemaChanged), stopped
+    message = " ".join(str(stopped).split())
     assert "table 'top' changed at" in message and "table 'top' was dropped or renamed" in message
     assert "the mapping's children of top (its cascading foreign keys)" in message
     assert redis_client.exists("middle:4")  # nothing after the RENAME applied
+
+
+def _other_database(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    """A parent in another database (a same-named table here too): refused, not read."""
+    other = create_database(db.server_url, new_database_name())
+    try:
+        other.run("CREATE TABLE top2 (id INT PRIMARY KEY); INSERT INTO top2 VALUES (1)")
+        db.run(
+            "CREATE TABLE top2 (id INT PRIMARY KEY); INSERT INTO top2 VALUES (1);"
+            "CREATE TABLE far (id INT PRIMARY KEY, t INT, KEY (t), CONSTRAINT fk_far FOREIGN "
+            f"KEY (t) REFERENCES `{other.name}`.top2 (id) ON DELETE CASCADE);"
+            "INSERT INTO far VALUES (1, 1)"
+        )
+        path = tmp_path / "far.yaml"
+        path.write_text("version: 1\ntables:\n  far: {}\n")
+        args = ["sync", str(path), "--source", db.url, "--target", redis_url,
+                "--until-caught-up", "--server-id", str(next(_ids))]  # fmt: skip
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        message = " ".join(result.output.split())
+        assert f"the parent table {other.name}.top2 is in another database" in message
+        assert redis_client.dbsize() == 0
+    finally:
+        db.run("DROP TABLE IF EXISTS far")
+        drop_database(db.server_url, other.name)
 
 
 @pytest.mark.engine("mariadb", why=ONLY_MARIADB)
 def test_a_cascade_of_a_cascade_through_a_table_left_out_is_refused_its_ddl_judged(  # type: ignore[no-untyped-def]
     mariadb_db, redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
+    _other_database(mariadb_db, redis_url, redis_client, tmp_path)
     _middle(mariadb_db, redis_url, redis_client, tmp_path)
 
 
 def test_a_cascade_of_a_cascade_through_a_table_left_out_is_refused_on_mysql_innodb_fk(  # type: ignore[no-untyped-def]
     innodb_fk_mysql, redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
-    _on_innodb_fk_mysql(innodb_fk_mysql, lambda db: _middle(db, redis_url, redis_client, tmp_path))
+    _on_innodb_fk_mysql(
+        innodb_fk_mysql,
+        lambda db: (
+            _other_database(db, redis_url, redis_client, tmp_path),
+            _middle(db, redis_url, redis_client, tmp_path),
+        ),
+    )
