@@ -127,15 +127,21 @@ INSERT INTO bottom VALUES (1, 1), (2, 2), (3, 3);
 """
 
 
-def _middle(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
-    db.run(THREE)
-    path = tmp_path / "m.yaml"
-    path.write_text("version: 1\ntables:\n  top: {}\n  bottom: {}\n")
+def _refused(path: Path, mapping: str, db: Any, redis_url: str) -> tuple[str, list[str]]:
+    """``mapping`` written at ``path``; sync refuses it (exit 2): its message on one line, and
+    the command line (to run again)."""
+    path.write_text(mapping)
     args = ["sync", str(path), "--source", db.url, "--target", redis_url,
             "--until-caught-up", "--server-id", str(next(_ids))]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, result.output
-    message = " ".join(result.output.split())
+    return " ".join(result.output.split()), args
+
+
+def _middle(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    db.run(THREE)
+    path = tmp_path / "m.yaml"
+    message, args = _refused(path, "version: 1\ntables:\n  top: {}\n  bottom: {}\n", db, redis_url)
     why = (
         "bottom: foreign key fk_bottom_middle (middle_id) -> middle ON DELETE CASCADE (sync "
         "cannot apply it exactly: the parent table middle is not in the mapping and its own "
@@ -207,13 +213,8 @@ def _other_database(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path
             f"KEY (t) REFERENCES `{other.name}`.top2 (id) ON DELETE CASCADE);"
             "INSERT INTO far VALUES (1, 1)"
         )
-        path = tmp_path / "far.yaml"
-        path.write_text("version: 1\ntables:\n  far: {}\n")
-        args = ["sync", str(path), "--source", db.url, "--target", redis_url,
-                "--until-caught-up", "--server-id", str(next(_ids))]  # fmt: skip
-        result = CliRunner().invoke(app, args)
-        assert result.exit_code == 2, result.output
-        message = " ".join(result.output.split())
+        mapping = "version: 1\ntables:\n  far: {}\n"
+        message, _ = _refused(tmp_path / "far.yaml", mapping, db, redis_url)
         assert f"the parent table {other.name}.top2 is in another database" in message
         assert redis_client.dbsize() == 0
     finally:
