@@ -10,7 +10,8 @@ from migrator.mapping.kinds import Kind
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.resolve import resolve
 from migrator.mapping.schema import Column, ForeignKey, Schema, TableSchema
-from migrator.plan.cascade import Cascades, followable, outside, watched
+from migrator.plan.cascade import Cascades, followable
+from migrator.plan.cascade_parents import outside, watched
 from migrator.plan.delta import REMOVED, Delta, TableDelta
 from migrator.plan.expiry import encode_row
 from migrator.plan.planner import TablePlan
@@ -275,7 +276,7 @@ def test_with_the_cascaded_rows_in_the_log_nothing_is_applied_or_refused() -> No
     """MySQL 9.7's SQL-layer foreign keys log the rows their cascades change."""
     schema = _text_keys(_col("varchar(9)", "utf8mb4_general_ci"),
                         _col("varchar(9)", "utf8mb4_general_ci"),
-                        _col("varchar(9)", "utf8mb4_general_ci"))  # fmt: skip
+                        _col("varchar(9)", "utf8mb4_unicode_ci"))  # fmt: skip
     plans = _plans(schema, TAGS % (":", "reject"))
     assert [u.table for u in followable(plans)[1]] == ["tag"]
     assert "utf8mb4_nopad_bin on MariaDB" in followable(plans)[1][0].fix
@@ -283,6 +284,47 @@ def test_with_the_cascaded_rows_in_the_log_nothing_is_applied_or_refused() -> No
     assert followable(plans, cluster=True, logged=True) == ([], [])
     versioned = _plans(_schema("RESTRICT", row_end="e"))
     assert len(followable(versioned, logged=True)[1]) == 1  # still: statements, not rows
+
+
+TAGGED = """
+version: 1
+tables:
+  book: {}
+  tag:
+    references: [{columns: [book_id], table: book}]
+"""
+
+
+@pytest.mark.parametrize(
+    "fk, key, extra, followed",
+    [("utf8mb4_general_ci", "utf8mb4_general_ci", "", True),
+     ("utf8mb4_bin", "utf8mb4_bin", "", True),  # PAD SPACE on a VARCHAR
+     ("latin1_swedish_ci", "latin1_swedish_ci", "", True),
+     ("utf8mb4_general_ci", "utf8mb4_unicode_ci", "", False),  # two collations
+     ("utf8mb4_general_ci", "utf8mb4_general_ci", "    expire: {ttl: 60}\n", False)],
+)  # fmt: skip
+def test_a_text_key_under_a_collation_is_found_by_its_comparison_key(
+    fk: str, key: str, extra: str, followed: bool
+) -> None:
+    """Issue 36 item 1: the child's rows are found by the server's comparison key of the
+    foreign key (row images, a SET per key), read after the row's select values."""
+    schema = _text_keys(_col("varchar(9)", "utf8mb4_general_ci"), _col("varchar(9)", fk),
+                        _col("varchar(9)", key))  # fmt: skip
+    plans = _plans(schema, TAGGED + extra)
+    rules, refused = followable(plans)
+    tag = plans["tag"]
+    if not followed:
+        assert rules == [] and len(refused) == 1 and "book_id" in refused[0].why
+        return
+    assert refused == [] and tag.weighed == ("book_id",)
+    assert tag.row_names == (*tag.select, "\x00weight:book_id")
+    (rule,) = rules
+    assert rule.weigh == ((fk, len(tag.select)),) and rule.set_key is None
+    images = images_of(tag)
+    assert images is not None and images.whole and rule.images == images.key
+    row = (b"x", b"KEN ", b"<key of ken>")
+    by_key = b"migrator:mapping:rows:tag:by:book_id:" + encode_row((b"<key of ken>",))
+    assert ("S", by_key, encode_row((b"x", b"KEN ")), b"") in images.entries(row)
 
 
 # -- a parent the mapping leaves out ----------------------------------------------------------

@@ -236,6 +236,7 @@ def test_errors_come_first_and_what_concerns_sync_alone_is_one_line(
     path = tmp_path / "m.yaml"
     path.write_text(
         f"version: 1\nsource: {mysql_db.url}\ntables:\n  p: {{}}\n  c:\n    indexes: [code]\n"
+        "    expire: {ttl: 60}\n"
         "  q:\n    columns: [nope]\n"
     )
     runner = CliRunner()

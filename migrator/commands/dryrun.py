@@ -349,7 +349,7 @@ def _sample(
     top = tops.get(r.name)
     if top is None or n == 0:
         return cmds
-    rows = src.page(r.name, src.selector(r.name, plan.select), r.primary_key, n, None, clause(r))
+    rows = src.page(r.name, src.selector(r.name, plan.row_names), r.primary_key, n, None, clause(r))
     groups: Groups = {}
     children(src, top, rows, groups)
     whole = {c[1]: c for c in nested_commands(top, rows, groups)}
@@ -364,7 +364,7 @@ def plan_table(
     count and size them) and, for the RESP file, packed by ``TablePlan.pack``; then the
     counter and latest lists."""
     progress.start(r.name, r.schema.row_estimate or None)
-    selector = src.selector(r.name, plan.select)
+    selector = src.selector(r.name, plan.row_names)
     total = Stats()
     for rows in src.batches(r.name, selector, r.primary_key, batch_size, where=clause(r)):
         commands, stats = plan.plan(rows)
@@ -381,7 +381,7 @@ def sample_commands(src: Source, plan: TablePlan, resolved: Resolved, n: int) ->
     """The commands of the first ``n`` rows by primary key, then the end-of-table ones."""
     if n == 0:
         return []
-    selector = src.selector(resolved.name, plan.select)
+    selector = src.selector(resolved.name, plan.row_names)
     pages = src.batches(
         resolved.name, selector, resolved.primary_key, n, page_size=n, where=clause(resolved)
     )

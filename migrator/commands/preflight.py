@@ -118,7 +118,7 @@ def estimate(src: Source, resolved: Sequence[Resolved], limits: Limits | None = 
     keys = 0.0
     for r in resolved:
         plan = TablePlan(r)
-        selector = src.selector(r.name, plan.select)
+        selector = src.selector(r.name, plan.row_names)
         batches = src.batches(
             r.name, selector, r.primary_key, SAMPLE_ROWS, page_size=SAMPLE_ROWS, where=clause(r)
         )

@@ -17,7 +17,8 @@ from migrator.mapping.validate import (
     plural,
     problem_from,
 )
-from migrator.plan.cascade import followable, outside
+from migrator.plan.cascade import followable
+from migrator.plan.cascade_parents import outside
 from migrator.plan.collisions import check_collisions
 from migrator.plan.layout import TableLayout
 from migrator.plan.nesting import trees

@@ -19,7 +19,7 @@ schema it is handed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from migrator.mapping.kinds import Kind
@@ -112,13 +112,50 @@ def inexact_match(child: Column, parent: Column) -> str:
     return f"{shown}, a PAD SPACE collation on a VARCHAR: 'a' = 'a ' in MySQL, not in Redis"
 
 
-def inexact_key(fk: ForeignKey, child: TableSchema, parent: TableSchema | None) -> str:
-    """``inexact_match`` of the first foreign-key column where it is not "" ("" when none)."""
+#: the prefix of a pseudo-column of a row: the server's comparison key of a text column
+#: (``WEIGH + name``; source/selects.py selects it, sync asks the server for it)
+WEIGH = "\x00weight:"
+
+
+def weighed(column: Column) -> bool:
+    """A text column that MySQL compares under a collation that is not byte equality (case or
+    accent insensitive, or PAD SPACE on a VARCHAR): the rows of a cascading foreign key on it
+    are found by the server's comparison key of its value (``WEIGHT_STRING``, after trailing
+    spaces are cut under PAD SPACE), never by its bytes. Not MariaDB's UUID and INET types
+    (their text is canonical)."""
+    if column.kind is not Kind.TEXT or not column.collation or _base(column) in BYTEWISE_TYPES:
+        return False
+    collation = column.collation
+    return not collation.endswith("_bin") or not (no_pad(collation) or _base(column) == "char")
+
+
+def weighed_columns(ts: TableSchema) -> tuple[str, ...]:
+    """The columns of the table's cascading foreign keys that are ``weighed``."""
+    names = ts.column_names
+    out = [c for fk in ts.foreign_keys if fk.unlogged_rules
+           for c in fk.columns if c in names and weighed(ts.column(c))]  # fmt: skip
+    return tuple(dict.fromkeys(out))
+
+
+def inexact_key(
+    fk: ForeignKey,
+    child: TableSchema,
+    parent: TableSchema | None,
+    keyed: Collection[str] | None = None,
+) -> str:
+    """``inexact_match`` of the first foreign-key column where it is not "" ("" when none),
+    but for a ``weighed`` column under the parent's very collation whose rows are found by the
+    server's comparison key (``keyed``: the columns whose key the child's plan reads, None:
+    every weighed column)."""
     if parent is None:
         return ""
     for c, p in zip(fk.columns, fk.parent_columns):
         if c in child.column_names and p in parent.column_names:
-            why = inexact_match(child.column(c), parent.column(p))
+            mine, theirs = child.column(c), parent.column(p)
+            same = theirs.kind is Kind.TEXT and theirs.collation == mine.collation
+            if weighed(mine) and same and (keyed is None or c in keyed):
+                continue
+            why = inexact_match(mine, theirs)
             if why:
                 return why
     return ""

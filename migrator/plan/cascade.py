@@ -15,7 +15,7 @@ the foreign key's columns, keeps row images and a SET per value beside its keys
 (plan/row_images.py): its rows are then read from those (``Cascades._images``).
 
 A parent table left out of the mapping is read from the log all the same, for its cascades
-only: ``watched`` names its columns the foreign keys reference (in the table's order), the
+only (plan/cascade_parents.py): ``watched`` names its columns the foreign keys reference, the
 reader decodes those (sync/follow.py), and nothing is written for the parent itself; its
 ``Cascade.parent_pos`` are positions in that tuple. Its own rows must not change without a
 trace in the log where that reaches the child (a cascade of a cascade through a table sync
@@ -42,44 +42,30 @@ default) writes the cascaded child rows to the log itself, before the parent's r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 from migrator.errors import MigratorError
-from migrator.mapping.cascades import (
-    COLLATION_FIX,
-    TRX_WHY,
-    Unlogged,
-    inexact_key,
-    reaching,
-    trx_versioned,
-)
-from migrator.mapping.schema import ForeignKey, TableSchema
+from migrator.mapping.cascades import COLLATION_FIX, Unlogged, inexact_key, trx_versioned
+from migrator.mapping.schema import ForeignKey
 from migrator.plan.batch import Command, Row
+from migrator.plan.cascade_parents import OTHER_FIX, UNMAPPED_FIX, Parents, unmapped, watched
 from migrator.plan.delta import REMOVED, Delta, TableDelta
 from migrator.plan.expiry import decode_row, encode_row
 from migrator.plan.planner import KeyFn, TablePlan
-from migrator.plan.row_images import images_of, indexed, unreadable
+from migrator.plan.row_images import by_prefix, images_of, indexed, unreadable
 from migrator.plan.structures import RowHash
 
 Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
+#: (collation, value) pairs -> the server's comparison keys (source/weights.py ``Weights.keys``)
+Weigh = Callable[[list[tuple[str, bytes]]], dict[tuple[str, bytes], bytes]]
 
 FIX = (
     "keep the foreign key's columns read (in columns:, or a references entry on them), "
     "without expire: on the child; or make the rule RESTRICT, or leave the table out of the "
     "mapping for sync (migrate and verify are not affected)"
 )
-MIDDLE_FIX = (
-    "map the parent table too (sync then follows its rows' own rules in turn); or make one "
-    "of the two rules RESTRICT, or leave the table out of the mapping for sync (migrate and "
-    "verify are not affected)"
-)
-OTHER_FIX = (
-    "make the rule RESTRICT, or leave the table out of the mapping for sync (migrate and "
-    "verify are not affected)"
-)
-Parents = Mapping[str, TableSchema]  # the source's tables by name (unmapped parents' schemas)
 
 
 @dataclass(frozen=True)
@@ -95,6 +81,10 @@ class Cascade:
     set_key: KeyFn | None  # None: the rows are found through ``by`` (plan/row_images.py)
     by: bytes | None = None  # the head of the child's SETs per value of the foreign key
     images: bytes | None = None  # the child's row images (plan/row_images.py), if kept
+    #: per foreign-key column, the collation its value is compared under where the SETs of
+    #: ``by`` hold the server's comparison key of it (mapping/cascades.py ``weighed``), with
+    #: the position of that key in the child's row (after its ``select``); () when none is
+    weigh: tuple[tuple[str, int] | None, ...] = ()
 
     def action(self, before: Row | None, after: Row | None) -> tuple[str, Row | None] | None:
         """What the parent's change does to the children: ("delete", None), ("null", None),
@@ -141,32 +131,10 @@ def _why_not(
     mapped = plans.get(fk.parent)
     parent = mapped.resolved.schema if mapped is not None else (parents or {}).get(fk.parent)
     if mapped is None:
-        why = _unmapped(fk, parent)
+        why = unmapped(fk, parent)
         if why:
-            return why, MIDDLE_FIX
-    return inexact_key(fk, child.resolved.schema, parent), COLLATION_FIX
-
-
-def _unmapped(fk: ForeignKey, parent: TableSchema | None) -> str:
-    """Why the rows of a parent the mapping leaves out cannot be followed for ``fk`` ("" when
-    they can): unknown, logged as statements, or changed by a rule of their own that the log
-    does not carry and that reaches the referenced columns (a cascade of a cascade)."""
-    if parent is None or any(c not in parent.column_names for c in fk.parent_columns):
-        return (
-            f"the parent table {fk.parent} is not read from the log (not in the source's "
-            "schema, or a nested table with as: none)"
-        )
-    if trx_versioned([parent]):
-        return f"the parent table {fk.parent} is not in the mapping and {TRX_WHY}"
-    own = reaching(fk, parent)
-    if own is None:
-        return ""
-    name = f"{own.name} " if own.name else ""
-    return (
-        f"the parent table {fk.parent} is not in the mapping and its own rows change by its "
-        f"foreign key {name}-> {own.parent} {', '.join(own.unlogged_rules)}, which the binary "
-        "log does not carry: a cascade of a cascade through a table sync does not hold"
-    )
+            return why, UNMAPPED_FIX
+    return inexact_key(fk, child.resolved.schema, parent, child.weighed), COLLATION_FIX
 
 
 def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], cluster: bool) -> str:
@@ -202,26 +170,6 @@ def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], clust
     return ""
 
 
-def outside(tables: Parents, mapped: Collection[str]) -> dict[str, TableSchema]:
-    """The source's tables the mapping leaves out (the ``parents`` of ``followable``)."""
-    return {n: t for n, t in tables.items() if n not in mapped}
-
-
-def watched(plans: dict[str, TablePlan], parents: Parents) -> dict[str, tuple[str, ...]]:
-    """The parent tables the mapping leaves out whose row changes sync reads for the rules of
-    their mapped children's foreign keys: the columns those keys reference, in the table's
-    order (what ``Cascade.parent_pos`` points into)."""
-    wanted: dict[str, set[str]] = {}
-    for child in plans.values():
-        for fk in child.resolved.schema.foreign_keys:
-            if fk.unlogged_rules and fk.parent not in plans and fk.parent in parents:
-                wanted.setdefault(fk.parent, set()).update(fk.parent_columns)
-    return {
-        name: tuple(c.name for c in parents[name].columns if c.name in cols)
-        for name, cols in sorted(wanted.items())
-    }
-
-
 def followable(
     plans: dict[str, TablePlan],
     cluster: bool = False,
@@ -247,14 +195,16 @@ def followable(
             if why:
                 refused.append(Unlogged(name, what, f"sync cannot apply it exactly: {why}", fix))
                 continue
-            ix = next((i for i in child.resolved.index_sets() if set(i.columns) == set(fk.columns)),
-                      None)  # fmt: skip
+            weigh = _weigh(fk, child)
+            ix = None if any(weigh) else next(
+                (i for i in child.resolved.index_sets() if set(i.columns) == set(fk.columns)),
+                None)  # fmt: skip
             set_key = None if ix is None else child.key_fn(child.index_template(ix.columns))
             images = images_of(child)
             by = None
             if ix is None and images is not None:
-                at = tuple(child.pos[c] for c in fk.columns)
-                by = next(p for p, pos in images.by if pos == at)
+                by = by_prefix(child.resolved, tuple(fk.columns))
+                assert any(p == by for p, _ in images.by)
             mapped = plans.get(fk.parent)
             pos = mapped.pos if mapped else {c: i for i, c in enumerate(outside[fk.parent])}
             rules.append(
@@ -267,11 +217,22 @@ def followable(
                     set_key,
                     by,
                     None if images is None or not images.whole else images.key,
+                    weigh if any(weigh) else (),
                 )
             )
     schemas = [p.resolved.schema for p in plans.values()]
     refused += trx_versioned(schemas)
     return rules, refused
+
+
+def _weigh(fk: ForeignKey, child: TablePlan) -> tuple[tuple[str, int] | None, ...]:
+    """``Cascade.weigh`` of the key: (collation, position of the comparison key) per column."""
+    schema, width = child.resolved.schema, len(child.select)
+    return tuple(
+        (schema.column(c).collation or "", width + child.weighed.index(c))
+        if c in child.weighed else None
+        for c in fk.columns
+    )  # fmt: skip
 
 
 def refuse_unfollowable(
@@ -290,11 +251,19 @@ def refuse_unfollowable(
 class Cascades:
     """Applies the cascades of each logged change into the group's Delta (module docstring)."""
 
-    def __init__(self, rules: list[Cascade], deltas: dict[str, TableDelta], read: Read) -> None:
+    def __init__(
+        self,
+        rules: list[Cascade],
+        deltas: dict[str, TableDelta],
+        read: Read,
+        weigh: Weigh | None = None,
+    ) -> None:
         self.by_parent: dict[str, list[Cascade]] = {}
         for rule in rules:
             self.by_parent.setdefault(rule.parent, []).append(rule)
         self.deltas, self.read = deltas, read
+        #: the server's comparison keys of (collation, value) pairs (source/weights.py)
+        self.weigh = weigh
 
     def follow(self, table: str, before: Row | None, after: Row | None, delta: Delta) -> None:
         for rule in self.by_parent.get(table, ()):
@@ -306,20 +275,36 @@ class Cascades:
                 continue  # a NULL is referenced by no row
             kind, new_values = action
             child = self.deltas[rule.child]
-            for old in self._children(rule, values, delta):
+            keys = self._keys(rule, values)
+            new_keys = None if new_values is None else self._keys(rule, tuple(new_values))
+            for old in self._children(rule, keys, delta):
                 new: Row | None = None
                 if kind != "delete":
                     row = list(old)
                     for k, i in enumerate(rule.child_pos):
                         row[i] = new_values[k] if new_values is not None else None
+                    for k, at in enumerate(rule.weigh):  # the comparison keys, as the values
+                        if at is not None:
+                            row[at[1]] = None if new_keys is None else new_keys[k]
                     new = tuple(row)
                 child.change(old, new, delta)
                 self.follow(rule.child, old, new, delta)
 
+    def _keys(self, rule: Cascade, values: tuple[bytes | None, ...]) -> tuple[bytes | None, ...]:
+        """``values`` as the child's SETs hold them: a weighed column's by its comparison key."""
+        if not rule.weigh:
+            return values
+        assert self.weigh is not None
+        pairs = [(at[0], v) for at, v in zip(rule.weigh, values) if at is not None and v]
+        found = self.weigh(pairs) if pairs else {}
+        return tuple(v if at is None or v is None else found.get((at[0], v), b"")
+                     for at, v in zip(rule.weigh, values))  # fmt: skip
+
     def _children(self, rule: Cascade, values: tuple[bytes | None, ...], delta: Delta) -> list[Row]:
-        """The child rows whose foreign key holds ``values``, as of this point of the group."""
+        """The child rows whose foreign key holds ``values`` (as its SETs hold them: ``_keys``),
+        as of this point of the group."""
         plan = self.deltas[rule.child].plan
-        probe: list[bytes | None] = [None] * len(plan.select)
+        probe: list[bytes | None] = [None] * len(plan.row_names)
         for k, i in enumerate(rule.child_pos):
             probe[i] = values[k]
         if rule.by is not None:  # the child's own SET per value (plan/row_images.py)
@@ -340,7 +325,7 @@ class Cascades:
         n = len(plan.resolved.primary_key)
         rows = []
         for pk in pks:
-            row: list[bytes | None] = [None] * len(plan.select)
+            row: list[bytes | None] = [None] * len(plan.row_names)
             row[:n] = pk
             rows.append(row)
         if plan.table.kind != "hash":

@@ -72,7 +72,7 @@ def entries_function(
     through its collector (``collectors``: one per structure, in order)."""
     code = _Code(plan)
     lines = code.lines
-    width = len(plan.select)
+    width = len(plan.row_names)
     lines += ["def entries(row):", f"    {', '.join(f'_{i}' for i in range(width))}, = row"]
     lines.append("    out = {}")
     pk = plan.resolved.primary_key

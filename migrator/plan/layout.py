@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from migrator.mapping.cascades import WEIGH, weighed_columns
 from migrator.mapping.keyspace import separator_count
 from migrator.mapping.model import Template
 from migrator.mapping.resolve import Resolved, column_uses
@@ -36,6 +37,14 @@ class TableLayout:
         self.sep = resolved.separator.encode()
         self.select = self._select_columns()
         self.pos = {name: i for i, name in enumerate(self.select)}
+        #: the text columns of cascading foreign keys MySQL compares under a collation
+        #: (mapping/cascades.py ``weighed``; their rows are found by plan/row_images.py's SETs):
+        #: a row read for the table holds after ``select`` the server's comparison key of each
+        #: (``row_names``: the names the source selects, source/selects.py); none for a nested table
+        #: or one with ``expire:``, which keep no row images
+        kept = self.table.nest is None and self.table.expire is None
+        self.weighed = tuple(c for c in weighed_columns(resolved.schema) if c in self.pos and kept)
+        self.row_names = self.select + tuple(WEIGH + c for c in self.weighed)
         # separators inside values (migrator/plan/escape.py): the escape function and the
         # positions it may change (escape: backslash), or the positions to look at (reject)
         sep, kind = self.table_sep, self._kind

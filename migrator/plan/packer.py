@@ -37,7 +37,7 @@ def _row_function(
     """
     if not fields:
         return lambda row: None
-    width = len(plan.select)
+    width = len(plan.row_names)
     names = [f"_{i}" for i in range(width)]
     used = sorted({i for _, i in fields} | set(plan.row_key_positions))
     fmt = b"*%d\r\n$4\r\nHSET\r\n$%%d\r\n%%b\r\n" % (2 + 2 * len(fields))
@@ -107,7 +107,7 @@ def _batch_function(packer: Packer) -> Callable[..., tuple[int, int, int, int, i
     but the rare row with a NULL in a hashed column (``SLOW``). Same bytes as ``pack``'s loop
     (tests/test_workers.py compares both with ``resp(plan(rows))``)."""
     plan, code = packer.plan, _Code()
-    width = len(plan.select)
+    width = len(plan.row_names)
     keys = plan.escapable  # every value in a key is escaped under escape: backslash
     lines: list[str] = []
     if packer.hashing:

@@ -12,7 +12,11 @@ mapping's name):
   -> the row's image (every selected value, ``encode_row``);
 * ``migrator:<m>:rows:<table>:by:<columns>:<values>``: a SET per value of a cascading foreign
   key that has no index or reference to find its rows by, of the primary keys (encoded as
-  above) of the rows holding it (none for a NULL: it references no row).
+  above) of the rows holding it (none for a NULL: it references no row). A text column MySQL
+  compares under a collation (case or accent insensitive, PAD SPACE on a VARCHAR:
+  mapping/cascades.py ``weighed``) is there by the server's comparison key of its value
+  (``WEIGHT_STRING``, read with the row: ``TableLayout.row_names``), so that the SET of a value
+  holds every row MySQL's ``=`` matches with it; such a table keeps whole row images.
 
 They are one more structure of the table (``RowImages``): ``migrate`` writes them with the
 rows, ``sync`` keeps them in the same group (plan/delta.py's ``h`` and ``S`` entries),
@@ -43,6 +47,8 @@ def unreadable(plan: TableLayout) -> str:
     """Why a row of the table cannot be read back whole from its keys ("" when it can: from
     its row hash, or, ``as: none`` with only primary-key columns, from the members)."""
     r = plan.resolved
+    if plan.weighed:  # (TableLayout.row_names)
+        return "its foreign key's text is compared under a collation, by a key it does not hold"
     if r.table.kind == "none" and set(plan.select) <= set(r.primary_key):
         return ""
     if r.table.kind != "hash":
@@ -75,7 +81,7 @@ def wanted(plan: TableLayout) -> bool:
     fks = cascading(r)
     if not fks or r.table.expire is not None or r.table.nest is not None:
         return False  # a nested table's rows are kept beside its documents (nesting_side.py)
-    return bool(unreadable(plan)) or not all(indexed(r, fk) for fk in fks)
+    return bool(unreadable(plan)) or not all(indexed(r, fk) for fk in fks) or bool(plan.weighed)
 
 
 class RowImages(Structure):
@@ -91,13 +97,15 @@ class RowImages(Structure):
         self.whole = bool(unreadable(plan))
         self.pk = tuple(plan.pos[c] for c in r.primary_key)
         self.by: list[tuple[bytes, tuple[int, ...]]] = []  # (SET prefix, the key's positions)
+        weights = {c: len(plan.select) + k for k, c in enumerate(plan.weighed)}
         for fk in cascading(r):
             cols = tuple(fk.columns)
             prefix = by_prefix(r, cols)
-            if indexed(r, fk) or any(c not in plan.pos for c in cols):
+            weighed = any(c in weights for c in cols)
+            if (indexed(r, fk) and not weighed) or any(c not in plan.pos for c in cols):
                 continue
-            if all(p != prefix for p, _ in self.by):
-                self.by.append((prefix, tuple(plan.pos[c] for c in cols)))
+            if all(p != prefix for p, _ in self.by):  # a weighed column by its comparison key
+                self.by.append((prefix, tuple(weights.get(c, plan.pos[c]) for c in cols)))
 
     @staticmethod
     def wanted(table: object) -> bool:

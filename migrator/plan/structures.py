@@ -113,7 +113,7 @@ def _full_row_command(
     field names and the key function stay in its namespace."""
     if not fields:
         return lambda row: None
-    names = ", ".join(f"_{i}" for i in range(len(plan.select)))
+    names = ", ".join(f"_{i}" for i in range(len(plan.row_names)))
     checks = " and ".join(f"_{i} is not None" for _, i in fields)
     args = ", ".join(f"F{k}, _{i}" for k, (_, i) in enumerate(fields))
     code = (

@@ -23,11 +23,10 @@ from typing import Any
 from migrator.mapping.model import Retries
 from migrator.mapping.resolve import Resolved
 from migrator.plan.planner import Stats, TablePlan
-from migrator.plan.values import converter
 from migrator.retry import Retrying
 from migrator.source.chunks import CHUNK_ROWS, Chunk, plan_chunks
 from migrator.source.mysql import Source
-from migrator.source.selects import Selector, keyset_value
+from migrator.source.selects import keyset_value, selector_of
 from migrator.source.where import clause
 from migrator.store.checkpoint import Checkpoint, TableState
 from migrator.store.cluster_sink import sink_for, writer_for
@@ -69,8 +68,7 @@ def run_task(
     """Load one task's rows; returns what they amounted to. ``note`` hears each retry."""
     resolved = task.resolved
     plan = TablePlan(resolved)
-    cols = tuple(resolved.schema.column(n) for n in plan.select)
-    selector = Selector(plan.select, cols, tuple(converter(c.kind) for c in cols))
+    selector = selector_of(resolved.schema, plan.row_names)
     pk = resolved.primary_key
     kinds = [resolved.schema.column(c).kind for c in pk]
     after = None if task.after is None else [keyset_value(v, k) for v, k in zip(task.after, kinds)]

@@ -13,7 +13,15 @@ from sqlalchemy.dialects import mysql
 from migrator.mapping.kinds import Kind
 from migrator.mapping.schema import Column, Schema
 from migrator.plan.values import converter
-from migrator.source.selects import RawRow, Selector, after_key, bindable, column_expr, convert_row
+from migrator.source.selects import (
+    RawRow,
+    Selector,
+    after_key,
+    bindable,
+    column_expr,
+    convert_row,
+    weight_expr,
+)
 
 
 class Lookups:
@@ -35,20 +43,39 @@ class Lookups:
         return int(row[0] or 0)
 
     def left_out(
-        self, table: str, columns: Sequence[str], values: Sequence[tuple[bytes, ...]], kept: Any
+        self,
+        table: str,
+        columns: Sequence[str],
+        values: Sequence[tuple[bytes, ...]],
+        kept: Any,
+        collations: Sequence[str | None] = (),
     ) -> set[tuple[bytes, ...]]:
         """Of ``values`` (of ``columns``, as text), those of rows the table holds but its row
-        filter ``kept`` leaves out (a NULL of the filter leaves a row out, as it does there)."""
+        filter ``kept`` leaves out (a NULL of the filter leaves a row out, as it does there;
+        None: any row), as MySQL's ``=`` finds them: a column with a collation in
+        ``collations`` by the server's comparison key (source/weights.py)."""
+        from migrator.source.weights import Weights
+
+        collated = tuple(collations) or (None,) * len(columns)
         t = sa.table(table, *(sa.column(c) for c in columns))
+        kinds = [self.schema().tables[table].column(c).kind for c in columns]
+        exprs = [t.c[c] if k is None else weight_expr(t.c[c], k) for c, k in zip(columns, collated)]
+        pairs = [(k, x) for v in values for k, x in zip(collated, v) if k is not None]
+        keys = Weights(self).keys(pairs) if pairs else {}
         out: set[tuple[bytes, ...]] = set()
         for at in range(0, len(values), 500):
             part = values[at : at + 500]
-            stmt = sa.select(*(t.c[c] for c in columns)).where(
-                sa.or_(*(sa.and_(*(t.c[c] == x for c, x in zip(columns, v))) for v in part)),
-                sa.not_(sa.func.coalesce(kept, sa.false())),
-            )
+            matches = [
+                sa.and_(*(t.c[c] == bindable(x, k) for c, x, k in zip(columns, v, kinds)))
+                for v in part
+            ]
+            stmt = sa.select(*exprs).where(sa.or_(*matches))
+            if kept is not None:
+                stmt = stmt.where(sa.not_(sa.func.coalesce(kept, sa.false())))
             found = {tuple(_text(x) for x in row) for row in self.fetch_all(stmt)}
-            out |= {v for v in part if v in found}
+            for v in part:
+                if tuple(x if k is None else keys[k, x] for k, x in zip(collated, v)) in found:
+                    out.add(v)
         return out
 
     def value_counts(self, table: str, column: str, where: Any = None) -> list[tuple[Any, int]]:

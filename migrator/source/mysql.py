@@ -19,7 +19,6 @@ from sqlalchemy.engine import Engine
 
 from migrator.errors import ConnectError, MigratorError, SourceError, TableChanged
 from migrator.mapping.schema import Schema
-from migrator.plan.values import converter
 from migrator.retry import Retrying
 from migrator.source.connection import (
     TABLE_DEF_CHANGED,
@@ -42,6 +41,7 @@ from migrator.source.selects import (
     convert_row,
     driver_params,
     keyset_value,
+    selector_of,
     upto_key,
 )
 from migrator.source.snapshot import Snapshot, start_snapshot
@@ -222,9 +222,7 @@ class Source(Lookups):
         return {"server": server, "database": db}
 
     def selector(self, table: str, names: Sequence[str]) -> Selector:
-        ts = self.schema().tables[table]
-        columns = tuple(ts.column(n) for n in names)
-        return Selector(tuple(names), columns, tuple(converter(c.kind) for c in columns))
+        return selector_of(self.schema().tables[table], names)
 
     def batches(
         self,

@@ -13,9 +13,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
+from migrator.mapping.cascades import WEIGH, no_pad
 from migrator.mapping.kinds import Kind
-from migrator.mapping.schema import Column
-from migrator.plan.values import Converter
+from migrator.mapping.schema import Column, TableSchema
+from migrator.plan.values import Converter, converter
 
 RawRow = tuple[bytes | None, ...]
 
@@ -31,6 +32,28 @@ class Selector:
     @property
     def needs_conversion(self) -> bool:
         return any(c is not None for c in self.converters)
+
+
+def selector_of(ts: TableSchema, names: Sequence[str]) -> Selector:
+    """How ``names`` of the table are selected: its columns, and a ``WEIGH`` pseudo-column
+    as the server's comparison key of its column (``weight_column``)."""
+    columns = tuple(
+        weight_column(ts.column(n[len(WEIGH) :])) if n.startswith(WEIGH) else ts.column(n)
+        for n in names
+    )
+    return Selector(tuple(names), columns, tuple(converter(c.kind) for c in columns))
+
+
+def weight_column(column: Column) -> Column:
+    """The pseudo-column of a text column's comparison key (mapping/cascades.py ``weighed``):
+    ``WEIGHT_STRING`` of its value under its collation, trailing spaces cut first under PAD
+    SPACE; equal keys are exactly the values the server's ``=`` finds equal."""
+    return Column(WEIGH + column.name, Kind.BINARY, True, "varbinary(1024)", column.collation)
+
+
+def weight_expr(value: Any, collation: str) -> Any:
+    """The comparison key of ``value`` (an expression under ``collation``)."""
+    return sa.func.weight_string(value if no_pad(collation) else sa.func.rtrim(value))
 
 
 def shared_keys_query(table: str, columns: Sequence[str]) -> str:
@@ -102,6 +125,10 @@ def convert_row(row: Sequence[Any], selector: Selector) -> RawRow:
 
 
 def column_expr(column: Column, t: Any = None) -> Any:
+    if column.name.startswith(WEIGH):  # a comparison key (weight_column)
+        base = column.name[len(WEIGH) :]
+        col = t.c[base] if t is not None else sa.column(base)
+        return weight_expr(col, column.collation or "")
     col = t.c[column.name] if t is not None else sa.column(column.name)
     if column.kind is Kind.BIT:
         return sa.cast(col, mysql.INTEGER(unsigned=True))

@@ -16,9 +16,11 @@ from migrator.plan.delta import Delta, TableDelta
 from migrator.plan.expiry_delta import ExpiringTableDelta
 from migrator.plan.planner import TablePlan
 from migrator.retry import Retrying
-from migrator.source.binlog.reader import BinlogPosition, Transaction
+from migrator.source.binlog.reader import BinlogPosition, Change, Transaction
 from migrator.source.binlog.reconnect import surfaced
 from migrator.source.mysql import Source
+from migrator.source.selects import RawRow
+from migrator.source.weights import Weights
 from migrator.source.where import clause
 from migrator.store.expiry_sweep import due
 from migrator.store.sync_state import SyncState, apply_group, raise_counter
@@ -52,8 +54,13 @@ class GroupApplier:
     figures: SyncFigures
     retrying: Retrying | None
     on_applied: Callable[[list[Transaction]], None] | None
+    #: tables with weighed columns: (collation, position) of each (``_weigh``)
+    weighed: dict[str, list[tuple[str, int]]]
+    weights: Weights
 
     def _apply(self, group: list[Transaction]) -> None:
+        if self.weighed:
+            self._weigh(group)
         total = Delta()
         deltas = self.deltas
         snap = self.snapshots
@@ -83,6 +90,33 @@ class GroupApplier:
         self.figures.applied_group(group, 2 if self.cluster else 1)
         if self.on_applied:
             self.on_applied(group)
+
+    def _weigh(self, group: list[Transaction]) -> None:
+        """Each row of a table with weighed columns gets their comparison keys after its
+        ``select`` values, as ``migrate`` reads them (plan/layout.py ``row_names``), asked of the
+        server in one query for the group (source/weights.py)."""
+        weighed = self.weighed
+        pairs: list[tuple[str, bytes]] = []
+        for txn in group:
+            for c in txn.changes:
+                for row in (c.before, c.after) if c.table in weighed else ():
+                    if row is not None:
+                        pairs += [(k, v) for k, i in weighed[c.table] if (v := row[i]) is not None]
+        keys = surfaced(lambda: self.weights.keys(pairs), "reading the comparison keys of text",
+                        self.src.close) if pairs else {}  # fmt: skip
+
+        def filled(table: str, row: tuple[bytes | None, ...] | None) -> RawRow | None:
+            if row is None:
+                return None
+            return row + tuple(None if (v := row[i]) is None else keys[k, v]
+                               for k, i in weighed[table])  # fmt: skip
+
+        for txn in group:
+            txn.changes = [
+                Change(c.table, filled(c.table, c.before), filled(c.table, c.after))
+                if c.table in weighed else c
+                for c in txn.changes
+            ]  # fmt: skip
 
     def _sweep(self) -> None:
         """Remove the rows past their expiry from the shared structures (expiry_sweep.py),

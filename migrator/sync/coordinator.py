@@ -39,7 +39,8 @@ from typing import Any
 from migrator.errors import MigratorError
 from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved, resolve
-from migrator.plan.cascade import outside, refuse_unfollowable
+from migrator.plan.cascade import refuse_unfollowable
+from migrator.plan.cascade_parents import outside
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
 from migrator.plan.search import definitions

@@ -18,14 +18,13 @@ from migrator.plan.batch import Stats
 from migrator.plan.finish import finish_commands
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
-from migrator.plan.values import converter
 from migrator.progress import Progress
 from migrator.reports import TableReport
 from migrator.retry import Retrying
 from migrator.source.binlog.reconnect import SourceChanged, surfaced
 from migrator.source.mysql import Source
 from migrator.source.nesting import all_written
-from migrator.source.selects import Selector
+from migrator.source.selects import selector_of
 from migrator.source.snapshot import Snapshot, gtid_snapshot, start_snapshot
 from migrator.source.where import clause
 from migrator.store.cluster_sink import sink_for, writer_for
@@ -78,8 +77,7 @@ def load_snapshot(
         for r in resolved:
             t0 = time.perf_counter()
             plan = TablePlan(r)
-            cols = tuple(r.schema.column(n) for n in plan.select)
-            selector = Selector(plan.select, cols, tuple(converter(c.kind) for c in cols))
+            selector = selector_of(r.schema, plan.row_names)
             writer = writer_for(client, retrying)
             total = Stats()
             progress.start(r.name, r.schema.row_estimate or None)

@@ -24,7 +24,8 @@ from migrator.errors import MigratorError, SourceError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import TableSchema
-from migrator.plan.cascade import Cascades, followable, outside, refuse_unfollowable, watched
+from migrator.plan.cascade import Cascades, followable, refuse_unfollowable
+from migrator.plan.cascade_parents import outside, watched
 from migrator.plan.expiry_delta import table_delta
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
@@ -43,6 +44,7 @@ from migrator.source.binlog.reconnect import SourceLost, lost_reason, surfaced
 from migrator.source.binlog.settings import log_status
 from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
+from migrator.source.weights import Weights
 from migrator.store.cluster import is_cluster
 from migrator.store.expiry_sweep import SWEEP_SECONDS, expiring
 from migrator.store.sink import retry
@@ -140,7 +142,15 @@ class Follower(TableChanges, GroupApplier):
             ts = parents[name]
             tables[name] = TableColumns(cols, tuple(map(ts.column, cols)), row_end=ts.row_end)
         self.nesting = NestSync(tops, self._read, logged) if tops else None
-        self.cascades = Cascades(rules, self.deltas, self._read) if rules else None
+        self.weights = Weights(src)  # comparison keys of text (source/weights.py)
+        self.weighed = {
+            name: [(plan.resolved.schema.column(c).collation or "", plan.pos[c])
+                   for c in plan.weighed]
+            for name, plan in self.plans.items() if plan.weighed
+        }  # fmt: skip
+        self.cascades = (
+            Cascades(rules, self.deltas, self._read, self.weights.keys) if rules else None
+        )
         self.schema: SchemaWatch | None = None  # DDL decided by its effect on the mapping
         # a DDL that changes what the mapping writes for one table's rows: (table, reason)
         self.resnapshot = resnapshot

@@ -49,7 +49,6 @@ from migrator.plan.batch import Row, Stats
 from migrator.plan.finish import finish_commands
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
-from migrator.plan.values import converter
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import TableReport
 from migrator.retry import Retrying, Stopped
@@ -57,7 +56,7 @@ from migrator.source.binlog.reader import BinlogPosition, Change
 from migrator.source.binlog.reconnect import surfaced
 from migrator.source.binlog.settings import log_status
 from migrator.source.mysql import Source
-from migrator.source.selects import RawRow, Selector, keyset_value
+from migrator.source.selects import RawRow, keyset_value, selector_of
 from migrator.source.snapshot import is_mariadb, start_snapshot, wait_visible
 from migrator.source.where import clause
 from migrator.store.cluster_sink import Writer, sink_for, writer_for
@@ -333,8 +332,7 @@ class Snapshots:
         read view ends after it. Returns the rows read and the last one."""
         r = self.resolved[p.table]
         plan = self.plans[p.table]
-        cols = tuple(r.schema.column(n) for n in plan.select)
-        selector = Selector(plan.select, cols, tuple(converter(c.kind) for c in cols))
+        selector = selector_of(r.schema, plan.row_names)
         after = None
         if p.after is not None:
             kinds = [r.schema.column(c).kind for c in r.primary_key]

@@ -186,7 +186,7 @@ def _generate(fast: FastChecks) -> Callable[..., int]:
     in a hashed column set aside, unique values and index members coalesced per key (the
     values as the general path's structures compute them: tests/test_verify_fast.py)."""
     plan, code = fast.checks.plan, _Code()
-    width = len(plan.select)
+    width = len(plan.row_names)
     lines = [
         "def pack(rows, out, expect, slow, hsets, sadds):",
         "    append, eappend = out.append, expect.append",

@@ -80,7 +80,7 @@ class Explainer:
         plan = checks.plan
         self.plan = plan
         self.name = plan.table.name
-        self.selector = source.selector(self.name, plan.select)
+        self.selector = source.selector(self.name, plan.row_names)
         self.pk = plan.resolved.primary_key
         self.kinds = {c: plan.resolved.schema.column(c).kind for c in plan.select}
         # a row the filter leaves out explains nothing; one within verify's tolerance of its

@@ -19,7 +19,7 @@ is stale whatever its shape or type; a row key is stale when no source row plans
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -33,6 +33,7 @@ from migrator.progress import Progress
 from migrator.source.mysql import Source
 from migrator.source.selects import keyset_value, shared_keys_query
 from migrator.source.shared import SharedValues, shared_values
+from migrator.source.weights import collations_of
 from migrator.source.where import clause
 from migrator.store.keys import scan_space
 from migrator.verify import report as vr
@@ -40,6 +41,7 @@ from migrator.verify.expiry import TOLERANCE
 from migrator.verify.fast import FastBatch, FastChecks, usable
 from migrator.verify.keys import Reader
 from migrator.verify.members import Explainer, params
+from migrator.verify.parents import HeldParents, Parent
 from migrator.verify.repair import Repairer
 from migrator.verify.report import TableCheck
 from migrator.verify.rows import CARDINALITY, Command, RowChecks, run_structure
@@ -74,16 +76,14 @@ class TableVerifier(RowChecks):
         self.c = checker
         self.r = plan.resolved
         self.name = plan.table.name
-        self.selector = checker.src.selector(self.name, plan.select)
+        self.selector = checker.src.selector(self.name, plan.row_names)
         #: the table's row filter as SQL (None: every row): rows it leaves out belong
         #: nowhere in Redis, and a key of theirs is stray
         self.where = clause(self.r, TOLERANCE)
         #: the rows latest lists hold: those not past their moment (verify/expiry.py)
         self.live = clause(self.r) if self.r.table.expire is not None else self.where
-        #: references whose parent has a filter: columns -> (parent, its columns, the
-        #: child's positions, the parent's filter); rows pointing at a left-out parent
-        self.filtered_parents: dict[str, tuple[str, Sequence[str], tuple[int, ...], Any]] = {}
-        self.left_out_rows = 0
+        #: references whose parent row MySQL may hold and Redis not (verify/parents.py)
+        self.held_parents = HeldParents()
         self.references = self._references()
         self.whole_documents: Structure | None = None
         if any(_nested_in(p, self.name) for p in checker.plans.values()):
@@ -119,20 +119,13 @@ class TableVerifier(RowChecks):
             escaped = {pos[p] for p in pcols if parent.pos.get(p) in parent.escapable}
             key = compile_template(pr.key, pos, parent.esc, escaped)
             out.append((",".join(ref.columns), key))
-            kept = clause(pr)  # a parent row its where: or expiry leaves out is no loss
-            if kept is not None:
-                at = tuple(self.plan.pos[c] for c in ref.columns)
-                self.filtered_parents[",".join(ref.columns)] = (ref.table, pcols, at, kept)
+            at = tuple(self.plan.pos[c] for c in ref.columns)
+            held = Parent(ref.table, pcols, at, clause(pr), collations_of(pr.schema, pcols))
+            self.held_parents.add(",".join(ref.columns), held)
         return out
 
     def left_out_parents(self, missing: dict[bytes, list[Any]]) -> list[bytes]:
-        out = []
-        for cols, (table, pcols, at, kept) in self.filtered_parents.items():
-            keys = {k: tuple(v[3][i] for i in at) for k, v in missing.items() if v[2] == cols}
-            gone = self.c.src.left_out(table, pcols, sorted(set(keys.values())), kept)
-            out += [k for k, values in keys.items() if values in gone]
-        self.left_out_rows += sum(missing[k][0] for k in out)
-        return out
+        return self.held_parents.held(self.c.src, missing)
 
     def _shared(self) -> list[SharedValues]:
         """The values of a ``unique:`` MySQL does not enforce that several rows share today,
@@ -199,11 +192,9 @@ class TableVerifier(RowChecks):
 
     def conclude(self) -> None:
         """After every row: members nobody explains, row keys present."""
-        if self.left_out_rows:
-            self.check.notes.append(
-                f"{plural(self.left_out_rows, 'row')} of {self.name} reference a parent row its "
-                "table's where: or expiry leaves out of Redis (not counted as dangling)"
-            )
+        note = self.held_parents.note(self.name)
+        if note:
+            self.check.notes.append(note)
         self.foreign(self.cardinalities())
         if self.images is not None:  # images and members no row explains
             self.images.rest(self.c.reader.client)

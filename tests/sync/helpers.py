@@ -167,3 +167,30 @@ def mixed_writes(
                 conn.commit()
     finally:
         conn.close()
+
+
+class RandomTransactions:
+    """Random transactions of 1-3 statements (``step``, a subclass's) on their own connection,
+    with fresh integer keys apart from every other seed's."""
+
+    def __init__(self, db: Any, seed: int, spacing: int = 10000) -> None:
+        self.conn, self.rng = db.connect(autocommit=True), random.Random(seed)
+        self.next = spacing * seed
+
+    def fresh(self) -> int:
+        self.next += 1
+        return self.next
+
+    def step(self) -> str:
+        raise NotImplementedError
+
+    def run(self, n: int) -> None:
+        with self.conn.cursor() as cur:
+            for k in range(n):
+                cur.execute("START TRANSACTION")
+                for _ in range(1 + k % 3):
+                    cur.execute(self.step())
+                cur.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()

@@ -16,7 +16,6 @@ Each run ends with ``verify`` 0 and Redis equal, key by key, to a fresh ``migrat
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,6 +28,7 @@ from migrator.mapping.loader import parse_mapping
 from migrator.mapping.model import Mapping
 from migrator.plan.expiry import encode_row
 from tests.services import create_database, drop_database, new_database_name
+from tests.sync.helpers import RandomTransactions
 from tests.sync.test_cascade_keys import _logged
 from tests.sync.test_cascade_keys import innodb_fk_mysql as innodb_fk_mysql
 from tests.test_workers import snapshot as dump
@@ -58,22 +58,14 @@ CREATE TABLE link (id INT PRIMARY KEY, ticket_id INT NULL, label VARCHAR(20),
 """
 
 
-class Writes:
+class Writes(RandomTransactions):
     """Random transactions: inserts everywhere, plain updates, parents' DELETEs and UPDATEs
     of their keys (cascaded by the server, not logged)."""
-
-    def __init__(self, db: Any, seed: int) -> None:
-        self.conn, self.rng = db.connect(autocommit=True), random.Random(seed)
-        self.next = 10000 * seed  # fresh keys apart from every other run's
 
     def ids(self, table: str) -> list[int]:
         with self.conn.cursor() as cur:
             cur.execute(f"SELECT id FROM {table} ORDER BY 1")
             return [r[0] for r in cur.fetchall()]
-
-    def fresh(self) -> int:
-        self.next += 1
-        return self.next
 
     def step(self) -> str:
         r = self.rng
@@ -104,17 +96,6 @@ class Writes:
         if choice == 10:  # its tags and comments go with it (ON DELETE CASCADE)
             return f"DELETE FROM ticket WHERE id = {r.choice(tickets)}"
         return f"DELETE FROM tag WHERE id = {r.choice(tags)}"
-
-    def run(self, n: int) -> None:
-        with self.conn.cursor() as cur:
-            for k in range(n):
-                cur.execute("START TRANSACTION")
-                for _ in range(1 + k % 3):
-                    cur.execute(self.step())
-                cur.execute("COMMIT")
-
-    def close(self) -> None:
-        self.conn.close()
 
 
 def _load(db: Any) -> None:
