@@ -11,7 +11,10 @@ mapped children (plan/cascade.py).
 * a cascade of a cascade through a table left out is refused by ``sync`` and ``validate``,
   naming the middle table and the fix; mapping the middle table too is followed; an ALTER of
   the table left out is followed on, a RENAME of it stops ``sync`` (exit 1);
-* a parent in another database is refused (the log is read for the source's database only).
+* a parent in another database is refused (the log is read for the source's database only);
+* the text keys under a collation of tests/sync/test_cascade_collations.py with every parent
+  left out: the parent's key is read from the log and weighed by the server as a mapped
+  one's.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from migrator.mapping.loader import parse_mapping
 from migrator.reports import SchemaChanged
 from migrator.sync.figures import SyncFigures
 from tests.services import create_database, drop_database, new_database_name
+from tests.sync.test_cascade_collations import SCHEMA as COLLATED
+from tests.sync.test_cascade_collations import Writes as CollatedWrites
 from tests.sync.test_cascade_images import (
     ONLY_MARIADB,
     Writes,
@@ -43,7 +48,7 @@ from tests.sync.test_cascade_images import mariadb_db as mariadb_db
 from tests.sync.test_cascade_keys import _logged
 from tests.sync.test_cascade_keys import innodb_fk_mysql as innodb_fk_mysql
 
-_ids = iter(range(8800, 8900))
+_ids = iter(range(9800, 9900))
 
 # ticket is not mapped: its children are found through an index (comment, and watch, whose
 # hash leaves ticket_id out: row images), or the images' SET per value (ticket_tag, link)
@@ -240,3 +245,46 @@ def test_a_cascade_of_a_cascade_through_a_table_left_out_is_refused_on_mysql_inn
             _middle(db, redis_url, redis_client, tmp_path),
         ),
     )
+
+
+# -- text keys under a collation, every parent left out ---------------------------------------
+
+LEFT_OUT = """
+version: 1
+tables:
+  book: {}
+  resident: {}
+  book_city: {}
+  coded: {}
+  shop: {}
+"""
+
+
+def _collated(db: Any, redis_url: str, redis_client: redis.Redis) -> None:
+    db.run(COLLATED)
+    work = CollatedWrites(db, 1)
+    work.run(60)
+    mapping = parse_mapping(LEFT_OUT, name="left_out")
+    sid = next(_ids)
+    run = {"source": db.url, "target": redis_url, "until_caught_up": True}
+    assert sync(mapping, server_id=sid, **run).exit_code == 0  # type: ignore[arg-type]
+    for _ in range(2):
+        work.run(60)
+        assert sync(mapping, server_id=sid, **run).exit_code == 0  # type: ignore[arg-type]
+    work.close()
+    keys = equals_a_fresh_migrate(db, mapping, redis_url, redis_client)
+    assert not [k for k in keys if k.split(b":")[0] in (b"author", b"city", b"code", b"region")]
+    assert len([k for k in keys if k.startswith(b"book:")]) > 3
+
+
+@pytest.mark.engine("mariadb", why=ONLY_MARIADB)
+def test_text_keys_under_a_collation_are_followed_with_every_parent_left_out(  # type: ignore[no-untyped-def]
+    mariadb_db, redis_url: str, redis_client: redis.Redis
+) -> None:
+    _collated(mariadb_db, redis_url, redis_client)
+
+
+def test_text_keys_with_every_parent_left_out_on_mysql_with_innodb_foreign_keys(  # type: ignore[no-untyped-def]
+    innodb_fk_mysql, redis_url: str, redis_client: redis.Redis
+) -> None:
+    _on_innodb_fk_mysql(innodb_fk_mysql, lambda db: _collated(db, redis_url, redis_client))
