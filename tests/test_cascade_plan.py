@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from migrator.mapping.cascades import inexact_match
+from migrator.mapping.cascades import cascade_notes, inexact_match
 from migrator.mapping.kinds import Kind
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.resolve import resolve
 from migrator.mapping.schema import Column, ForeignKey, Schema, TableSchema
 from migrator.plan.cascade import Cascades, followable
+from migrator.plan.cascade_parents import outside, watched
 from migrator.plan.delta import REMOVED, Delta, TableDelta
 from migrator.plan.expiry import encode_row
 from migrator.plan.planner import TablePlan
@@ -324,3 +325,107 @@ def test_a_text_key_under_a_collation_is_found_by_its_comparison_key(
     row = (b"x", b"KEN ", b"<key of ken>")
     by_key = b"migrator:mapping:rows:tag:by:book_id:" + encode_row((b"<key of ken>",))
     assert ("S", by_key, encode_row((b"x", b"KEN ")), b"") in images.entries(row)
+
+
+# -- a parent the mapping leaves out ----------------------------------------------------------
+
+ONLY_CHILD = "version: 1\ntables:\n  child:\n    indexes: [parent_id]\n"
+
+
+def test_a_parent_left_out_of_the_mapping_is_read_for_its_rules_only() -> None:
+    """Its referenced columns are read from the log (``watched``), the rule's positions
+    point into them, and the children are found as for a mapped parent."""
+    schema = _schema("CASCADE")
+    plans = _plans(schema, ONLY_CHILD)
+    parents = outside(schema.tables, plans)
+    assert list(parents) == ["parent"] and watched(plans, parents) == {"parent": ("id",)}
+    rules, refused = followable(plans, parents=parents)
+    assert refused == [] and [(r.parent, r.child, r.parent_pos) for r in rules] == [
+        ("parent", "child", (0,))
+    ]
+    deltas = {name: TableDelta(plan) for name, plan in plans.items()}
+    index = b"child:indices:parent_id:7"
+
+    def read(commands: list[tuple[bytes, ...]]) -> list[object]:
+        if commands[0][0] == b"SMEMBERS":
+            return [[b"1"]]
+        return [[b"parent_id", b"7", b"name", b"x"]]
+
+    delta = Delta()
+    Cascades(rules, deltas, read).follow("parent", (b"7",), None, delta)  # DELETE parent 7
+    assert delta.pending_members(index, {b"1"}) == set()
+    assert (b"DEL", b"child:1") in delta.commands
+    # without the source's tables (a caller that has none): refused, naming the table
+    rules, refused = followable(plans)
+    assert rules == [] and "the parent table parent is not read from the log" in refused[0].why
+
+
+def _three(middle_delete: str, middle_update: str, referenced: str) -> Schema:
+    """top <- middle <- bottom: bottom's foreign key references middle's ``referenced``."""
+    top = TableSchema("top", (Column("id", Kind.INTEGER, False, "int"),), ("id",), (), ())
+    middle = TableSchema(
+        "middle",
+        (Column("id", Kind.INTEGER, False, "int"), Column("top_id", Kind.INTEGER, True, "int")),
+        ("id",), (),
+        (ForeignKey("fk_m", ("top_id",), "top", ("id",), middle_delete, middle_update),),
+    )  # fmt: skip
+    bottom = TableSchema(
+        "bottom",
+        (Column("id", Kind.INTEGER, False, "int"), Column("m", Kind.INTEGER, True, "int")),
+        ("id",), (),
+        (ForeignKey("fk_b", ("m",), "middle", (referenced,), "CASCADE", "CASCADE"),),
+    )  # fmt: skip
+    return Schema("db", {"top": top, "middle": middle, "bottom": bottom}, ())
+
+
+@pytest.mark.parametrize(
+    "middle_delete, middle_update, referenced, refused",
+    [("CASCADE", "", "id", True),  # middle's rows deleted by top's: bottom's unknown
+     ("SET NULL", "", "top_id", True),  # the referenced column nulled without a trace
+     ("RESTRICT", "CASCADE", "top_id", True),
+     ("RESTRICT", "CASCADE", "id", False),  # top_id follows, id does not move: nothing reaches
+     ("SET NULL", "SET NULL", "id", False),
+     ("RESTRICT", "RESTRICT", "id", False)],
+)  # fmt: skip
+def test_a_cascade_of_a_cascade_through_a_parent_left_out_is_refused_where_it_reaches(
+    middle_delete: str, middle_update: str, referenced: str, refused: bool
+) -> None:
+    schema = _three(middle_delete, middle_update, referenced)
+    plans = _plans(schema, "version: 1\ntables:\n  top: {}\n  bottom: {}\n")
+    rules, why = followable(plans, parents=outside(schema.tables, plans))
+    assert [r.key.name for r in rules] == ([] if refused else ["fk_b"])
+    if refused:
+        (u,) = why
+        assert u.table == "bottom" and "a cascade of a cascade through a table sync" in u.why
+        head = "the parent table middle is not in the mapping and its own rows change by its "
+        assert head + "foreign key fk_m -> top" in u.why and "map the parent table too" in u.fix
+    else:
+        assert why == []
+
+
+def test_init_says_when_the_parent_must_be_mapped_too() -> None:
+    """``init``'s note above a child: the parent is read for its rules mapped or not, unless
+    its own rows change by a rule the log lacks that reaches the child (then map it)."""
+    reached = _three("CASCADE", "", "id")
+    (note,) = cascade_notes(reached.tables["bottom"], reached)
+    assert "keep (m) read and middle mapped (its own rows change by fk_m -> top ON DELETE " in note
+    alone = _three("RESTRICT", "CASCADE", "id")
+    (note,) = cascade_notes(alone.tables["bottom"], alone)
+    assert "keep (m) read (middle is read for it, mapped or not)" in note
+    assert "mapped (its own" not in note
+
+
+def test_a_parent_in_another_database_is_refused() -> None:
+    """The log is read for the source's own database: a same-named table there is not it."""
+    schema = _schema("CASCADE")
+    child = schema.tables["child"]
+    fk = child.foreign_keys[0]
+    other = ForeignKey(fk.name, fk.columns, fk.parent, fk.parent_columns, "CASCADE", "",
+                       "elsewhere")  # fmt: skip
+    schema.tables["child"] = TableSchema(child.name, child.columns, child.primary_key, (),
+                                         (other,))  # fmt: skip
+    for text in (MAPPING, ONLY_CHILD):
+        plans = _plans(schema, text)
+        rules, (u,) = followable(plans, parents=outside(schema.tables, plans))
+        assert rules == [] and "the parent table elsewhere.parent is in another database" in u.why
+        assert "map the parent" not in u.fix

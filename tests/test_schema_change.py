@@ -11,6 +11,7 @@ from migrator.mapping.resolve import resolve
 from migrator.mapping.schema import Column, Schema, TableSchema
 from migrator.plan.planner import TablePlan
 from migrator.plan.schema_change import (
+    Shape,
     TableUse,
     decide,
     kind_of,
@@ -20,6 +21,7 @@ from migrator.plan.schema_change import (
     verb,
 )
 from migrator.source.binlog.reader import ddl_table
+from migrator.sync.schema_watch import parent_effect, parent_use
 
 BEFORE = (("id", "int(11)"), ("email", "varchar(60)"), ("note", "text"), ("n", "int(11)"))
 USE = TableUse(
@@ -210,3 +212,31 @@ def test_a_swap_that_drops_a_mapped_column_stops() -> None:
 def test_a_swap_that_changes_a_mapped_type_needs_a_resnapshot() -> None:
     after = tuple((c, "decimal(10,2)" if c == "n" else t) for c, t in BEFORE)
     assert decide("swap", USE, BEFORE, after).action == "resnapshot"
+
+
+# -- a parent table the mapping leaves out, read for its cascades only ------------------------
+
+TICKET = (("id", "int(11)"), ("title", "varchar(40)"))
+
+
+@pytest.mark.parametrize(
+    "kind, after, action",
+    [("truncate", TICKET, "apply"),  # nothing of it in Redis: nothing to remove
+     ("alter", (*TICKET, ("prio", "int(11)")), "apply"),
+     ("alter", (("id", "int(11)"), ("title", "varchar(80)")), "apply"),  # a column not read
+     ("alter", (("id", "bigint(20)"), ("title", "varchar(40)")), "apply"),  # same text
+     ("alter", (("id", "varchar(10)"), ("title", "varchar(40)")), "stop"),  # retyped
+     ("alter", (("title", "varchar(40)"),), "stop"),  # the referenced column dropped
+     ("swap", (*TICKET, ("prio", "int(11)")), "apply"),
+     ("rename", None, "stop"),
+     ("drop", None, "stop")],
+)  # fmt: skip
+def test_a_ddl_of_a_parent_left_out_is_judged_by_the_columns_read(
+    kind: str, after: Shape | None, action: str
+) -> None:
+    found = parent_effect(decide(kind, parent_use("ticket", ("id",)), TICKET, after), "ticket")
+    assert found.action == action, found
+    if action == "stop":
+        assert found.places == ("the mapping's children of ticket (its cascading foreign keys)",)
+    if kind == "truncate":
+        assert "nothing to remove" in found.what

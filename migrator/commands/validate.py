@@ -18,6 +18,7 @@ from migrator.mapping.validate import (
     problem_from,
 )
 from migrator.plan.cascade import followable
+from migrator.plan.cascade_parents import outside
 from migrator.plan.collisions import check_collisions
 from migrator.plan.layout import TableLayout
 from migrator.plan.nesting import trees
@@ -142,7 +143,8 @@ def cascades(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Pro
     except MigratorError:
         pass  # nestings() reports it
     out = []
-    for u in followable(plans, logged=logged, failed=failed)[1]:
+    parents = outside(schema.tables, [t.name for t in mapping.tables])
+    for u in followable(plans, logged=logged, failed=failed, parents=parents)[1]:
         where = f"tables.{u.table}"
         message = f"sync refuses this table: {u.what} ({u.why})"
         line = mapping.line_of(where)

@@ -3,7 +3,8 @@
 * ``ON DELETE/UPDATE CASCADE`` and ``SET NULL`` (and ``SET DEFAULT``) of a foreign key are
   executed inside InnoDB (MariaDB, MySQL up to 9.x with ``innodb_native_foreign_keys=ON``):
   the log holds the parent's row change only, never the child rows the rule deletes or
-  changes. ``sync`` applies them from the parent's change where it can do so exactly, and
+  changes. ``sync`` applies them from the parent's change (read from the log even where the
+  parent is not mapped, ``reaching`` aside) where it can do so exactly, and
   refuses the table at start otherwise (``migrator.plan.cascade``). A MySQL that runs foreign
   keys in its SQL layer (``innodb_native_foreign_keys=OFF``, 9.7's default) logs the cascaded
   rows like any other: nothing to apply, nothing refused.
@@ -160,6 +161,20 @@ def inexact_key(
     return ""
 
 
+def reaching(fk: ForeignKey, parent: TableSchema) -> ForeignKey | None:
+    """The parent's own foreign key whose rule changes, without a trace in the log, rows or
+    columns that ``fk`` references (None: none does): its ``ON DELETE CASCADE`` (the parent's
+    rows go), or a ``SET NULL`` / ``ON UPDATE CASCADE`` on a column ``fk`` references. Where
+    the parent is not mapped, sync does not hold its rows and cannot follow such a cascade of
+    a cascade (plan/cascade.py)."""
+    for own in parent.foreign_keys:
+        rules = own.unlogged_rules
+        touched = bool(set(own.columns) & set(fk.parent_columns))
+        if "ON DELETE CASCADE" in rules or (touched and set(rules) - {"ON DELETE CASCADE"}):
+            return own
+    return None
+
+
 def cascade_notes(ts: TableSchema, schema: Schema) -> list[str]:
     """What ``init`` writes above a table: how sync treats its cascading foreign keys (with
     the defaults init drafts: a reference set per foreign key, every column in the hash), on
@@ -172,12 +187,19 @@ def cascade_notes(ts: TableSchema, schema: Schema) -> list[str]:
         inexact = inexact_key(fk, ts, schema.tables.get(fk.parent))
         if any(r.endswith("SET DEFAULT") for r in fk.unlogged_rules):
             inexact = "SET DEFAULT is not supported"
+        parent = schema.tables.get(fk.parent)
+        own = None if parent is None else reaching(fk, parent)
+        keep = f"({cols}) read"
+        if own is not None:  # a cascade of a cascade: the middle table's rows must be held
+            by = f"{own.name or 'a foreign key'} -> {own.parent} {', '.join(own.unlogged_rules)}"
+            keep += f" and {fk.parent} mapped (its own rows change by {by})"
+        else:
+            keep += f" ({fk.parent} is read for it, mapped or not)"
         if not inexact:
             out.append(
                 f"sync applies {fk.name or 'the foreign key'}'s {rules} from the parent's "
-                f"change where the binary log lacks the cascaded rows (MariaDB): keep {fk.parent} "
-                f"mapped and ({cols}) read (a child not read back from its hash keeps row "
-                "images of its own)"
+                f"change where the binary log lacks the cascaded rows (MariaDB): keep {keep}; "
+                "a child not read back from its hash keeps row images of its own"
             )
         else:
             out.append(

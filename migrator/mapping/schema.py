@@ -64,6 +64,7 @@ class ForeignKey:
     parent_columns: tuple[str, ...]
     on_delete: str = ""  # the rule as MySQL spells it: CASCADE, SET NULL, RESTRICT...; "" none
     on_update: str = ""
+    parent_database: str = ""  # the parent's database where it is not the table's own
 
     @property
     def unlogged_rules(self) -> list[str]:

@@ -14,9 +14,17 @@ A child whose row cannot be read back from its hash, or with no index or referen
 the foreign key's columns, keeps row images and a SET per value beside its keys
 (plan/row_images.py): its rows are then read from those (``Cascades._images``).
 
+A parent table left out of the mapping is read from the log all the same, for its cascades
+only (plan/cascade_parents.py): ``watched`` names its columns the foreign keys reference, the
+reader decodes those (sync/follow.py), and nothing is written for the parent itself; its
+``Cascade.parent_pos`` are positions in that tuple. Its own rows must not change without a
+trace in the log where that reaches the child (a cascade of a cascade through a table sync
+does not hold: the rows of the middle table, and so its children, are unknown): refused, as
+is a parent whose changes MariaDB logs as statements (transaction-precise versioning).
+
 That is exact only when Redis holds what the rule needs and MySQL's equality of the key is byte
 equality. ``followable`` names, per foreign key, why it is not (``sync`` then refuses the table
-at start, naming the constraint): the parent is not mapped (its changes are not read); the
+at start, naming the constraint): an unmapped parent as above; the
 foreign key's columns are not read by the mapping; a child with ``expire:`` (it keeps no
 images) whose row is not readable back or not found by an index; the key's columns compare
 otherwise than byte-wise (``mapping.cascades.inexact_match``: a ``_ci`` collation, PAD SPACE on
@@ -42,6 +50,7 @@ from migrator.errors import MigratorError
 from migrator.mapping.cascades import COLLATION_FIX, Unlogged, inexact_key, trx_versioned
 from migrator.mapping.schema import ForeignKey
 from migrator.plan.batch import Command, Row
+from migrator.plan.cascade_parents import OTHER_FIX, UNMAPPED_FIX, Parents, unmapped, watched
 from migrator.plan.delta import REMOVED, Delta, TableDelta
 from migrator.plan.expiry import decode_row, encode_row
 from migrator.plan.planner import KeyFn, TablePlan
@@ -53,9 +62,9 @@ Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
 Weigh = Callable[[list[tuple[str, bytes]]], dict[tuple[str, bytes], bytes]]
 
 FIX = (
-    "map the parent table and keep the foreign key's columns read (in columns:, or a "
-    "references entry on them), without expire: on the child; or make the rule RESTRICT, or "
-    "leave the table out of the mapping for sync (migrate and verify are not affected)"
+    "keep the foreign key's columns read (in columns:, or a references entry on them), "
+    "without expire: on the child; or make the rule RESTRICT, or leave the table out of the "
+    "mapping for sync (migrate and verify are not affected)"
 )
 
 
@@ -105,19 +114,27 @@ def _why_not(
     plans: dict[str, TablePlan],
     cluster: bool,
     failed: Collection[str] = (),
+    parents: Parents | None = None,
 ) -> tuple[str, str]:
     """Why sync cannot apply this key's rules exactly ("" when it can), and the fix;
-    ``failed``: mapped tables that did not pass validation (validate has no plan of them)."""
+    ``failed``: mapped tables that did not pass validation (validate has no plan of them);
+    ``parents``: the source's tables, for a parent the mapping leaves out."""
+    if fk.parent_database:  # the log is read for the source's own database only
+        why = f"the parent table {fk.parent_database}.{fk.parent} is in another database"
+        return why + ", whose changes sync does not read", OTHER_FIX
     if fk.parent not in plans and fk.parent in failed:
         why = f"the parent table {fk.parent} did not pass validation (see its error): fix it first"
         return why, FIX
     why = _mapped(fk, child, plans, cluster)
     if why:
         return why, FIX
-    parent = plans[fk.parent]
-    return inexact_key(
-        fk, child.resolved.schema, parent.resolved.schema, child.weighed
-    ), COLLATION_FIX
+    mapped = plans.get(fk.parent)
+    parent = mapped.resolved.schema if mapped is not None else (parents or {}).get(fk.parent)
+    if mapped is None:
+        why = unmapped(fk, parent)
+        if why:
+            return why, UNMAPPED_FIX
+    return inexact_key(fk, child.resolved.schema, parent, child.weighed), COLLATION_FIX
 
 
 def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], cluster: bool) -> str:
@@ -128,9 +145,7 @@ def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], clust
         return "on a Redis Cluster a replayed group could read the children of a later state"
     if any(x.endswith("SET DEFAULT") for x in fk.unlogged_rules):
         return "SET DEFAULT is not supported"
-    if parent is None:
-        return f"the parent table {fk.parent} is not in the mapping, so its changes are not read"
-    if any(c not in parent.pos for c in fk.parent_columns):
+    if parent is not None and any(c not in parent.pos for c in fk.parent_columns):
         return f"the parent's columns {', '.join(fk.parent_columns)} are not read by the mapping"
     if any(c not in child.pos for c in fk.columns):
         return f"the foreign key's columns {', '.join(fk.columns)} are not read by the mapping"
@@ -160,18 +175,21 @@ def followable(
     cluster: bool = False,
     logged: bool = False,
     failed: Collection[str] = (),
+    parents: Parents | None = None,
 ) -> tuple[list[Cascade], list[Unlogged]]:
     """The cascades sync applies, and every reason it refuses a mapped table (this module's
     docstring; transaction-precise versioning too). ``logged``: the server logs the rows its
     cascades change (none to apply); ``failed``: mapped tables without a plan because they
-    did not pass validation."""
+    did not pass validation; ``parents``: the source's tables by name (at least the parents
+    the mapping leaves out: without them such a parent is refused)."""
     rules: list[Cascade] = []
     refused: list[Unlogged] = []
+    outside = watched(plans, parents or {})
     for name, child in plans.items() if not logged else ():
         for fk in child.resolved.schema.foreign_keys:
             if not fk.unlogged_rules:
                 continue
-            why, fix = _why_not(fk, child, plans, cluster, failed)
+            why, fix = _why_not(fk, child, plans, cluster, failed, parents)
             what = f"foreign key {fk.name + ' ' if fk.name else ''}({', '.join(fk.columns)})"
             what += f" -> {fk.parent} {', '.join(fk.unlogged_rules)}"
             if why:
@@ -187,13 +205,14 @@ def followable(
             if ix is None and images is not None:
                 by = by_prefix(child.resolved, tuple(fk.columns))
                 assert any(p == by for p, _ in images.by)
-            parent = plans[fk.parent]
+            mapped = plans.get(fk.parent)
+            pos = mapped.pos if mapped else {c: i for i, c in enumerate(outside[fk.parent])}
             rules.append(
                 Cascade(
                     fk,
                     fk.parent,
                     name,
-                    tuple(parent.pos[c] for c in fk.parent_columns),
+                    tuple(pos[c] for c in fk.parent_columns),
                     tuple(child.pos[c] for c in fk.columns),
                     set_key,
                     by,
@@ -216,9 +235,11 @@ def _weigh(fk: ForeignKey, child: TablePlan) -> tuple[tuple[str, int] | None, ..
     )  # fmt: skip
 
 
-def refuse_unfollowable(plans: dict[str, TablePlan], cluster: bool, logged: bool) -> None:
+def refuse_unfollowable(
+    plans: dict[str, TablePlan], cluster: bool, logged: bool, parents: Parents
+) -> None:
     """Raise (exit 2) naming every constraint or versioning sync cannot follow exactly."""
-    _, refused = followable(plans, cluster, logged)
+    _, refused = followable(plans, cluster, logged, parents=parents)
     if refused:
         reasons = "; ".join(f"{u} ({u.why})" for u in refused)
         fixes = "; ".join(dict.fromkeys(u.fix for u in refused))

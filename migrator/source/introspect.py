@@ -115,6 +115,7 @@ def _read_schema(engine: Engine, only: list[str] | None) -> Schema:
                 tuple(fk["referred_columns"]),
                 str((fk.get("options") or {}).get("ondelete") or ""),
                 str((fk.get("options") or {}).get("onupdate") or ""),
+                str(fk.get("referred_schema") or ""),  # set for another database's table
             )
             for fk in inspector.get_foreign_keys(name)
         )

@@ -70,13 +70,16 @@ class GroupApplier:
             nesting.prefetch((c.table, c.before, c.after) for txn in group for c in txn.changes)
         for txn in group:
             for change in txn.changes:
-                if replaced and change.table in replaced:
+                own = deltas.get(change.table)  # None: a parent read for its cascades only
+                if own is None:
+                    pass
+                elif replaced and change.table in replaced:
                     assert snap is not None
                     snap.observe(change)  # a whole-row replacement (online_snapshot.py)
-                    deltas[change.table].change(change.before, None, total)
-                    deltas[change.table].change(None, change.after, total)
+                    own.change(change.before, None, total)
+                    own.change(None, change.after, total)
                 else:
-                    deltas[change.table].change(change.before, change.after, total)
+                    own.change(change.before, change.after, total)
                 if self.cascades is not None:  # child rows the log does not carry
                     self.cascades.follow(change.table, change.before, change.after, total)
                 if nesting is not None:

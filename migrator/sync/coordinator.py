@@ -40,6 +40,7 @@ from migrator.errors import MigratorError
 from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.cascade import refuse_unfollowable
+from migrator.plan.cascade_parents import outside
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
 from migrator.plan.search import definitions
@@ -131,7 +132,8 @@ def coordinate(
                       "reading the source's settings", src.close)  # fmt: skip
     refuse_nesting(tops, is_cluster(client), logged)
     plans = {r.name: TablePlan(r) for r in resolved}
-    refuse_unfollowable(cascade_plans(plans, tops), is_cluster(client), logged)
+    parents = outside(src.schema().tables, plans)  # read for their cascades (plan/cascade.py)
+    refuse_unfollowable(cascade_plans(plans, tops), is_cluster(client), logged, parents)
     ident = f"{src.url.host or 'localhost'}:{src.url.port or 3306}/{database}"
     lock = SyncLock(connect_any(url), m.name, m.file or m.name)
     lock.acquire()  # before anything is written or the log is read

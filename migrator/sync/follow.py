@@ -23,7 +23,9 @@ from typing import Any
 from migrator.errors import MigratorError, SourceError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
+from migrator.mapping.schema import TableSchema
 from migrator.plan.cascade import Cascades, followable, refuse_unfollowable
+from migrator.plan.cascade_parents import outside, watched
 from migrator.plan.expiry_delta import table_delta
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
@@ -126,12 +128,19 @@ class Follower(TableChanges, GroupApplier):
         tops = trees(self.plans)  # nested documents (sync/nesting.py)
         followed = cascade_plans(self.plans, tops)
         try:
+            parents = {} if logged else self._parents(followed)
             refuse_nesting(tops, self.cluster, logged)
-            refuse_unfollowable(followed, self.cluster, logged)
+            refuse_unfollowable(followed, self.cluster, logged, parents)
         except MigratorError:
             ctl.close()
             raise
-        rules = followable(followed, self.cluster, logged)[0]
+        rules = followable(followed, self.cluster, logged, parents=parents)[0]
+        # parents the mapping leaves out: their referenced columns read for the rules only
+        read = {r.parent for r in rules}
+        self.parents = {n: c for n, c in watched(followed, parents).items() if n in read}
+        for name, cols in self.parents.items():
+            ts = parents[name]
+            tables[name] = TableColumns(cols, tuple(map(ts.column, cols)), row_end=ts.row_end)
         self.nesting = NestSync(tops, self._read, logged) if tops else None
         self.weights = Weights(src)  # comparison keys of text (source/weights.py)
         self.weighed = {
@@ -147,7 +156,8 @@ class Follower(TableChanges, GroupApplier):
         self.resnapshot = resnapshot
         stored = retry(state.load, retrying=retrying)
         if mapping is not None:
-            self.schema = SchemaWatch(mapping, self.plans, self.ctl, stored.get("columns"))
+            read_only = {n: (parents[n], c) for n, c in self.parents.items()}
+            self.schema = SchemaWatch(mapping, self.plans, ctl, stored.get("columns"), read_only)
         self.report: SyncReport | None = None
         self.snapshots: Snapshots | None = None  # online snapshots of single tables
         if mapping is not None:
@@ -176,6 +186,18 @@ class Follower(TableChanges, GroupApplier):
         self.position = start
         self.figures = figures or SyncFigures()
         self.retrying = retrying or self.figures.retrying("Redis")
+
+    def _parents(self, followed: dict[str, TablePlan]) -> dict[str, TableSchema]:
+        """The schemas, as the server has them now, of the parent tables of cascading foreign
+        keys that the mapping leaves out (plan/cascade.py reads their rows for the rules)."""
+        fks = [fk for p in followed.values() for fk in p.resolved.schema.foreign_keys]
+        names = sorted({k.parent for k in fks if k.unlogged_rules and k.parent not in self.plans})
+        if not names:
+            return {}
+        ctl = self.ctl
+        read = surfaced(lambda: ctl.schema(names).tables, "reading the parent tables' schema",
+                        ctl.close)  # fmt: skip
+        return outside(read, self.plans)
 
     def _pump(self) -> None:
         """The reader's events to the applying thread, a frame at a time (the reader process's

@@ -87,7 +87,12 @@ class SchemaWatch:
     """The mapped tables' columns as sync knows them, and the effect of each DDL."""
 
     def __init__(
-        self, mapping: Mapping, plans: dict[str, TablePlan], ctl: Source, stored: str | None
+        self,
+        mapping: Mapping,
+        plans: dict[str, TablePlan],
+        ctl: Source,
+        stored: str | None,
+        parents: dict[str, tuple[TableSchema, tuple[str, ...]]] | None = None,
     ) -> None:
         self.mapping, self.plans, self.ctl = mapping, plans, ctl
         self.uses: dict[str, TableUse] = {n: table_use(mapping, p) for n, p in plans.items()}
@@ -97,6 +102,11 @@ class SchemaWatch:
             n: (shape_of(p.resolved.schema), p.resolved.schema.primary_key)
             for n, p in plans.items()
         }
+        #: parent tables the mapping leaves out, read for their foreign keys' rules only
+        self.parents = set(parents or {})
+        for n, (ts, cols) in (parents or {}).items():
+            self.uses[n] = parent_use(n, cols)
+            self.known[n] = (shape_of(ts), ts.primary_key)
         self.unsaved = True
         with suppress(ValueError, TypeError, KeyError):
             for n, (cols, key) in json.loads(stored or "{}").items():
@@ -129,6 +139,8 @@ class SchemaWatch:
         key_after = live.primary_key if live is not None else ()
         kind = kind_of(ddl.query, table, str(ctl.url.database or ""), ddl.schema)
         found = decide(kind, self.uses[table], before, after, key, key_after)
+        if table in self.parents:
+            found = parent_effect(found, table)
         if found.action != "stop" and after is not None:
             self.known[table] = (after, tuple(key_after))
         return found
@@ -141,6 +153,24 @@ class SchemaWatch:
             return p is not None and p.what == "counter"
 
         return remove_owned(client, space, [table], keep=counter)
+
+
+def parent_use(name: str, columns: tuple[str, ...]) -> TableUse:
+    """How sync uses a parent table the mapping leaves out: ``columns``, the ones its
+    children's cascading foreign keys reference (plan/cascade.py)."""
+    place = f"the mapping's children of {name} (its cascading foreign keys)"
+    return TableUse(name, frozenset(columns), False, (), place)
+
+
+def parent_effect(found: Effect, table: str) -> Effect:
+    """A DDL of a parent table the mapping leaves out (read for its cascades only): nothing
+    of it is in Redis, so a TRUNCATE removes nothing; a referenced column retyped stops."""
+    if found.action == "truncate":
+        return Effect("apply", f"TRUNCATE {table}: read for its foreign keys' rules only, "
+                      "nothing to remove")  # fmt: skip
+    if found.action == "resnapshot":
+        return Effect("stop", found.what + " (read for its foreign keys' rules)", found.places)
+    return found
 
 
 def stopped(ddl: SchemaChange, effect: Effect) -> SchemaChanged:

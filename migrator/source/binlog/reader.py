@@ -13,7 +13,8 @@ reader of the replication protocol. ``BinlogReader`` yields, in log order:
 * ``Idle``: a heartbeat while the log has nothing new (every ``heartbeat`` seconds), so that a
   stop request is seen within that time and the caller can tell it has caught up.
 
-Rolled-back transactions are not in the log. Changes to tables the mapping does not name are
+Rolled-back transactions are not in the log. Changes to tables the caller does not name (the
+mapped tables, and the parents sync reads for their cascades only: plan/cascade.py) are
 dropped by the library before their rows are decoded (``only_tables``/``only_schemas``); their
 transactions still advance the position. Pitfalls (notes/binlog.md): file/position resume
 needs ``is_mariadb`` off and ``resume_stream``; each reader needs its own server id; a
