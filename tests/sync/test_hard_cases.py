@@ -494,8 +494,10 @@ def test_init_says_how_sync_treats_each_cascade_and_its_draft_is_followed(  # ty
     sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True, server_id=sid)
     binlog_db.run("DELETE FROM parent WHERE id = 1; UPDATE parent SET id = 22 WHERE id = 2")
     binlog_db.run("DELETE FROM tree WHERE id = 1")
-    binlog_db.run("INSERT INTO named VALUES ('Ab'), ('cd'); INSERT INTO by_code VALUES "
-                  "(1, 'ab'), (2, 'AB'), (3, 'cd'); DELETE FROM named WHERE code = 'AB'")  # fmt: skip
+    binlog_db.run(
+        "INSERT INTO named VALUES ('Ab'), ('cd'); INSERT INTO by_code VALUES "
+        "(1, 'ab'), (2, 'AB'), (3, 'cd'); DELETE FROM named WHERE code = 'AB'"
+    )
     sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True, server_id=sid)
     report = verify(mapping, source=binlog_db.url, target=redis_url)
     assert report.exit_code == 0, report.as_dict()
