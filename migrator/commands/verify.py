@@ -92,7 +92,7 @@ def verify(
             except MigratorError:
                 everything = resolved
         plans = {r.name: TablePlan(r) for r in everything}
-        space = KeySpace(list(plans.values()), m.options.ignore)
+        space = KeySpace(list(plans.values()), m.kept())
         client = connect_any(target_url(m, target))
         searches = definitions(resolved, m, everything)
         features.require(client, resolved, searches)
@@ -101,7 +101,7 @@ def verify(
         cluster = None
         if dask:
             again = again or f"migrator verify {m.file or 'MAPPING'} --dask {dask}"
-            cluster = Cluster(scaleout.connect(dask), dask, everything, m.options.ignore,
+            cluster = Cluster(scaleout.connect(dask), dask, everything, m.kept(),
                               (source_url(m, source), target_url(m, target)),
                               chunk_rows or CHUNK_ROWS, f"run it again: {again}")  # fmt: skip
         try:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from migrator.mapping.expiry import Expiry
+    from migrator.mapping.streams import StreamDefaults, Streams
     from migrator.mapping.where import Filter
 
 Kind = Literal["hash", "columns", "json", "json-string", "none"]
@@ -131,6 +132,9 @@ class Options:
     #: a separator inside a value of a composite key: "reject" the row, or "backslash"-escape
     #: it (migrator/plan/escape.py)
     escape: str = "reject"
+    #: ``streams:`` for every table (mapping/streams.py); out of the repr: the keys the
+    #: tables load do not depend on it (sync/identity.py)
+    streams: StreamDefaults | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,8 @@ class Table:
     search: Search | None = field(default=None, repr=False)
     #: embedded in the parent's document (None: not nested); out of the repr as ``search``
     nest: Nest | None = field(default=None, repr=False)
+    #: the table's change stream, options' defaults applied (None: none); out of the repr
+    streams: Streams | None = field(default=None, repr=False)
 
     @property
     def without_index_sets(self) -> bool:
@@ -272,6 +278,13 @@ class Mapping:
             if t.name == name:
                 return t
         raise KeyError(name)
+
+    def kept(self) -> tuple[str, ...]:
+        """Globs of the keys under the tables' key spaces that are not theirs: the
+        ``options.ignore`` globs and the change streams (which verify does not call stray
+        and ``migrate --replace`` / ``sync --reload`` leave alone)."""
+        streams = dict.fromkeys(_glob_escape(t.streams.key) for t in self.tables if t.streams)
+        return (*self.options.ignore, *streams)
 
     def __iter__(self) -> abc.Iterator[Table]:
         return iter(self.tables)
