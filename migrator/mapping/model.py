@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from migrator.mapping.expiry import Expiry
-    from migrator.mapping.streams import StreamDefaults, Streams
     from migrator.mapping.where import Filter
 
 Kind = Literal["hash", "columns", "json", "json-string", "none"]
@@ -119,6 +118,33 @@ class Retries:
     attempts: int = 8
     backoff: float = 0.5
     max_backoff: float = 10.0
+
+
+#: the row changes a change stream can carry (mapping/streams.py)
+OPS = ("insert", "update", "delete")
+
+
+@dataclass(frozen=True)
+class Streams:
+    """A table's change stream: its key (``{table}`` already rendered), the operations it
+    carries, its columns (``all``, ``keys``, or named ones) and its trimming."""
+
+    key: str
+    ops: tuple[str, ...] = OPS
+    columns: str | tuple[str, ...] = "all"
+    maxlen: int | None = None
+    #: the key as written, for people
+    template: str = ""
+
+
+@dataclass(frozen=True)
+class StreamDefaults:
+    """``options.streams``: what every table's stream has unless the table says otherwise."""
+
+    template: Template
+    ops: tuple[str, ...] = OPS
+    columns: str = "all"
+    maxlen: int | None = None
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,10 @@ column a table names, mapping/resolve.py ``column_uses``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from migrator.mapping.model import Template
+from migrator.mapping.model import OPS, StreamDefaults, Streams, Template
 
-OPS = ("insert", "update", "delete")
 KEYS = ("key", "ops", "columns", "maxlen")
 COLUMN_SETS = ("all", "keys")
 TABLE_PLACEHOLDER = "table"
@@ -35,29 +33,6 @@ class StreamsSyntaxError(ValueError):
     def __init__(self, key: str, message: str) -> None:
         super().__init__(message)
         self.key = key
-
-
-@dataclass(frozen=True)
-class Streams:
-    """A table's change stream: its key (``{table}`` already rendered), the operations it
-    carries, its columns (``all``, ``keys``, or named ones) and its trimming."""
-
-    key: str
-    ops: tuple[str, ...] = OPS
-    columns: str | tuple[str, ...] = "all"
-    maxlen: int | None = None
-    #: the key as written, for people
-    template: str = ""
-
-
-@dataclass(frozen=True)
-class StreamDefaults:
-    """``options.streams``: what every table's stream has unless the table says otherwise."""
-
-    template: Template
-    ops: tuple[str, ...] = OPS
-    columns: str = "all"
-    maxlen: int | None = None
 
 
 def default_template(separator: str) -> Template:

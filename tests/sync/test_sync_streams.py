@@ -1,0 +1,226 @@
+"""Change streams exactly once, in commit order (issue 37 item 2), on MariaDB and MySQL 9.7: a
+writer commits random transactions (and rolls some back) while ``sync`` runs as a process that
+is killed (-9) at random moments, four times, and started again; a last run catches up. The
+writer's own log of what it committed is then compared with the streams: each committed row
+change appears once, none that rolled back, in commit order per stream, each entry's position
+no later than the stored one. The first load wrote no entries, ``verify`` calls the streams
+nothing stray, and ``migrate --replace`` leaves them alone. A group retried after its EXEC was
+applied (its reply lost) appends nothing twice."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import threading
+import time
+from typing import Any
+
+import redis
+
+from migrator.commands import migrate, verify
+from migrator.commands.sync import sync
+from migrator.mapping.loader import parse_mapping
+from migrator.mapping.model import Mapping
+from migrator.store.sync_state import SyncState, apply_group, state_key
+from tests.faults import wait_for
+from tests.services import MySQLDatabase
+from tests.sync.helpers import cli
+
+_ids = iter(range(9300, 9400))
+
+SCHEMA = """
+CREATE TABLE acct (id INT PRIMARY KEY, owner VARCHAR(20) NOT NULL, bal INT NOT NULL);
+CREATE TABLE note (id INT PRIMARY KEY, acct_id INT NULL, body VARCHAR(40));
+"""
+MAPPING = """\
+version: 1
+options:
+  retries: {attempts: 10, backoff: 0.2, max_backoff: 1}
+  streams: {key: feed}
+tables:
+  acct:
+    indexes: [owner]
+    streams: {key: "{table}:changes"}
+  note: {}
+"""
+STREAM_OF = {"acct": b"acct:changes", "note": b"feed"}
+COLUMNS = {"acct": ("id", "owner", "bal"), "note": ("id", "acct_id", "body")}
+
+Image = dict[bytes, bytes]
+Entry = tuple[bytes, bytes, bytes, Image, Image]  # op, table, pk, before, after
+
+
+def _image(table: str, row: tuple[Any, ...] | None) -> Image:
+    if row is None:
+        return {}
+    return {c.encode(): str(v).encode() for c, v in zip(COLUMNS[table], row) if v is not None}
+
+
+class Writer:
+    """Random transactions of 1-3 row changes on one connection (so its commit order is the
+    log's), one in five rolled back; ``log`` holds the committed changes, in order."""
+
+    def __init__(self, db: MySQLDatabase, seed: int) -> None:
+        self.conn = db.connect(client_flag=0)
+        self.conn.autocommit(False)
+        self.rng = random.Random(seed)
+        self.rows: dict[str, dict[int, tuple[Any, ...]]] = {"acct": {}, "note": {}}
+        self.next_id = 1000
+        self.log: list[tuple[bytes, Entry]] = []
+        self.rolled_back = 0
+        self.stop = threading.Event()
+
+    def seed(self, n: int) -> None:
+        for i in range(1, n + 1):
+            self._do(self.rows, "acct", None, (i, f"o{i % 4}", i * 10))
+            self._do(self.rows, "note", None, (i, i, f"n{i}" if i % 3 else None))
+        self.conn.commit()
+
+    def _do(self, rows: Any, table: str, old: tuple[Any, ...] | None,
+            new: tuple[Any, ...] | None) -> Entry:  # fmt: skip
+        cols = COLUMNS[table]
+        with self.conn.cursor() as cur:
+            if old is None and new is not None:
+                cur.execute(f"INSERT INTO {table} VALUES (%s, %s, %s)", new)
+            elif new is None and old is not None:
+                cur.execute(f"DELETE FROM {table} WHERE id = %s", (old[0],))
+            elif old is not None and new is not None:
+                cur.execute(f"UPDATE {table} SET {cols[1]} = %s, {cols[2]} = %s WHERE id = %s",
+                            (new[1], new[2], old[0]))  # fmt: skip
+        if new is None:
+            del rows[table][old[0]]  # type: ignore[index]
+        else:
+            rows[table][new[0]] = new
+        op = b"insert" if old is None else b"delete" if new is None else b"update"
+        pk = str((new or old)[0]).encode()  # type: ignore[index]
+        return op, table.encode(), pk, _image(table, old), _image(table, new)
+
+    def _change(self, rows: Any) -> Entry:
+        r = self.rng
+        table = r.choice(("acct", "note"))
+        have = sorted(rows[table])
+        pick = r.randrange(10)
+        if pick < 4 or len(have) < 3:
+            self.next_id += 1
+            i = self.next_id
+            new = (i, f"o{r.randrange(4)}", r.randrange(999)) if table == "acct" else \
+                (i, r.choice([None, *have]), r.choice([None, f"b{r.randrange(99)}"]))  # fmt: skip
+            return self._do(rows, table, None, new)
+        old = rows[table][r.choice(have)]
+        if pick < 8:  # a value that differs, so the server logs the row
+            new = (old[0], old[1], old[2] + 1 + r.randrange(9)) if table == "acct" else \
+                (old[0], old[1], f"u{self.next_id}-{r.randrange(99)}")  # fmt: skip
+            self.next_id += 1
+            return self._do(rows, table, old, new)
+        return self._do(rows, table, old, None)
+
+    def step(self) -> None:
+        rows = {t: dict(v) for t, v in self.rows.items()}
+        changes = [self._change(rows) for _ in range(self.rng.randint(1, 3))]
+        if self.rng.random() < 0.2:
+            self.conn.rollback()
+            self.rolled_back += 1
+            return
+        self.conn.commit()
+        self.rows = rows
+        self.log += [(STREAM_OF[c[1].decode()], c) for c in changes]
+
+    def run(self, steps: int) -> None:
+        for _ in range(steps):
+            if self.stop.is_set():
+                return
+            self.step()
+            time.sleep(0.01)
+
+
+def _entries(client: redis.Redis, stream: bytes) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    return [(i, dict(f)) for i, f in client.xrange(stream)]
+
+
+def _parsed(fields: dict[bytes, bytes]) -> Entry:
+    def image(prefix: bytes) -> Image:
+        return {k[len(prefix) :]: v for k, v in fields.items() if k.startswith(prefix)}
+
+    return fields[b"op"], fields[b"table"], fields[b"pk"], image(b"before."), image(b"after.")
+
+
+def _at(text: bytes) -> tuple[int, int]:
+    file, _, pos = text.decode().rpartition(":")
+    return int(file.rsplit(".", 1)[1]), int(pos)
+
+
+def _caught_up(mapping: Mapping, db: MySQLDatabase, url: str) -> None:
+    sync(mapping, source=db.url, target=url, until_caught_up=True, server_id=next(_ids))
+
+
+def test_kill_9_of_sync_leaves_each_committed_change_once_in_commit_order(
+    binlog_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Any
+) -> None:
+    binlog_db.run(SCHEMA)
+    writer = Writer(binlog_db, seed=37)
+    writer.seed(20)
+    path = tmp_path / "streams.yaml"
+    path.write_text(MAPPING)
+    mapping = parse_mapping(MAPPING, name="streams")
+    _caught_up(mapping, binlog_db, redis_url)  # the first load
+    assert not redis_client.exists(*STREAM_OF.values()), "the first load wrote entries"
+    thread = threading.Thread(target=writer.run, args=(100_000,), daemon=True)
+    thread.start()
+    lengths = []
+    try:
+        for _ in range(4):
+            before = sum(redis_client.xlen(s) for s in STREAM_OF.values())
+            proc = subprocess.Popen(
+                cli("sync", str(path), "--source", binlog_db.url, "--target", redis_url,
+                    "--server-id", str(next(_ids))),
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            try:
+                grew = lambda: sum(redis_client.xlen(s) for s in STREAM_OF.values()) > before  # noqa: E731
+                wait_for("entries appended", lambda p=proc: grew() or p.poll() is not None, 30)
+                time.sleep(random.Random(len(lengths)).uniform(0.05, 0.8))
+            finally:
+                proc.kill()
+                _, err = proc.communicate(timeout=30)
+            assert proc.returncode == -9, err[-2000:]
+            lengths.append(sum(redis_client.xlen(s) for s in STREAM_OF.values()))
+    finally:
+        writer.stop.set()
+        thread.join(30)
+    _caught_up(mapping, binlog_db, redis_url)
+    assert writer.rolled_back > 0 and len(writer.log) > lengths[-1] > lengths[0] > 0, lengths
+
+    stored = redis_client.hgetall(state_key("streams"))
+    last = _at(stored[b"file"] + b":" + stored[b"pos"])
+    for stream in STREAM_OF.values():
+        got = _entries(redis_client, stream)
+        want = [c for s, c in writer.log if s == stream]
+        assert [_parsed(f) for _, f in got] == want, stream  # once each, in commit order
+        at = [_at(f[b"pos"]) for _, f in got]
+        assert at == sorted(at) and at[-1] <= last
+        assert all(f[b"gtid"] and int(f[b"ts"]) > 1_700_000_000 for _, f in got)
+    report = verify(mapping, source=binlog_db.url, target=redis_url)
+    assert report.exit_code == 0, report.as_dict()  # the streams are nothing stray
+    counts = {s: redis_client.xlen(s) for s in STREAM_OF.values()}
+    replaced = migrate(mapping, source=binlog_db.url, target=redis_url, replace=True)
+    assert replaced.exit_code == 0
+    assert {s: redis_client.xlen(s) for s in STREAM_OF.values()} == counts
+
+
+def test_a_group_sent_again_after_its_exec_was_applied_appends_nothing(
+    redis_client: redis.Redis,
+) -> None:
+    """What ``write_atomic`` retries when the connection drops after EXEC ran but before its
+    reply came: with the group's position (``once``), the second send finds it stored."""
+    state = SyncState(redis_client, "once")
+    state.begin()
+    position = state.command({"file": "b.000001", "pos": "500"})
+    entry = (b"XADD", b"s", b"*", b"op", b"insert")
+    apply_group(redis_client, [entry], position, state, once=("b.000001", "500"))
+    apply_group(redis_client, [entry], position, state, once=("b.000001", "500"))
+    assert redis_client.xlen("s") == 1
+    apply_group(redis_client, [entry], state.command({"file": "b.000001", "pos": "600"}), state,
+                once=("b.000001", "600"))  # fmt: skip
+    assert redis_client.xlen("s") == 2
+    apply_group(redis_client, [entry], position, state)  # without once: appended again
+    assert redis_client.xlen("s") == 3
