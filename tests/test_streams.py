@@ -72,6 +72,8 @@ def test_one_stream_for_every_table_is_a_key_without_the_placeholder() -> None:
         ("options:\n  streams: {columns: [ename]}\ntables:\n  emp: {}\n",
          "options.streams.columns", "goes under a table's own streams:"),
         ("tables:\n  emp: {streams: 3}\n", "tables.emp.streams", "true, false or a mapping"),
+        ("options:\n  streams: true\ntables:\n  emp: {where: 'emp_id > 3'}\n",
+         "tables.emp.streams", "a table with where: is not supported"),
     ],
 )  # fmt: skip
 def test_the_loader_refuses_a_bad_streams_setting(text: str, path: str, message: str) -> None:

@@ -215,6 +215,12 @@ class Builder(StructureReader):
             ("sorted", self.sorted), ("latest", self.latest), ("sets", self.set_spec),
         ):  # fmt: skip
             parse(key, lambda key=key, read=read: self.each(d, key, path, read))  # type: ignore[misc]
+        if fields.get("streams") is not None and fields.get("where") is not None:
+            errors.append(self.error(
+                f"{path}.streams", "a change stream of a table with where: is not supported: "
+                "its entries would not tell the rows the filter keeps from the others",
+                "drop where:, or streams: false for this table",
+            ))  # fmt: skip
         if errors:
             raise errors[0] if len(errors) == 1 else MappingErrors(errors)
         return Table(name=name, **fields)

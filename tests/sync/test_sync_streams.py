@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from migrator.commands import migrate, verify
+from migrator.commands import dry_run, migrate, verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.model import Mapping
@@ -137,6 +137,10 @@ def _entries(client: redis.Redis, stream: bytes) -> list[tuple[bytes, dict[bytes
     return [(i, dict(f)) for i, f in client.xrange(stream)]
 
 
+def _total(client: redis.Redis) -> int:
+    return sum(client.xlen(s) for s in STREAM_OF.values())
+
+
 def _parsed(fields: dict[bytes, bytes]) -> Entry:
     def image(prefix: bytes) -> Image:
         return {k[len(prefix) :]: v for k, v in fields.items() if k.startswith(prefix)}
@@ -169,21 +173,22 @@ def test_kill_9_of_sync_leaves_each_committed_change_once_in_commit_order(
     lengths = []
     try:
         for _ in range(4):
-            before = sum(redis_client.xlen(s) for s in STREAM_OF.values())
+            before = _total(redis_client)
             proc = subprocess.Popen(
                 cli("sync", str(path), "--source", binlog_db.url, "--target", redis_url,
                     "--server-id", str(next(_ids))),
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
             try:
-                grew = lambda: sum(redis_client.xlen(s) for s in STREAM_OF.values()) > before  # noqa: E731
-                wait_for("entries appended", lambda p=proc: grew() or p.poll() is not None, 30)
+                wait_for("entries appended",
+                         lambda p=proc, n=before: _total(redis_client) > n or p.poll() is not None,
+                         30)  # fmt: skip
                 time.sleep(random.Random(len(lengths)).uniform(0.05, 0.8))
             finally:
                 proc.kill()
                 _, err = proc.communicate(timeout=30)
             assert proc.returncode == -9, err[-2000:]
-            lengths.append(sum(redis_client.xlen(s) for s in STREAM_OF.values()))
+            lengths.append(_total(redis_client))
     finally:
         writer.stop.set()
         thread.join(30)
@@ -224,3 +229,24 @@ def test_a_group_sent_again_after_its_exec_was_applied_appends_nothing(
     assert redis_client.xlen("s") == 2
     apply_group(redis_client, [entry], position, state)  # without once: appended again
     assert redis_client.xlen("s") == 3
+
+
+def test_dry_run_shows_the_entry_of_an_insert_and_its_size(binlog_db: MySQLDatabase) -> None:
+    binlog_db.run(SCHEMA + "INSERT INTO acct VALUES (1, 'ann', 50); INSERT INTO note VALUES "
+                  "(1, NULL, 'hi');")  # fmt: skip
+    mapping = parse_mapping(MAPPING.replace("  note: {}", "  note: {streams: {ops: [delete]}}"),
+                            name="streams")  # fmt: skip
+    report = dry_run(mapping, source=binlog_db.url, sample=1)
+    acct, note = report.tables
+    assert acct.stream is not None and acct.stream.startswith(
+        "XADD acct:changes * op insert table acct pk 1 pos binlog.000001:4 ts "
+    )
+    assert acct.stream.endswith("after.id 1 after.owner ann after.bal 50")
+    assert acct.stream_entry_bytes == len(
+        "opinserttableacctpk1posbinlog.000001:4ts"
+        + acct.stream.split(" ts ")[1].split()[0]
+        + "after.id1after.ownerannafter.bal50"
+    )
+    assert note.stream is not None and " op delete " in note.stream
+    assert note.stream.endswith("before.id 1 before.body hi")  # NULL left out
+    assert all(not k.startswith("XADD") for t in report.tables for k in t.sample)
