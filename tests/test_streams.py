@@ -15,6 +15,7 @@ from migrator.mapping.validate import check_schema
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.plan.stream import ChangeStream, streams_of
+from migrator.sync.identity import mapping_fingerprint, table_fingerprints
 from tests.test_scaffold import sample_schema
 
 BASE = "version: 1\n"
@@ -165,3 +166,11 @@ def test_the_key_space_leaves_the_streams_to_the_streams() -> None:
     plans = [TablePlan(r) for r in resolve(m, sample_schema(), ["emp"])]
     assert KeySpace(plans, m.kept()).ignored(b"emp:changes")
     assert not KeySpace(plans, m.options.ignore).ignored(b"emp:changes")
+
+
+def test_adding_streams_changes_no_fingerprint_so_sync_loads_nothing_again() -> None:
+    plain = load("tables:\n  emp: {}\n  dept: {}\n")
+    streamed = load("options:\n  streams: {maxlen: 9}\ntables:\n  emp: {}\n"
+                    "  dept: {streams: {columns: [dname]}}\n")  # fmt: skip
+    assert mapping_fingerprint(plain) == mapping_fingerprint(streamed)
+    assert table_fingerprints(plain) == table_fingerprints(streamed)
