@@ -165,6 +165,8 @@ class GroupApplier:
         fields = position_fields(at)
         position = self.state.command(fields | self.schema.fields() if self.schema else fields)
         apply_group(self.client, commands, position, self.state, self.retrying, once)
+        if entries:
+            self.figures.appended(entries)
 
     def _read(self, commands: list[Command]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)

@@ -6,7 +6,7 @@ change appears once, none that rolled back, in commit order per stream, each ent
 no later than the stored one. The first load wrote no entries, ``verify`` calls the streams
 nothing stray, and ``migrate --replace`` and ``sync --reload`` leave them alone. A group
 retried after its EXEC was applied (its reply lost) appends nothing twice. ``dry-run`` shows
-the entry of a table's first row."""
+the entry of a table's first row; ``/metrics`` counts the entries per stream."""
 
 from __future__ import annotations
 
@@ -14,15 +14,19 @@ import random
 import subprocess
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 import redis
+from prometheus_client import CollectorRegistry, generate_latest
 
 from migrator.commands import dry_run, migrate, verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.model import Mapping
 from migrator.store.sync_state import SyncState, apply_group, state_key
+from migrator.sync.exporter import FiguresCollector
+from migrator.sync.figures import SyncFigures
 from tests.faults import wait_for
 from tests.services import MySQLDatabase
 from tests.sync.helpers import cli
@@ -259,3 +263,28 @@ def test_dry_run_shows_the_entry_of_an_insert_and_its_size(binlog_db: MySQLDatab
     assert note.stream is not None and " op delete " in note.stream
     assert note.stream.endswith("before.id 1 before.body hi")  # NULL left out
     assert all(not k.startswith("XADD") for t in report.tables for k in t.sample)
+
+
+def test_metrics_count_the_entries_appended_to_each_stream(
+    binlog_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+) -> None:
+    binlog_db.run(SCHEMA)
+    writer = Writer(binlog_db, seed=5)
+    writer.seed(3)  # loaded, not appended
+    mapping = parse_mapping(MAPPING, name="streams")
+    _caught_up(mapping, binlog_db, redis_url)
+    for _ in range(30):
+        writer.step()
+    figures = SyncFigures()
+    sync(mapping, source=binlog_db.url, target=redis_url, until_caught_up=True,
+         server_id=next(_ids), figures=figures)  # fmt: skip
+    want = Counter(s.decode() for s, _ in writer.log)
+    assert want["feed"] and want["acct:changes"]
+    assert figures.as_dict()["stream_entries"] == dict(sorted(want.items()))
+    assert {s.decode(): redis_client.xlen(s) for s in STREAM_OF.values()} == want
+    registry = CollectorRegistry()
+    registry.register(FiguresCollector(figures, {"mapping": "streams"}))
+    text = generate_latest(registry).decode()
+    for stream, n in want.items():
+        line = f'migrator_sync_stream_entries_total{{mapping="streams",stream="{stream}"}} {n}.0'
+        assert line in text, text
