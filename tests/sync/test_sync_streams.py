@@ -6,15 +6,18 @@ change appears once, none that rolled back, in commit order per stream, each ent
 no later than the stored one. The first load wrote no entries, ``verify`` calls the streams
 nothing stray, and ``migrate --replace`` and ``sync --reload`` leave them alone. A group
 retried after its EXEC was applied (its reply lost) appends nothing twice. ``dry-run`` shows
-the entry of a table's first row; ``/metrics`` counts the entries per stream."""
+the entry of a table's first row; ``/metrics`` counts the entries per stream. The consumer
+docs/sync.md shows, killed (-9) and restarted, handles each change once, in commit order."""
 
 from __future__ import annotations
 
 import random
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -288,3 +291,71 @@ def test_metrics_count_the_entries_appended_to_each_stream(
     for stream, n in want.items():
         line = f'migrator_sync_stream_entries_total{{mapping="streams",stream="{stream}"}} {n}.0'
         assert line in text, text
+
+
+def consumer_code() -> str:
+    """The consumer docs/sync.md shows (the first python block of "Change streams")."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "sync.md").read_text("utf-8")
+    section = text.split("## Change streams", 1)[1].split("\n## ", 1)[0]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_documented_consumer_killed_9_sees_each_change_once_in_order(
+    binlog_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    binlog_db.run(SCHEMA)
+    writer = Writer(binlog_db, seed=11)
+    writer.seed(10)
+    mapping = parse_mapping(MAPPING, name="streams")
+    _caught_up(mapping, binlog_db, redis_url)
+    script = tmp_path / "consumer.py"
+    script.write_text(
+        consumer_code() + "\nimport sys\nconsume(redis.Redis.from_url(sys.argv[1]))\n"
+    )
+    stop = threading.Event()
+    following = threading.Thread(target=lambda: sync(
+        mapping, source=binlog_db.url, target=redis_url, stop=stop, server_id=next(_ids)),
+        daemon=True)  # fmt: skip
+    following.start()
+    writing = threading.Thread(target=writer.run, args=(100_000,), daemon=True)
+    writing.start()
+    audited, pending = [], []
+    try:
+        for i in range(3):
+            done = redis_client.llen("audit:acct")
+            wait_for("a backlog", lambda n=done: redis_client.xlen("acct:changes") > n + 150, 30)
+            proc = subprocess.Popen([sys.executable, str(script), redis_url],
+                                    stderr=subprocess.PIPE, text=True)  # fmt: skip
+            try:  # killed in the middle of the backlog, most often in the middle of a batch
+                wait_for("entries handled",
+                         lambda p=proc, n=done: redis_client.llen("audit:acct") > n + 5
+                         or p.poll() is not None, 30, every=0.001)  # fmt: skip
+                time.sleep(random.Random(i).uniform(0.0, 0.01))
+            finally:
+                proc.kill()
+                _, err = proc.communicate(timeout=30)
+            assert proc.returncode == -9, err[-2000:]
+            audited.append(redis_client.llen("audit:acct"))
+            pending.append(redis_client.xpending("acct:changes", "audit")["pending"])
+    finally:
+        writer.stop.set()
+        writing.join(30)
+        stop.set()
+        following.join(60)
+    assert writer.error is None, writer.error
+    _caught_up(mapping, binlog_db, redis_url)
+    namespace: dict[str, Any] = {}
+    exec(compile(consumer_code(), "docs/sync.md", "exec"), namespace)
+    last = redis_client.xrevrange("acct:changes", count=1)[0][0]
+
+    def drained() -> bool:
+        info = redis_client.xinfo_groups("acct:changes")[0]
+        return bool(info["last-delivered-id"] == last and info["pending"] == 0)
+
+    deadline = time.monotonic() + 20  # a consumer that never drains fails, not hangs
+    namespace["consume"](redis.Redis.from_url(redis_url),
+                         stop=lambda: drained() or time.monotonic() > deadline)  # fmt: skip
+    want = [b" ".join(c[:3]) for s, c in writer.log if s == b"acct:changes"]
+    assert audited[0] < audited[-1] <= len(want), audited
+    assert any(pending), pending  # a kill left entries delivered and not acknowledged
+    assert redis_client.lrange("audit:acct", 0, -1) == want  # each once, in commit order
