@@ -169,16 +169,22 @@ def _caught_up(mapping: Mapping, db: MySQLDatabase, url: str) -> None:
     sync(mapping, source=db.url, target=url, until_caught_up=True, server_id=next(_ids))
 
 
+def _loaded(db: MySQLDatabase, url: str, seed: int, rows: int) -> tuple[Writer, Mapping]:
+    """The tables with ``rows`` rows each, loaded by sync's first load (no entries)."""
+    db.run(SCHEMA)
+    writer = Writer(db, seed)
+    writer.seed(rows)
+    mapping = parse_mapping(MAPPING, name="streams")
+    _caught_up(mapping, db, url)
+    return writer, mapping
+
+
 def test_kill_9_of_sync_leaves_each_committed_change_once_in_commit_order(
     binlog_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Any
 ) -> None:
-    binlog_db.run(SCHEMA)
-    writer = Writer(binlog_db, seed=37)
-    writer.seed(20)
+    writer, mapping = _loaded(binlog_db, redis_url, 37, 20)
     path = tmp_path / "streams.yaml"
     path.write_text(MAPPING)
-    mapping = parse_mapping(MAPPING, name="streams")
-    _caught_up(mapping, binlog_db, redis_url)  # the first load
     assert not redis_client.exists(*STREAM_OF.values()), "the first load wrote entries"
     thread = threading.Thread(target=writer.run, args=(100_000,), daemon=True)
     thread.start()
@@ -271,11 +277,7 @@ def test_dry_run_shows_the_entry_of_an_insert_and_its_size(binlog_db: MySQLDatab
 def test_metrics_count_the_entries_appended_to_each_stream(
     binlog_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    binlog_db.run(SCHEMA)
-    writer = Writer(binlog_db, seed=5)
-    writer.seed(3)  # loaded, not appended
-    mapping = parse_mapping(MAPPING, name="streams")
-    _caught_up(mapping, binlog_db, redis_url)
+    writer, mapping = _loaded(binlog_db, redis_url, 5, 3)  # loaded, not appended
     for _ in range(30):
         writer.step()
     figures = SyncFigures()
@@ -303,11 +305,7 @@ def consumer_code() -> str:
 def test_the_documented_consumer_killed_9_sees_each_change_once_in_order(
     binlog_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
-    binlog_db.run(SCHEMA)
-    writer = Writer(binlog_db, seed=11)
-    writer.seed(10)
-    mapping = parse_mapping(MAPPING, name="streams")
-    _caught_up(mapping, binlog_db, redis_url)
+    writer, mapping = _loaded(binlog_db, redis_url, 11, 10)
     script = tmp_path / "consumer.py"
     script.write_text(
         consumer_code() + "\nimport sys\nconsume(redis.Redis.from_url(sys.argv[1]))\n"
