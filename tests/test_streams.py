@@ -174,3 +174,37 @@ def test_adding_streams_changes_no_fingerprint_so_sync_loads_nothing_again() -> 
                     "  dept: {streams: {columns: [dname]}}\n")  # fmt: skip
     assert mapping_fingerprint(plain) == mapping_fingerprint(streamed)
     assert table_fingerprints(plain) == table_fingerprints(streamed)
+
+
+def test_maxage_trims_by_minid_from_this_machines_clock() -> None:
+    m = load("options:\n  streams: {maxage: 2h}\ntables:\n  emp: {}\n"
+             "  dept: {streams: {maxlen: 10}}\n")  # fmt: skip
+    emp, dept = m.tables
+    assert emp.streams is not None and emp.streams.maxage == 7200.0
+    assert dept.streams is not None and (dept.streams.maxlen, dept.streams.maxage) == (10, None)
+    s = _stream("options:\n  streams: {maxage: 90s}\ntables:\n  emp: {}\n")
+    s.clock = lambda: 1_000_000.0
+    entry = s.entry(None, _row(s, emp_id=b"1"), b"f:1", b"", 1)
+    assert entry is not None and entry[:7] == (
+        b"XADD",
+        b"emp:changes",
+        b"MINID",
+        b"~",
+        b"%d" % (1_000_000_000 - 90_000),
+        b"*",
+        b"op",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{maxage: 0}", "maxage must be above zero"),
+        ("{maxage: 3w}", "unknown unit 'w'"),
+        ("{maxage: 1h, maxlen: 5}", "by maxlen or by maxage, not both"),
+    ],
+)
+def test_a_bad_maxage_is_refused(text: str, message: str) -> None:
+    with pytest.raises(MappingError) as raised:
+        load(f"tables:\n  emp: {{streams: {text}}}\n")
+    assert raised.value.path == "tables.emp.streams.maxage" and message in raised.value.detail

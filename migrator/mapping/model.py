@@ -133,6 +133,8 @@ class Streams:
     ops: tuple[str, ...] = OPS
     columns: str | tuple[str, ...] = "all"
     maxlen: int | None = None
+    #: trim the entries older than that many seconds (``XADD ... MINID ~``)
+    maxage: float | None = None
     #: the key as written, for people
     template: str = ""
 
@@ -145,6 +147,8 @@ class StreamDefaults:
     ops: tuple[str, ...] = OPS
     columns: str = "all"
     maxlen: int | None = None
+    #: trim the entries older than that many seconds (``XADD ... MINID ~``)
+    maxage: float | None = None
 
 
 @dataclass(frozen=True)

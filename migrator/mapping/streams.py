@@ -10,7 +10,8 @@ the same keys) takes precedence for that table:
 * ``ops``: which changes are appended, of ``insert``, ``update``, ``delete`` (default: all);
 * ``columns``: ``all`` (the primary key and every column the row hash holds), ``keys`` (the
   primary key only), or a list of the table's columns (with the primary key);
-* ``maxlen``: trim to about that many entries (``XADD ... MAXLEN ~ n``); default: no trimming.
+* ``maxlen``: trim to about that many entries (``XADD ... MAXLEN ~ n``), or ``maxage``: trim
+  the entries older than that (a duration, ``7d``; ``XADD ... MINID ~ id``); default: none.
 
 Parsed here into ``Streams``; columns are checked against the schema by validate (as every
 column a table names, mapping/resolve.py ``column_uses``).
@@ -20,9 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from migrator.mapping.expiry import ExpirySyntaxError, duration
 from migrator.mapping.model import OPS, StreamDefaults, Streams, Template
 
-KEYS = ("key", "ops", "columns", "maxlen")
+KEYS = ("key", "ops", "columns", "maxlen", "maxage")
 COLUMN_SETS = ("all", "keys")
 TABLE_PLACEHOLDER = "table"
 
@@ -87,6 +89,24 @@ def _maxlen(value: Any) -> int | None:
     return value
 
 
+def _maxage(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = duration(value, "maxage")
+    except ExpirySyntaxError as e:
+        raise StreamsSyntaxError("maxage", str(e)) from None
+    if seconds <= 0:
+        raise StreamsSyntaxError("maxage", f"maxage must be above zero (got {value!r})")
+    return seconds
+
+
+def _trim(maxlen: int | None, maxage: float | None) -> tuple[int | None, float | None]:
+    if maxlen is not None and maxage is not None:
+        raise StreamsSyntaxError("maxage", "a stream is trimmed by maxlen or by maxage, not both")
+    return maxlen, maxage
+
+
 def _unknown(d: dict[str, Any]) -> None:
     for k in d:
         if k not in KEYS:
@@ -107,11 +127,13 @@ def parse_defaults(value: Any, separator: str) -> StreamDefaults | None:
     if isinstance(value.get("columns"), list):
         raise StreamsSyntaxError("columns", "options.streams.columns: all or keys (a list of "
                                  "columns goes under a table's own streams:)")  # fmt: skip
+    maxlen, maxage = _trim(_maxlen(value.get("maxlen")), _maxage(value.get("maxage")))
     return StreamDefaults(
         template=_template(value["key"]) if "key" in value else default_template(separator),
         ops=_ops(value["ops"]) if "ops" in value else OPS,
         columns=str(_columns(value.get("columns", "all"), table=False)),
-        maxlen=_maxlen(value.get("maxlen")),
+        maxlen=maxlen,
+        maxage=maxage,
     )
 
 
@@ -129,10 +151,15 @@ def parse_table(
         raise StreamsSyntaxError("", f"streams: true, false or a mapping, got {value!r}")
     _unknown(value)
     template = _template(value["key"]) if "key" in value else base.template
+    if "maxlen" in value or "maxage" in value:  # the table's own trimming replaces the options'
+        maxlen, maxage = _trim(_maxlen(value.get("maxlen")), _maxage(value.get("maxage")))
+    else:
+        maxlen, maxage = base.maxlen, base.maxage
     return Streams(
         key=template.render({TABLE_PLACEHOLDER: table}) if template.columns else template.text,
         ops=_ops(value["ops"]) if "ops" in value else base.ops,
         columns=_columns(value["columns"], table=True) if "columns" in value else base.columns,
-        maxlen=_maxlen(value["maxlen"]) if "maxlen" in value else base.maxlen,
+        maxlen=maxlen,
+        maxage=maxage,
         template=template.text,
     )

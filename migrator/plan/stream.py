@@ -19,6 +19,8 @@ The entry ID is Redis's (``*``): see docs/sync.md#change-streams for why.
 
 from __future__ import annotations
 
+import time
+
 from migrator.mapping.streams import Streams
 from migrator.plan.batch import Command, Row
 from migrator.plan.layout import TableLayout
@@ -53,7 +55,9 @@ class ChangeStream:
         head: list[bytes] = [b"XADD", self.key]
         if streams.maxlen is not None:
             head += [b"MAXLEN", b"~", b"%d" % streams.maxlen]
+        self.maxage_ms = None if streams.maxage is None else int(streams.maxage * 1000)
         self.head = (*head, b"*")
+        self.clock = time.time  # what maxage counts from: this machine's clock
 
     def entry(
         self, before: Row | None, after: Row | None, pos: bytes, gtid: bytes, ts: int
@@ -63,7 +67,11 @@ class ChangeStream:
             return None
         row = after if after is not None else before
         assert row is not None
-        args = [*self.head, b"op", op, b"table", self.table, b"pk", self.pk(row) or b""]
+        head = self.head
+        if self.maxage_ms is not None:  # IDs are Redis's milliseconds: older ones go
+            since = max(0, int(self.clock() * 1000) - self.maxage_ms)
+            head = (*head[:-1], b"MINID", b"~", b"%d" % since, b"*")
+        args = [*head, b"op", op, b"table", self.table, b"pk", self.pk(row) or b""]
         args += [b"pos", pos] + ([b"gtid", gtid] if gtid else []) + [b"ts", b"%d" % ts]
         for image, which in ((before, 0), (after, 1)):
             if image is None:

@@ -27,12 +27,16 @@ from migrator.commands import dry_run, migrate, verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.model import Mapping
+from migrator.mapping.resolve import resolve
+from migrator.plan.planner import TablePlan
+from migrator.plan.stream import streams_of
 from migrator.store.sync_state import SyncState, apply_group, state_key
 from migrator.sync.exporter import FiguresCollector
 from migrator.sync.figures import SyncFigures
 from tests.faults import wait_for
 from tests.services import MySQLDatabase
 from tests.sync.helpers import cli
+from tests.test_scaffold import sample_schema
 
 _ids = iter(range(9300, 9400))
 
@@ -357,3 +361,19 @@ def test_the_documented_consumer_killed_9_sees_each_change_once_in_order(
     assert audited[0] < audited[-1] <= len(want), audited
     assert any(pending), pending  # a kill left entries delivered and not acknowledged
     assert redis_client.lrange("audit:acct", 0, -1) == want  # each once, in commit order
+
+
+def test_maxlen_and_maxage_trim_a_stream_on_a_real_server(redis_client: redis.Redis) -> None:
+    """``~`` trims whole nodes of the stream (100 entries each by default): about, not exact."""
+    for setting in ("{maxlen: 100}", "{maxage: 1h}"):
+        text = f"version: 1\ntables:\n  dept: {{streams: {setting}}}\n"
+        plan = TablePlan(resolve(parse_mapping(text), sample_schema(), ["dept"])[0])
+        stream = streams_of({"dept": plan})["dept"]
+        redis_client.delete(stream.key)
+        for i in range(1, 1001):  # entries of 1970
+            redis_client.xadd(stream.key, {b"op": b"insert"}, id=f"{i}-0")
+        entry = stream.entry(None, (b"d1", b"c1", b"n1"), b"f:1", b"", 1)
+        assert entry is not None
+        redis_client.execute_command(*entry)
+        assert 1 <= redis_client.xlen(stream.key) <= 201, setting  # of 1,001
+        assert redis_client.xrevrange(stream.key, count=1)[0][1][b"pk"] == b"d1"
