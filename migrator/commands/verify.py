@@ -37,6 +37,7 @@ from migrator.verify.keys import Reader
 from migrator.verify.repair import Repairer
 from migrator.verify.report import VerifyReport
 from migrator.verify.search import check as search_check
+from migrator.verify.streams import check as stream_check
 
 
 def verify(
@@ -120,6 +121,8 @@ def verify(
                 if report.ok and not tables:  # every key the mapping explains, and no other
                     record_keys_hint(client, m.name, keys)
             _searches(src, client, m.name, resolved, searches, report, fix)
+            stream_check(client, m.name, resolved, {t.table: t for t in report.tables},
+                         everything)  # fmt: skip
         finally:
             client.close()
             if cluster is not None:

@@ -377,3 +377,33 @@ def test_maxlen_and_maxage_trim_a_stream_on_a_real_server(redis_client: redis.Re
         redis_client.execute_command(*entry)
         assert 1 <= redis_client.xlen(stream.key) <= 201, setting  # of 1,001
         assert redis_client.xrevrange(stream.key, count=1)[0][1][b"pk"] == b"d1"
+
+
+def test_verify_checks_the_entries_form_and_the_newest_position(
+    binlog_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+) -> None:
+    writer, mapping = _loaded(binlog_db, redis_url, 7, 3)
+    for _ in range(10):
+        writer.step()
+    _caught_up(mapping, binlog_db, redis_url)
+    report = verify(mapping, source=binlog_db.url, target=redis_url)
+    assert report.exit_code == 0, report.as_dict()  # what sync wrote is well formed
+    stored = redis_client.hgetall(state_key("streams"))
+    good = dict(redis_client.xrevrange(b"feed", count=1)[0][1])
+    redis_client.xadd(b"acct:changes", {**good, b"op": b"upsert", b"table": b"acct"})
+    redis_client.xadd(b"acct:changes", {**good, b"table": b"note"})  # note writes to feed
+    later = b"%s:%d" % (stored[b"file"], int(stored[b"pos"]) + 1000)
+    redis_client.xadd(b"feed", {**good, b"pos": later})
+    report = verify(mapping, source=binlog_db.url, target=redis_url)
+    assert report.exit_code == 1
+    acct, note = ({t.table: t for t in report.tables}[n] for n in ("acct", "note"))
+    assert acct.counts["stream entry malformed"] == 1, acct.as_dict()
+    assert note.counts["stream entry malformed"] == 1, note.as_dict()  # the table it names
+    assert note.counts["stream entry past the stored position"] == 1, note.as_dict()
+    shown = [d.redis for t in (acct, note) for d in t.examples["stream entry malformed"]]
+    assert shown == ["op 'upsert' is not one of insert, update, delete",
+                     "table b'note' does not write to this stream"]  # fmt: skip
+    lengths = [redis_client.xlen(k) for k in STREAM_OF.values()]
+    fixed = verify(mapping, source=binlog_db.url, target=redis_url, fix=True)
+    assert fixed.exit_code == 1  # a stream is history: --fix leaves it as it is
+    assert [redis_client.xlen(k) for k in STREAM_OF.values()] == lengths
