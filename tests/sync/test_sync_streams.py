@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -33,7 +34,7 @@ from migrator.plan.stream import streams_of
 from migrator.store.sync_state import SyncState, apply_group, state_key
 from migrator.sync.exporter import FiguresCollector
 from migrator.sync.figures import SyncFigures
-from tests.faults import wait_for
+from tests.faults import redis_process, redis_server_problem, wait_for
 from tests.services import MySQLDatabase
 from tests.sync.helpers import cli
 from tests.test_scaffold import sample_schema
@@ -407,3 +408,49 @@ def test_verify_checks_the_entries_form_and_the_newest_position(
     fixed = verify(mapping, source=binlog_db.url, target=redis_url, fix=True)
     assert fixed.exit_code == 1  # a stream is history: --fix leaves it as it is
     assert [redis_client.xlen(k) for k in STREAM_OF.values()] == lengths
+
+
+def _compare(client: redis.Redis, writer: Writer) -> None:
+    """Each committed change once, none rolled back, in commit order, per stream."""
+    for stream in STREAM_OF.values():
+        got = [_parsed(f) for _, f in _entries(client, stream)]
+        assert got == [c for s, c in writer.log if s == stream], stream
+
+
+@pytest.mark.skipif(redis_server_problem() is not None, reason=f"{redis_server_problem()}")
+def test_redis_killed_9_and_back_from_its_aof_keeps_each_change_once(
+    binlog_db: MySQLDatabase, tmp_path: Path
+) -> None:
+    """The AOF holds whole MULTI/EXECs (appendfsync always): after each restart Redis has the
+    entries of exactly the groups whose position it has, and sync goes on from there."""
+    with redis_process(tmp_path, appendonly=True) as server:
+        url, client = server.url, server.client()
+        writer, mapping = _loaded(binlog_db, url, 23, 10)
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def follow() -> None:
+            try:
+                sync(mapping, source=binlog_db.url, target=url, stop=stop, server_id=next(_ids))
+            except BaseException as e:  # checked below
+                errors.append(e)
+
+        following = threading.Thread(target=follow, daemon=True)
+        following.start()
+        writing = threading.Thread(target=writer.run, args=(100_000,), daemon=True)
+        writing.start()
+        try:
+            for i in range(2):
+                wait_for("entries", lambda n=i: _total(server.client()) > 100 * (n + 1), 30)
+                server.restart(down=random.Random(i).uniform(0.1, 0.5), kill=True)
+        finally:
+            writer.stop.set()
+            writing.join(30)
+            wait_for("sync past the restarts", lambda: errors or _total(server.client()) >=
+                     len(writer.log), 60)  # fmt: skip
+            stop.set()
+            following.join(60)
+        assert not errors and writer.error is None, (errors, writer.error)
+        _caught_up(mapping, binlog_db, url)
+        client = server.client()
+        _compare(client, writer)
