@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
-from migrator.errors import MappingError, MappingErrors
+from migrator.errors import MappingError, MappingErrors, MigratorError
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.resolve import resolve
 from migrator.mapping.validate import check_schema
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.plan.stream import ChangeStream, streams_of
+from migrator.sync.coordinator import refuse_cluster_streams
 from migrator.sync.identity import mapping_fingerprint, table_fingerprints
 from tests.test_scaffold import sample_schema
 
@@ -208,3 +209,11 @@ def test_a_bad_maxage_is_refused(text: str, message: str) -> None:
     with pytest.raises(MappingError) as raised:
         load(f"tables:\n  emp: {{streams: {text}}}\n")
     assert raised.value.path == "tables.emp.streams.maxage" and message in raised.value.detail
+
+
+def test_sync_refuses_streams_on_a_redis_cluster() -> None:
+    resolved = resolve(load("tables:\n  emp: {}\n  dept: {streams: true}\n"), sample_schema())
+    refuse_cluster_streams(resolved, cluster=False)
+    refuse_cluster_streams(resolved[:1], cluster=True)  # no stream: nothing to refuse
+    with pytest.raises(MigratorError, match=r"cannot write change streams \(dept\) on a Redis"):
+        refuse_cluster_streams(resolved, cluster=True)
