@@ -34,8 +34,9 @@ from migrator.plan.stream import streams_of
 from migrator.store.sync_state import SyncState, apply_group, state_key
 from migrator.sync.exporter import FiguresCollector
 from migrator.sync.figures import SyncFigures
+from tests.binlog_server import PrivateMariaDB, missing
 from tests.faults import redis_process, redis_server_problem, wait_for
-from tests.services import MySQLDatabase
+from tests.services import MySQLDatabase, create_database
 from tests.sync.helpers import cli
 from tests.test_scaffold import sample_schema
 
@@ -454,3 +455,36 @@ def test_redis_killed_9_and_back_from_its_aof_keeps_each_change_once(
         _caught_up(mapping, binlog_db, url)
         client = server.client()
         _compare(client, writer)
+
+
+@pytest.mark.skipif(missing() is not None, reason=f"{missing()}")
+def test_a_mysql_restart_while_following_keeps_each_change_once(redis_url: str) -> None:
+    """A private MariaDB restarted between two bursts of writes: sync reconnects and resumes
+    after the last whole transaction it applied, appending nothing twice and nothing less."""
+    server = PrivateMariaDB()
+    server.start()
+    try:
+        db = create_database(server.url, "mig_t_streams_restart")
+        writer, mapping = _loaded(db, redis_url, 29, 10)
+        stop = threading.Event()
+        statuses: list[Any] = []
+        following = threading.Thread(target=lambda: sync(
+            mapping, source=db.url, target=redis_url, stop=stop, server_id=next(_ids),
+            on_status=statuses.append, status_interval=0.2), daemon=True)  # fmt: skip
+        following.start()
+        client = redis.Redis.from_url(redis_url)
+        try:
+            writer.run(60)
+            wait_for("some applied", lambda: _total(client) > 20, 30)
+            server.restart(down=0.5)
+            writer.conn = db.connect(client_flag=0)
+            writer.conn.autocommit(False)
+            writer.run(60)
+            wait_for("all applied", lambda: _total(client) >= len(writer.log), 60)
+        finally:
+            stop.set()
+            following.join(60)
+        assert any(s.note and "retry" in s.note and "MySQL" in s.note for s in statuses)
+        _compare(client, writer)
+    finally:
+        server.stop()
