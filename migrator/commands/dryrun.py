@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+from migrator.commands.dryrun_notes import expiry_note, stream_note
 from migrator.commands.nested import every_table, nesting_trees
 from migrator.commands.session import check_batch_size, load, opened, target_url
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError
@@ -42,7 +43,7 @@ from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.source.nesting import children
 from migrator.source.snapshot import Snapshot
-from migrator.source.where import clause, condition
+from migrator.source.where import clause
 from migrator.urls import mask
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t",
@@ -93,6 +94,9 @@ class TableDryRun:
     expire: str | None = None
     expired: int = 0
     search: str | None = None  # the FT.CREATE migrate sends for the table's search index
+    #: the change stream's entry for an insert of the first row, and its bytes (streams:)
+    stream: str | None = None
+    stream_entry_bytes: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -102,6 +106,8 @@ class TableDryRun:
             "keys": self.keys,
             "memory_bytes": self.memory,
             "sample": self.sample,
+            "stream": self.stream,
+            "stream_entry_bytes": self.stream_entry_bytes,
             "skipped": self.skipped,
             "rejected": self.rejected,
             "seconds": round(self.seconds, 3),
@@ -311,6 +317,9 @@ def dry_run(
             index = searches.get(r.name)
             if index is not None:
                 report.search = command_line(tuple(a.encode() for a in index.command()))
+            if r.table.streams is not None:
+                entry, report.stream_entry_bytes = stream_note(src, plan)
+                report.stream = command_line(entry)
             if r.table.where is not None:  # the rows planned are those the filter keeps
                 report.where = r.table.where.text
                 report.filtered_out = src.count(r.name) - kept
@@ -412,18 +421,3 @@ def _atomic(path: str | os.PathLike[str] | None) -> Iterator[IO[bytes] | None]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def expiry_note(src: Source, plan: TablePlan, planned: int) -> tuple[str, int]:
-    """(which keys get which TTL, rows the filter keeps that are already past it)."""
-    r = plan.resolved
-    rule = r.table.expire
-    assert rule is not None
-    own = [p for name in ("hash", "columns", "document", "unique-string")
-           for p in plan.patterns().get(name, [])]  # fmt: skip
-    when = f"{rule.text} after each write" if rule.ttl is not None else f"the moment in {rule.text}"
-    text = f"{', '.join(own) or 'no key of its own'}: PEXPIREAT {when}"
-    if rule.column is None:
-        return text, 0
-    keeps = None if r.table.where is None else condition(r.table.where, r.schema)
-    return text, src.count(r.name, keeps) - planned

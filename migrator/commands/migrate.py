@@ -260,7 +260,7 @@ def _replace(
         everything = resolve(m, src.schema())
     except MigratorError:  # another table does not resolve (--tables left it out)
         everything = resolved
-    space = KeySpace([TablePlan(r) for r in everything], m.options.ignore)
+    space = KeySpace([TablePlan(r) for r in everything], m.kept())
     removed = remove_owned(client, space, [r.name for r in resolved], retrying=retrying)
     sink.write([checkpoint.command(REPLACING, None, 0, done=True)])
     return removed

@@ -58,7 +58,7 @@ def check_target(
         return
     if int(client.dbsize()) == 0:
         return
-    found = keys_in_the_way(client, KeySpace(plans, mapping.options.ignore))
+    found = keys_in_the_way(client, KeySpace(plans, mapping.kept()))
     if found:
         shown = ", ".join(str(f) for f in found)
         raise MigratorError(

@@ -37,6 +37,7 @@ from migrator.verify.keys import Reader
 from migrator.verify.repair import Repairer
 from migrator.verify.report import VerifyReport
 from migrator.verify.search import check as search_check
+from migrator.verify.streams import check as stream_check
 
 
 def verify(
@@ -92,7 +93,7 @@ def verify(
             except MigratorError:
                 everything = resolved
         plans = {r.name: TablePlan(r) for r in everything}
-        space = KeySpace(list(plans.values()), m.options.ignore)
+        space = KeySpace(list(plans.values()), m.kept())
         client = connect_any(target_url(m, target))
         searches = definitions(resolved, m, everything)
         features.require(client, resolved, searches)
@@ -101,7 +102,7 @@ def verify(
         cluster = None
         if dask:
             again = again or f"migrator verify {m.file or 'MAPPING'} --dask {dask}"
-            cluster = Cluster(scaleout.connect(dask), dask, everything, m.options.ignore,
+            cluster = Cluster(scaleout.connect(dask), dask, everything, m.kept(),
                               (source_url(m, source), target_url(m, target)),
                               chunk_rows or CHUNK_ROWS, f"run it again: {again}")  # fmt: skip
         try:
@@ -120,6 +121,8 @@ def verify(
                 if report.ok and not tables:  # every key the mapping explains, and no other
                     record_keys_hint(client, m.name, keys)
             _searches(src, client, m.name, resolved, searches, report, fix)
+            stream_check(client, m.name, resolved, {t.table: t for t in report.tables},
+                         everything)  # fmt: skip
         finally:
             client.close()
             if cluster is not None:

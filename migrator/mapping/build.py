@@ -13,11 +13,14 @@ from migrator.mapping.expiry import Expiry, ExpirySyntaxError
 from migrator.mapping.expiry import parse as parse_expiry
 from migrator.mapping.model import KINDS, Mapping, Options, Retries, Table, Template
 from migrator.mapping.shape import suggest
+from migrator.mapping.streams import StreamDefaults, Streams, StreamsSyntaxError
+from migrator.mapping.streams import parse_defaults as parse_stream_defaults
+from migrator.mapping.streams import parse_table as parse_stream
 from migrator.mapping.where import Filter, FilterSyntaxError
 from migrator.mapping.where import parse as parse_filter
 
 TOP_KEYS = ("version", "source", "target", "options", "tables")
-OPTION_KEYS = ("separator", "nulls", "batch_size", "ignore", "retries", "escape")
+OPTION_KEYS = ("separator", "nulls", "batch_size", "ignore", "retries", "escape", "streams")
 RETRY_KEYS = ("attempts", "backoff", "max_backoff")
 ESCAPES = ("reject", "backslash")  # migrator/plan/escape.py
 #: rows per batch above which a batch no longer fits a pipeline sensibly
@@ -25,7 +28,7 @@ MAX_BATCH_SIZE = 1_000_000
 TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
     "references", "sorted", "latest", "sets", "where", "fields", "formats", "escape", "expire",
-    "search", "nest",
+    "search", "nest", "streams",
 )  # fmt: skip
 #: per-column formats (migrator/plan/values.py: FORMATS)
 FORMATS = ("epoch", "epoch_ms", "iso8601", "boolean", "number")
@@ -112,6 +115,7 @@ class Builder(StructureReader):
             )
         escape = self.policy(d.get("escape", "reject"), f"{path}.escape", sep)
         retries = self.retries(d.get("retries"), f"{path}.retries")
+        streams = self.stream_defaults(d.get("streams"), f"{path}.streams", sep)
         return Options(
             separator=sep,
             nulls="omit",
@@ -119,6 +123,27 @@ class Builder(StructureReader):
             ignore=tuple(ignore),
             retries=retries,
             escape=escape,
+            streams=streams,
+        )
+
+    def stream_defaults(self, value: Any, path: str, sep: str) -> StreamDefaults | None:
+        try:
+            return parse_stream_defaults(value, sep)
+        except StreamsSyntaxError as e:
+            raise self._streams_error(path, e) from None
+
+    def streams(self, value: Any, path: str, table: str, options: Options) -> Streams | None:
+        try:
+            return parse_stream(value, table, options.streams, options.separator)
+        except StreamsSyntaxError as e:
+            raise self._streams_error(path, e) from None
+
+    def _streams_error(self, path: str, e: StreamsSyntaxError) -> MappingError:
+        return self.error(
+            f"{path}.{e.key}" if e.key else path,
+            str(e),
+            f"e.g. streams: {{key: 'orders:changes', ops: [insert, update, delete], "
+            f"columns: all, maxlen: 100000}} ({docs('sync.md#change-streams')})",
         )
 
     def policy(self, escape: Any, path: str, sep: str) -> str:
@@ -184,11 +209,18 @@ class Builder(StructureReader):
         parse("formats", lambda: self.formats(d.get("formats"), f"{path}.formats"))
         parse("search", optional("search", self.search))
         parse("nest", optional("nest", self.nest))
+        parse("streams", lambda: self.streams(d.get("streams"), f"{path}.streams", name, options))
         for key, read in (
             ("unique", self.unique), ("indexes", self.index), ("references", self.reference),
             ("sorted", self.sorted), ("latest", self.latest), ("sets", self.set_spec),
         ):  # fmt: skip
             parse(key, lambda key=key, read=read: self.each(d, key, path, read))  # type: ignore[misc]
+        if fields.get("streams") is not None and fields.get("where") is not None:
+            errors.append(self.error(
+                f"{path}.streams", "a change stream of a table with where: is not supported: "
+                "its entries would not tell the rows the filter keeps from the others",
+                "drop where:, or streams: false for this table",
+            ))  # fmt: skip
         if errors:
             raise errors[0] if len(errors) == 1 else MappingErrors(errors)
         return Table(name=name, **fields)

@@ -120,6 +120,37 @@ class Retries:
     max_backoff: float = 10.0
 
 
+#: the row changes a change stream can carry (mapping/streams.py)
+OPS = ("insert", "update", "delete")
+
+
+@dataclass(frozen=True)
+class Streams:
+    """A table's change stream: its key (``{table}`` already rendered), the operations it
+    carries, its columns (``all``, ``keys``, or named ones) and its trimming."""
+
+    key: str
+    ops: tuple[str, ...] = OPS
+    columns: str | tuple[str, ...] = "all"
+    maxlen: int | None = None
+    #: trim the entries older than that many seconds (``XADD ... MINID ~``)
+    maxage: float | None = None
+    #: the key as written, for people
+    template: str = ""
+
+
+@dataclass(frozen=True)
+class StreamDefaults:
+    """``options.streams``: what every table's stream has unless the table says otherwise."""
+
+    template: Template
+    ops: tuple[str, ...] = OPS
+    columns: str = "all"
+    maxlen: int | None = None
+    #: trim the entries older than that many seconds (``XADD ... MINID ~``)
+    maxage: float | None = None
+
+
 @dataclass(frozen=True)
 class Options:
     separator: str = ":"
@@ -131,6 +162,9 @@ class Options:
     #: a separator inside a value of a composite key: "reject" the row, or "backslash"-escape
     #: it (migrator/plan/escape.py)
     escape: str = "reject"
+    #: ``streams:`` for every table (mapping/streams.py); out of the repr: the keys the
+    #: tables load do not depend on it (sync/identity.py)
+    streams: StreamDefaults | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -247,6 +281,8 @@ class Table:
     search: Search | None = field(default=None, repr=False)
     #: embedded in the parent's document (None: not nested); out of the repr as ``search``
     nest: Nest | None = field(default=None, repr=False)
+    #: the table's change stream, options' defaults applied (None: none); out of the repr
+    streams: Streams | None = field(default=None, repr=False)
 
     @property
     def without_index_sets(self) -> bool:
@@ -272,6 +308,13 @@ class Mapping:
             if t.name == name:
                 return t
         raise KeyError(name)
+
+    def kept(self) -> tuple[str, ...]:
+        """Globs of the keys under the tables' key spaces that are not theirs: the
+        ``options.ignore`` globs and the change streams (which verify does not call stray
+        and ``migrate --replace`` / ``sync --reload`` leave alone)."""
+        streams = dict.fromkeys(_glob_escape(t.streams.key) for t in self.tables if t.streams)
+        return (*self.options.ignore, *streams)
 
     def __iter__(self) -> abc.Iterator[Table]:
         return iter(self.tables)

@@ -185,6 +185,8 @@ def column_uses(table: Table) -> list[tuple[str, str]]:
     if table.nest is not None:
         add(f"{p}.nest.by", table.nest.by or ())
         add(f"{p}.nest.order", table.nest.order)
+    if table.streams is not None and isinstance(table.streams.columns, tuple):
+        add(f"{p}.streams.columns", table.streams.columns)
     return uses
 
 

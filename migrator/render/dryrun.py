@@ -41,6 +41,10 @@ def render_dry_run(report: DryRunReport) -> None:
             line(f"  {command}", words=ARGUMENTS)
         if t.search:
             line(f"  {t.search}", words=ARGUMENTS)
+        if t.stream:
+            plain(f"  stream (sync appends one entry per row change, ~{t.stream_entry_bytes} "
+                  "bytes of fields each; the first load writes none):")  # fmt: skip
+            line(f"  {t.stream}", words=ARGUMENTS)
         out.print()
     plain(
         f"total: {sum(t.rows for t in report.tables):,} rows -> {report.keys:,} keys, "

@@ -6,7 +6,7 @@ position after its commands; store/sync_state.py). The expiry sweep commits the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from migrator.mapping.resolve import Resolved
@@ -15,6 +15,7 @@ from migrator.plan.cascade import Cascades
 from migrator.plan.delta import Delta, TableDelta
 from migrator.plan.expiry_delta import ExpiringTableDelta
 from migrator.plan.planner import TablePlan
+from migrator.plan.stream import ChangeStream
 from migrator.retry import Retrying
 from migrator.source.binlog.reader import BinlogPosition, Change, Transaction
 from migrator.source.binlog.reconnect import surfaced
@@ -46,6 +47,8 @@ class GroupApplier:
     resolved: dict[str, Resolved]
     deltas: dict[str, TableDelta]
     expiring: list[ExpiringTableDelta]
+    #: the tables' change streams (plan/stream.py): their entries go in the group's MULTI
+    streams: dict[str, ChangeStream]
     nesting: NestSync | None
     cascades: Cascades | None
     schema: SchemaWatch | None
@@ -68,6 +71,7 @@ class GroupApplier:
         nesting = self.nesting
         if nesting is not None:
             nesting.prefetch((c.table, c.before, c.after) for txn in group for c in txn.changes)
+        entries = self._entries(group) if self.streams else []
         for txn in group:
             for change in txn.changes:
                 own = deltas.get(change.table)  # None: a parent read for its cascades only
@@ -85,11 +89,26 @@ class GroupApplier:
                 if nesting is not None:
                     nesting.change(change.table, change.before, change.after)
         last = group[-1]
-        self._commit(total, last.position)
+        self._commit(total, last.position, entries)
         self.position = last.position
         self.figures.applied_group(group, 2 if self.cluster else 1)
         if self.on_applied:
             self.on_applied(group)
+
+    def _entries(self, group: list[Transaction]) -> list[Command]:
+        """The change-stream entries of the group, in commit order (plan/stream.py)."""
+        streams = self.streams
+        out: list[Command] = []
+        for txn in group:
+            pos = txn.position
+            where, gtid = f"{pos.file}:{pos.pos}".encode(), pos.gtid.encode()
+            for c in txn.changes:
+                stream = streams.get(c.table)
+                if stream is not None:
+                    entry = stream.entry(c.before, c.after, where, gtid, txn.timestamp)
+                    if entry is not None:
+                        out.append(entry)
+        return out
 
     def _weigh(self, group: list[Transaction]) -> None:
         """Each row of a table with weighed columns gets their comparison keys after its
@@ -125,9 +144,11 @@ class GroupApplier:
         if total is not None:
             self._commit(total, self.position)
 
-    def _commit(self, total: Delta, at: BinlogPosition) -> None:
-        """A group's Delta, the latest lists and shared unique entries it touched, and the
-        position ``at``, in one MULTI/EXEC (store/sync_state.py)."""
+    def _commit(self, total: Delta, at: BinlogPosition, entries: Sequence[Command] = ()) -> None:
+        """A group's Delta, the latest lists and shared unique entries it touched, its
+        change-stream ``entries`` and the position ``at``, in one MULTI/EXEC
+        (store/sync_state.py): a group replayed after a crash before EXEC appends nothing
+        twice, since nothing of it was applied."""
         dirty = total.dirty_latest
         commands: list[Command] = total.commands
         commands += [raise_counter(k, v) for k, v in total.counters.items()]
@@ -141,9 +162,14 @@ class GroupApplier:
             )  # fmt: skip
         if self.nesting is not None:  # nested documents, after their tables' own writes
             commands += self.nesting.commands()
+        commands += entries
+        # appends are not idempotent: a retry of a group already in is not sent again
+        once = (at.file, str(at.pos)) if entries else None
         fields = position_fields(at)
         position = self.state.command(fields | self.schema.fields() if self.schema else fields)
-        apply_group(self.client, commands, position, self.state, self.retrying)
+        apply_group(self.client, commands, position, self.state, self.retrying, once)
+        if entries:
+            self.figures.appended(entries)
 
     def _read(self, commands: list[Command]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)

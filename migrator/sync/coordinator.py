@@ -100,6 +100,18 @@ class Options:
     online_load: bool = True
 
 
+def refuse_cluster_streams(resolved: list[Resolved], cluster: bool) -> None:
+    """Change streams are exact only in the group's one MULTI/EXEC, which a Redis Cluster
+    cannot give keys of several slots: refused there (exit 2)."""
+    streamed = [r.name for r in resolved if r.table.streams is not None]
+    if cluster and streamed:
+        raise MigratorError(
+            f"sync cannot write change streams ({streamed[0]}) on a Redis Cluster: the "
+            "entries, the rows and the position would not share one MULTI/EXEC",
+            "sync to a single Redis server, or drop streams: from the mapping",
+        )
+
+
 def coordinate(
     m: Mapping, src: Source, resolved: list[Resolved], url: str, o: Options
 ) -> SyncReport:
@@ -131,6 +143,7 @@ def coordinate(
     logged = surfaced(lambda: cascades_logged(src.raw_connection()),
                       "reading the source's settings", src.close)  # fmt: skip
     refuse_nesting(tops, is_cluster(client), logged)
+    refuse_cluster_streams(resolved, is_cluster(client))
     plans = {r.name: TablePlan(r) for r in resolved}
     parents = outside(src.schema().tables, plans)  # read for their cascades (plan/cascade.py)
     refuse_unfollowable(cascade_plans(plans, tops), is_cluster(client), logged, parents)

@@ -90,6 +90,8 @@ class FiguresCollector(Collector):
                 for op, n in ops.items():
                     metric.add_metric([*values, table, op], n)
             yield metric
+        yield by(CounterMetricFamily, "stream_entries", "Change-stream entries appended "
+                 "(streams:), by stream", "stream", f["stream_entries"])  # fmt: skip
         info = family(InfoMetricFamily, "position", "The binary-log position stored in Redis "
                       "with the last applied transaction")  # fmt: skip
         pos = f["position"] or {"file": "", "pos": "", "gtid": ""}

@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -57,6 +57,7 @@ class SyncFigures:
         self.phase = "starting"
         self.row_changes: Counter[tuple[str, str]] = Counter()  # (table, operation)
         self.table_transactions: Counter[tuple[str, str]] = Counter()
+        self.stream_entries: Counter[str] = Counter()  # change-stream entries, by stream
         self.transactions = 0
         self.position: BinlogPosition | None = None  # stored in Redis with the last group
         self.log: LagClock | None = None  # once following
@@ -157,6 +158,11 @@ class SyncFigures:
                 self.head_gtid = gtid
             if sizes:
                 self.head_sizes = sizes
+
+    def appended(self, entries: Sequence[tuple[bytes, ...]]) -> None:
+        """Change-stream entries written with their group (an XADD's key is its stream)."""
+        with self._lock:
+            self.stream_entries.update(e[1].decode() for e in entries)
 
     def applied_group(self, group: list[Transaction], round_trips: int = 1) -> None:
         """A group of transactions and its position were written to Redis."""
@@ -310,6 +316,7 @@ class SyncFigures:
                 "transactions": self.transactions,
                 "row_changes": tables,
                 "table_transactions": txns,
+                "stream_entries": dict(sorted(self.stream_entries.items())),
                 "heartbeats": self.heartbeats,
                 "seconds_since_source_heard": round(now - self.heard_at, 3),
                 "reconnects": self.reconnects,

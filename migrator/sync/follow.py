@@ -29,6 +29,7 @@ from migrator.plan.cascade_parents import outside, watched
 from migrator.plan.expiry_delta import table_delta
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
+from migrator.plan.stream import streams_of
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import SyncReport, SyncStatus
 from migrator.retry import Retrying
@@ -111,6 +112,7 @@ class Follower(TableChanges, GroupApplier):
         self.plans = {r.name: TablePlan(r) for r in resolved}
         self.deltas = {name: table_delta(plan) for name, plan in self.plans.items()}
         self.expiring = expiring(self.deltas)  # tables with expire: (expiry_sweep.py)
+        self.streams = streams_of(dict(self.plans))  # change streams (plan/stream.py)
         self.resolved = {r.name: r for r in resolved}
         tables = {
             name: TableColumns(

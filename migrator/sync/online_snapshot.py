@@ -257,7 +257,7 @@ class Snapshots:
     def _clear(self, p: Pending) -> None:
         """The table's old keys removed before its first chunk (again after a crash: the
         chunks read after this see every row the log wrote meanwhile)."""
-        space = KeySpace(list(self.plans.values()), self.mapping.options.ignore)
+        space = KeySpace(list(self.plans.values()), self.mapping.kept())
         bar, said = self._bar(p), [0.0]
 
         def removing(n: int) -> None:

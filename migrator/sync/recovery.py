@@ -225,7 +225,7 @@ class SyncRun:
         if self.on_status:
             self.on_status(SyncStatus("loading", "snapshot"))
         self._arm(new=True)
-        space = KeySpace([TablePlan(r) for r in self.resolved], self.m.options.ignore)
+        space = KeySpace([TablePlan(r) for r in self.resolved], self.m.kept())
         report.removed = remove_owned(
             self.client, space, [r.name for r in self.resolved], stop=self.stop,
             removing=self._removing(),

@@ -147,7 +147,7 @@ class SchemaWatch:
 
     def truncate(self, client: Any, table: str) -> int:
         """Remove the table's keys (its counter stays: sync never lowers one)."""
-        space = KeySpace(list(self.plans.values()), self.mapping.options.ignore)
+        space = KeySpace(list(self.plans.values()), self.mapping.kept())
 
         def counter(p: KeyPattern | None) -> bool:
             return p is not None and p.what == "counter"

@@ -1,0 +1,82 @@
+"""verify's check of the change streams (``streams:``; docs/sync.md#change-streams).
+
+A stream holds history, which MySQL cannot give back (and trimming cuts), so verify checks what
+it can: the newest ``CHECKED`` entries of each stream are well formed — the envelope's fields,
+an operation with the images it has (``before.*`` for an update or delete, ``after.*`` for an
+insert or update), a table that writes to this stream, a position ``file:offset`` and a commit
+time — and the newest entry's position is no later than the one ``sync`` stored with the data
+(an entry past it would be a change Redis does not hold), compared when both are in the same
+log (file names of one base). A missing stream is no difference: nothing may have changed yet.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from migrator.mapping.model import OPS
+from migrator.mapping.resolve import Resolved
+from migrator.store.sync_state import state_key
+from migrator.verify.report import TableCheck
+
+MALFORMED = "stream entry malformed"
+AHEAD = "stream entry past the stored position"
+#: the newest entries looked at per stream
+CHECKED = 1000
+_POSITION = re.compile(rb"(.*)\.(\d+):(\d+)")
+_ENVELOPE = {b"op", b"table", b"pk", b"pos", b"gtid", b"ts"}
+
+
+def check(client: Any, mapping_name: str, resolved: list[Resolved], checks: dict[str, TableCheck],
+          everything: list[Resolved]) -> None:  # fmt: skip
+    """Add the streams' problems to the checks of the tables verified that write to them."""
+    writers: dict[str, set[bytes]] = {}  # stream key -> the tables that write to it
+    for r in everything:
+        if r.table.streams is not None:
+            writers.setdefault(r.table.streams.key, set()).add(r.name.encode())
+    stored = client.hgetall(state_key(mapping_name))
+    where = stored.get(b"file", b"") + b":" + stored.get(b"pos", b"")
+    at = _position(where)
+    for r in resolved:
+        s = r.table.streams
+        if s is None or r.name not in checks or writers.get(s.key) is None:
+            continue
+        tables = writers.pop(s.key)  # each stream once, with the first table verified
+        entries = client.xrevrange(s.key, count=CHECKED)
+        for entry_id, fields in entries:
+            problem = malformed(fields, tables)
+            if problem is not None:
+                owner = fields.get(b"table", b"").decode("utf-8", "replace")
+                out = checks.get(owner, checks[r.name])
+                out.add(MALFORMED, s.key, entry_id.decode(), redis=problem)
+        newest = _position(entries[0][1].get(b"pos", b"")) if entries else None
+        if newest is not None and at is not None and newest[0] == at[0] and newest > at:
+            pos = entries[0][1][b"pos"].decode()
+            checks[r.name].add(AHEAD, s.key, entries[0][0].decode(), mysql=where.decode(),
+                               redis=pos)  # fmt: skip
+
+
+def malformed(fields: dict[bytes, bytes], tables: set[bytes]) -> str | None:
+    """What is wrong with an entry's fields (None: nothing)."""
+    op = fields.get(b"op", b"").decode("utf-8", "replace")
+    if op not in OPS:
+        return f"op {op!r} is not one of {', '.join(OPS)}"
+    if fields.get(b"table") not in tables:
+        return f"table {fields.get(b'table')!r} does not write to this stream"
+    if not fields.get(b"pk"):
+        return "no pk"
+    if _position(fields.get(b"pos", b"")) is None:
+        return f"pos {fields.get(b'pos')!r} is not file:offset"
+    if not fields.get(b"ts", b"").isdigit():
+        return f"ts {fields.get(b'ts')!r} is not Unix seconds"
+    images = {k.split(b".", 1)[0] for k in fields if k not in _ENVELOPE}
+    want = {"insert": {b"after"}, "update": {b"before", b"after"}, "delete": {b"before"}}[op]
+    if images != want:
+        shown = ", ".join(sorted(i.decode("utf-8", "replace") for i in images)) or "none"
+        return f"{op} with images: {shown}"
+    return None
+
+
+def _position(text: bytes) -> tuple[bytes, int, int] | None:
+    m = _POSITION.fullmatch(text)
+    return None if m is None else (m.group(1), int(m.group(2)), int(m.group(3)))
