@@ -114,7 +114,7 @@ class Writes(RandomTransactions):
         child, fk = r.choice(children)
         value = self.variant(key, how)
         if choice == 5:
-            return f"UPDATE {child} SET {fk} = '{value}' ORDER BY RAND() LIMIT 1"
+            return f"UPDATE IGNORE {child} SET {fk} = '{value}' ORDER BY RAND() LIMIT 1"
         if choice == 6:
             return f"DELETE FROM {child} ORDER BY RAND() LIMIT 1"
         if child == "book":

@@ -112,7 +112,8 @@ def test_the_dashboard_and_the_rules_name_only_what_a_running_sync_serves(  # ty
     assert len(panels) >= 15 and {"up", "migrator_sync_lag_seconds"} <= set(alerts)
     binlog_db.run(SCHEMA)
     mapping = tmp_path / "ops.yaml"
-    mapping.write_text(MAPPING)
+    # a change stream on emp: its entries counter has samples to chart
+    mapping.write_text(MAPPING.replace("  emp:\n", "  emp:\n    streams: true\n", 1))
     port = free_port()
     out, err = (tmp_path / "sync.out").open("w"), (tmp_path / "sync.err").open("w")
     env = {**os.environ, "MIGRATOR_SYNC_SERVER_ID": str(next(_ids))}
