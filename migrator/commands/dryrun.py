@@ -39,6 +39,7 @@ from migrator.plan.nesting_side import side_commands
 from migrator.plan.planner import Command, Stats, TablePlan
 from migrator.plan.resp import resp
 from migrator.plan.search import DATABASE_FIX, database_of, definitions, wrong_database
+from migrator.plan.stream import snapshot_entries
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.source.nesting import children
@@ -97,6 +98,8 @@ class TableDryRun:
     #: the change stream's entry for an insert of the first row, and its bytes (streams:)
     stream: str | None = None
     stream_entry_bytes: int = 0
+    #: the first load's snapshot entry of the first row (streams: {snapshot: true}), else None
+    stream_snapshot: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -108,6 +111,7 @@ class TableDryRun:
             "sample": self.sample,
             "stream": self.stream,
             "stream_entry_bytes": self.stream_entry_bytes,
+            "stream_snapshot": self.stream_snapshot,
             "skipped": self.skipped,
             "rejected": self.rejected,
             "seconds": round(self.seconds, 3),
@@ -183,13 +187,15 @@ class Classifier:
         by_command = {
             "hash": b"HSET", "unique": b"HSET", "columns": b"SET", "unique-string": b"SET",
             "counter": b"SET", "index": b"SADD", "set": b"SADD", "sorted": b"ZADD",
-            "latest": b"RPUSH", "rows": b"HSET",
+            "latest": b"RPUSH", "rows": b"HSET", "stream": b"XADD",
             "document": b"JSON.SET" if plan.table.kind == "json" else b"SET",
         }  # fmt: skip
-        literal = {"unique", "rows"}  # patterns that are plain key names, not templates
+        literal = {"unique", "rows", "stream"}  # plain key names, not templates
         # exact names first, so a template cannot claim them
         order = ["unique", "rows", "counter", "latest", *by_command]
-        patterns = plan.patterns()
+        patterns = dict(plan.patterns())
+        if plan.table.streams is not None:  # the first load's snapshot entries
+            patterns["stream"] = [plan.table.streams.key]
         sets = [t for t in patterns.get("rows", []) if t.endswith("{values}")]
         for text in sets:  # row images' SETs per foreign-key value (plan/row_images.py)
             rules.setdefault(b"SADD", []).append(("rows", _template(text)))
@@ -297,7 +303,7 @@ def dry_run(
             t0 = time.perf_counter()
             plan = TablePlan(r)
             sink = PlanSink(plan, out, limits)
-            done = plan_table(src, plan, r, size, sink, progress)
+            done = plan_table(src, plan, r, size, sink, progress, snapshot)
             report = TableDryRun(
                 r.name,
                 rows=done.rows,
@@ -318,8 +324,9 @@ def dry_run(
             if index is not None:
                 report.search = command_line(tuple(a.encode() for a in index.command()))
             if r.table.streams is not None:
-                entry, report.stream_entry_bytes = stream_note(src, plan)
+                entry, report.stream_entry_bytes, snap = stream_note(src, plan)
                 report.stream = command_line(entry)
+                report.stream_snapshot = None if snap is None else command_line(snap)
             if r.table.where is not None:  # the rows planned are those the filter keeps
                 report.where = r.table.where.text
                 report.filtered_out = src.count(r.name) - kept
@@ -367,17 +374,35 @@ def _sample(
 
 
 def plan_table(
-    src: Source, plan: TablePlan, r: Resolved, batch_size: int, sink: PlanSink, progress: Progress
+    src: Source,
+    plan: TablePlan,
+    r: Resolved,
+    batch_size: int,
+    sink: PlanSink,
+    progress: Progress,
+    snapshot: Snapshot | None = None,
 ) -> Stats:
     """One table read and planned as migrate does it: each batch planned as commands (to
-    count and size them) and, for the RESP file, packed by ``TablePlan.pack``; then the
+    count and size them) and, for the RESP file, packed by ``TablePlan.pack``, with the
+    stream's snapshot entries when it takes them (as of ``snapshot``'s position); then the
     counter and latest lists."""
     progress.start(r.name, r.schema.row_estimate or None)
     selector = src.selector(r.name, plan.row_names)
     total = Stats()
+    entries = snapshot_entries(plan)
+    if entries is not None:  # (without a position, which migrate refuses: a made-up one)
+        s = snapshot or Snapshot("1970-01-01 00:00:00")
+        entries.at(s.binlog_file or "binlog.000001", s.binlog_position or 4, s.gtid, s.moment)
+        truncate = [entries.truncate()]
+        sink.write(truncate, None if sink.out is None else resp(truncate))
     for rows in src.batches(r.name, selector, r.primary_key, batch_size, where=clause(r)):
         commands, stats = plan.plan(rows)
-        sink.write(commands, plan.pack(rows)[0] if sink.out is not None else None)
+        packed = plan.pack(rows)[0] if sink.out is not None else None
+        if entries is not None:
+            snapped = entries.of(plan.written(rows))
+            commands += snapped
+            packed = None if packed is None else packed + resp(snapped)
+        sink.write(commands, packed)
         total.add(stats)
         total.readers[src.reader] += len(rows)
         progress.advance(r.name, len(rows))

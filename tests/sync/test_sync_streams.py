@@ -249,11 +249,11 @@ def test_a_group_sent_again_after_its_exec_was_applied_appends_nothing(
     state.begin()
     position = state.command({"file": "b.000001", "pos": "500"})
     entry = (b"XADD", b"s", b"*", b"op", b"insert")
-    apply_group(redis_client, [entry], position, state, once=("b.000001", "500"))
-    apply_group(redis_client, [entry], position, state, once=("b.000001", "500"))
+    apply_group(redis_client, [entry], position, state, once={"file": "b.000001", "pos": "500"})
+    apply_group(redis_client, [entry], position, state, once={"file": "b.000001", "pos": "500"})
     assert redis_client.xlen("s") == 1
     apply_group(redis_client, [entry], state.command({"file": "b.000001", "pos": "600"}), state,
-                once=("b.000001", "600"))  # fmt: skip
+                once={"file": "b.000001", "pos": "600"})  # fmt: skip
     assert redis_client.xlen("s") == 2
     apply_group(redis_client, [entry], position, state)  # without once: appended again
     assert redis_client.xlen("s") == 3
