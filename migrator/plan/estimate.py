@@ -302,9 +302,8 @@ class StreamSize:
         else:
             entry = lp_entry(b"%d" % len(names)) + sum(lp_entry(a) for a in pairs)
         entry += STREAM_ENTRY_FIXED
-        if not self.count or self.count >= STREAM_NODE_ENTRIES or (
-            self.node + entry > STREAM_NODE_BYTES
-        ):
+        full = self.count >= STREAM_NODE_ENTRIES or self.node + entry > STREAM_NODE_BYTES
+        if not self.count or full:
             if self.count:
                 self.closed.append(self.node)
             self.master, self.count = names, 0
