@@ -10,6 +10,8 @@ counts the stream in its memory estimate (compared with Redis's ``MEMORY USAGE``
 from __future__ import annotations
 
 import json
+import random
+import subprocess
 import threading
 import time
 from typing import Any
@@ -25,7 +27,10 @@ from migrator.mapping.model import Mapping
 from migrator.progress import NullProgress
 from migrator.render.console import out
 from migrator.render.dryrun import render_dry_run
+from migrator.store.sync_state import SyncState, apply_group, state_key
+from tests.faults import wait_for
 from tests.services import MySQLDatabase
+from tests.sync.helpers import cli
 
 _ids = iter(range(9450, 9550))
 
@@ -103,7 +108,7 @@ def _write(db: MySQLDatabase, start: int, steps: int) -> None:
     try:
         with conn.cursor() as cur:
             for k in range(start, start + steps):
-                cur.execute("INSERT INTO acct VALUES (%s, %s, %s)", (1000 + k, f"w{k}", k))
+                cur.execute("INSERT INTO acct VALUES (%s, %s, %s)", (10_000 + k, f"w{k}", k))
                 cur.execute("UPDATE acct SET bal = IF(bal IS NULL, 1, NULL) WHERE id = %s",
                             (1 + k % 30,))  # fmt: skip
                 cur.execute("DELETE FROM acct WHERE id = %s", (31 + k % 30,))
@@ -295,3 +300,66 @@ def test_sync_reload_then_changes_keep_the_consumer_exact_after_deletes_between_
     _caught_up(m, binlog_db, redis_url)
     assert _ops(redis_client).count(b"truncate") == 2
     assert replay(redis_client) == _table(binlog_db)
+
+
+def test_kill_9_during_the_online_load_appends_each_rows_snapshot_entry_once(
+    binlog_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Any
+) -> None:
+    """``sync`` killed (-9) three times while it loads chunk by chunk and a writer commits:
+    the next run resumes at the stored chunk, whose entries went in with its progress, so each
+    row has one snapshot entry (none twice, none lost) and the replay is the table."""
+    binlog_db.run(SCHEMA + "INSERT INTO acct (id, owner, bal) VALUES " + ",".join(
+        f"({i}, 'o{i % 3}', {i})" for i in range(1, 1501)) + ";")  # fmt: skip
+    path = tmp_path / "snap.yaml"
+    path.write_text(MAPPING % "")
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            _write(binlog_db, 0, 60)
+        except BaseException as e:  # checked below
+            errors.append(e)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    mid_load = []
+    for k in range(3):
+        before = redis_client.xlen(STREAM) if redis_client.exists(STREAM) else 0
+        proc = subprocess.Popen(
+            cli("sync", str(path), "--source", binlog_db.url, "--target", redis_url,
+                "--server-id", str(next(_ids)), "--chunk-rows", "20"),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            wait_for("entries appended", lambda p=proc, n=before: (
+                redis_client.exists(STREAM) and redis_client.xlen(STREAM) > n
+            ) or p.poll() is not None, 60)  # fmt: skip
+            time.sleep(random.Random(k).uniform(0.0, 0.3))
+        finally:
+            proc.kill()
+            _, err = proc.communicate(timeout=30)
+        assert proc.returncode == -9, err[-2000:]
+        mid_load.append(bool(redis_client.hget(state_key("snap"), "snapshot")))
+    writer.join(60)
+    assert not errors and not writer.is_alive(), errors
+    assert any(mid_load), mid_load  # killed while chunks were still to read
+    _caught_up(_mapping(), binlog_db, redis_url, chunk_rows=20)
+    ops = _ops(redis_client)
+    assert ops.count(b"truncate") == 1  # one load, resumed
+    pks = [f[b"pk"] for _, f in redis_client.xrange(STREAM) if f[b"op"] == b"snapshot"]
+    assert len(pks) == len(set(pks))  # none twice
+    assert replay(redis_client) == _table(binlog_db)
+
+
+def test_a_chunk_whose_exec_ran_but_reply_was_lost_is_not_appended_again(
+    redis_client: redis.Redis,
+) -> None:
+    """What ``write_atomic`` retries after a lost reply: a chunk's entries go with its stored
+    progress (``once`` = that progress), so the second send finds it stored."""
+    state = SyncState(redis_client, "snaponce")
+    state.begin()
+    entry = (b"XADD", b"s", b"*", b"op", b"snapshot")
+    for progress in ('[{"chunk":1}]', '[{"chunk":1}]', '[{"chunk":2}]', ""):
+        stored = state.command({"file": "b.000001", "pos": "9", "snapshot": progress})
+        apply_group(redis_client, [entry], stored, state, once={"snapshot": progress})
+    assert redis_client.xlen("s") == 3  # chunk 1 once, chunk 2, the table's end ("")
