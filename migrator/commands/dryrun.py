@@ -45,6 +45,7 @@ from migrator.source.mysql import Source
 from migrator.source.nesting import children
 from migrator.source.snapshot import Snapshot
 from migrator.source.where import clause
+from migrator.store.cluster import SCHEMES
 from migrator.urls import mask
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t",
@@ -100,6 +101,8 @@ class TableDryRun:
     stream_entry_bytes: int = 0
     #: the first load's snapshot entry of the first row (streams: {snapshot: true}), else None
     stream_snapshot: str | None = None
+    #: why sync would refuse the stream on this target (a Redis Cluster), else None
+    stream_refused: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -112,6 +115,7 @@ class TableDryRun:
             "stream": self.stream,
             "stream_entry_bytes": self.stream_entry_bytes,
             "stream_snapshot": self.stream_snapshot,
+            "stream_refused": self.stream_refused,
             "skipped": self.skipped,
             "rejected": self.rejected,
             "seconds": round(self.seconds, 3),
@@ -260,6 +264,12 @@ class PlanSink:
             model.add(cmd, once=name in Classifier.ONCE)
 
 
+CLUSTER_STREAMS = (
+    "sync refuses change streams on a Redis Cluster: the entries, the rows and the position "
+    "would not share one MULTI/EXEC (docs/sync.md#change-streams)"
+)
+
+
 def dry_run(
     mapping: Any,
     *,
@@ -297,6 +307,7 @@ def dry_run(
                 "load them with migrate, or drop --resp to see the documents' samples",
             )
         snapshot = src.snapshot()  # every table as of one moment, as migrate reads them
+        cluster = target_url(m, target).split("://", 1)[0].lower() in SCHEMES
         reports = []
         commands = resp_bytes = 0
         for r in resolved:
@@ -307,7 +318,12 @@ def dry_run(
             report = TableDryRun(
                 r.name,
                 rows=done.rows,
-                patterns=plan.patterns(),
+                patterns=plan.patterns()
+                | (
+                    {"stream": [r.table.streams.key]}
+                    if "stream" in sink.models and r.table.streams is not None
+                    else {}
+                ),
                 keys={k: v.keys for k, v in sink.models.items()},
                 memory={k: v.bytes for k, v in sink.models.items()},
                 sample=[command_line(c) for c in _sample(src, plan, r, sample, tops)],
@@ -327,6 +343,8 @@ def dry_run(
                 entry, report.stream_entry_bytes, snap = stream_note(src, plan)
                 report.stream = command_line(entry)
                 report.stream_snapshot = None if snap is None else command_line(snap)
+                if cluster:  # (a redis:// URL may name a cluster node too: sync says so then)
+                    report.stream_refused = CLUSTER_STREAMS
             if r.table.where is not None:  # the rows planned are those the filter keeps
                 report.where = r.table.where.text
                 report.filtered_out = src.count(r.name) - kept

@@ -29,6 +29,8 @@ def render_dry_run(report: DryRunReport) -> None:
         notes += [f"{n} rejected: {why}" for why, n in t.rejected.items()]
         if t.expire:
             notes.append(f"expire: {t.expire}; {plural(t.expired, 'row')} already past it")
+        if t.stream_refused:
+            notes.append(t.stream_refused)
         if t.duplicate_rows:
             notes.append(
                 f"{plural(t.duplicate_rows, 'row')} would be overwritten by a row with the same "

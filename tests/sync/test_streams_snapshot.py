@@ -28,6 +28,7 @@ from migrator.progress import NullProgress
 from migrator.render.console import out
 from migrator.render.dryrun import render_dry_run
 from migrator.store.sync_state import SyncState, apply_group, state_key
+from tests.engines import server_facts
 from tests.faults import wait_for
 from tests.services import MySQLDatabase
 from tests.sync.helpers import cli
@@ -266,12 +267,15 @@ def test_verify_names_an_entry_of_the_json_form_that_is_not_an_object(
 
 
 def test_dry_run_shows_the_snapshot_entry_and_counts_the_stream_in_its_memory(
-    binlog_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+    binlog_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis, tmp_path: Any
 ) -> None:
     """Against ``MEMORY USAGE`` of the stream ``migrate`` appends: within 30 %."""
     _seed(binlog_db, 400)
     m = _mapping()
-    report = dry_run(m, source=binlog_db.url, sample=1)
+    resp = tmp_path / "load.resp"
+    report = dry_run(m, source=binlog_db.url, sample=1, resp_file=resp)
+    data = resp.read_bytes()
+    assert data.count(b"$8\r\ntruncate\r\n") == 1 and data.count(b"$8\r\nsnapshot\r\n") == 400
     (t,) = report.tables
     assert t.stream_snapshot is not None
     assert t.stream_snapshot.startswith("XADD acct:changes * op snapshot table acct pk 1 pos ")
@@ -285,6 +289,21 @@ def test_dry_run_shows_the_snapshot_entry_and_counts_the_stream_in_its_memory(
     text = " ".join(captured.get().split())
     assert "the first load appends one snapshot entry per row" in text
     assert "op snapshot table acct pk 1" in text
+    assert t.patterns["stream"] == ["acct:changes"] and t.stream_refused is None
+    on_cluster = dry_run(m, source=binlog_db.url, target="redis+cluster://127.0.0.1:1", sample=0)
+    refused = on_cluster.tables[0].stream_refused
+    assert refused is not None and "sync refuses change streams on a Redis Cluster" in refused
+
+
+def test_migrate_refuses_snapshot_entries_from_a_source_without_its_binary_log(
+    mysql_db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+) -> None:
+    if server_facts(mysql_db.url)["log_bin"] in ("1", "ON"):
+        pytest.skip("the server's binary log is on (the shared MariaDB has it off)")
+    _seed(mysql_db, 2)
+    with pytest.raises(MigratorError, match="the source's binary log is off"):
+        migrate(_mapping(), source=mysql_db.url, target=redis_url)
+    assert not redis_client.keys("*")  # refused before writing
 
 
 def test_sync_reload_then_changes_keep_the_consumer_exact_after_deletes_between_loads(
