@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from migrator.commands.validate import validate
 from migrator.errors import MappingError, MappingErrors
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.resolve import resolve
@@ -16,6 +17,9 @@ from migrator.plan.estimate import MemoryModel
 from migrator.plan.planner import TablePlan
 from migrator.plan.stream import ChangeStream, snapshot_entries, streams_of
 from migrator.verify.streams import malformed
+from tests.test_expiry_plan import AHEAD, PAST, _at
+from tests.test_expiry_plan import _row as _erow
+from tests.test_planner import _plan
 from tests.test_scaffold import sample_schema
 
 
@@ -136,3 +140,28 @@ def test_the_memory_model_sizes_a_stream_by_nodes_of_a_hundred_entries() -> None
     one = MemoryModel()
     one.add((*head, b"op", b"snapshot", b"pk", b"1", b"after.v", b"x"), once=False)
     assert 2.0 < model.bytes / one.bytes < 250 / 10  # entries share nodes and field names
+
+
+def test_validate_warns_that_sync_refuses_streams_on_a_cluster_target(tmp_path: Any) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text("version: 1\ntables:\n  emp:\n    streams: {snapshot: true}\n")
+    cluster = validate(path, environ={"MIGRATOR_TARGET_URL": "redis+cluster://127.0.0.1:7000"})
+    (warning,) = cluster.problems
+    assert warning.level == "warning" and warning.path == "tables.emp.streams"
+    assert "sync refuses change streams on a Redis Cluster" in warning.message
+    assert warning.line == 4
+    single = validate(path, environ={"MIGRATOR_TARGET_URL": "redis://127.0.0.1:6379/0"})
+    assert single.problems == []
+
+
+def test_a_load_has_no_snapshot_entry_for_a_row_it_does_not_write() -> None:
+    """Past its expiry (left out), or refused by ``escape: reject``: what ``plan`` writes."""
+    plan = _at(_plan("  emp:\n    expire: {column: hired, offset: 1h}\n"))
+    keep, gone = _erow(plan, emp_id=b"1", hired=AHEAD), _erow(plan, emp_id=b"2", hired=PAST)
+    assert plan.written([keep, gone]) == [keep]
+    assert {c[1] for c in plan.plan([keep, gone])[0] if c[1].startswith(b"emp:")} == {b"emp:1"}
+    plan = _plan("  emp:\n    key: 'emp:{ename}:{email}'\n    columns: [ename]\n")
+    ok = _erow(plan, emp_id=b"1", ename=b"A", email=b"a@x")
+    odd = _erow(plan, emp_id=b"2", ename=b"A:B", email=b"b@x")
+    assert plan.written([ok, odd]) == [ok]
+    assert plan.plan([ok, odd])[1].rejected and len(plan.plan([ok])[0]) == 1

@@ -150,6 +150,9 @@ def test_migrate_appends_a_truncate_then_a_snapshot_entry_per_row_at_its_snapsho
     assert verify(m, source=binlog_db.url, target=redis_url).exit_code == 0
     with pytest.raises(MigratorError, match="need every row read in one snapshot"):
         migrate(m, source=binlog_db.url, target=redis_url, workers=2, replace=True)
+    with pytest.raises(MigratorError, match="--workers above 1 and --dask") as refused:
+        migrate(m, source=binlog_db.url, target=redis_url, dask="tcp://127.0.0.1:1")
+    assert refused.value.exit_code == 2
     assert len(redis_client.xrange(STREAM)) == 13  # refused before anything was written
 
 
