@@ -154,6 +154,13 @@ def test_migrate_appends_a_truncate_then_a_snapshot_entry_per_row_at_its_snapsho
         migrate(m, source=binlog_db.url, target=redis_url, dask="tcp://127.0.0.1:1")
     assert refused.value.exit_code == 2
     assert len(redis_client.xrange(STREAM)) == 13  # refused before anything was written
+    binlog_db.run("DELETE FROM acct WHERE id = 5;")
+    migrate(m, source=binlog_db.url, target=redis_url, replace=True)  # kept, appended to
+    assert (
+        _ops(redis_client)
+        == [b"truncate"] + [b"snapshot"] * 12 + [b"truncate"] + [b"snapshot"] * 11
+    )
+    assert replay(redis_client) == _table(binlog_db)
 
 
 @pytest.mark.parametrize("online", [True, False], ids=["online", "consistent"])
