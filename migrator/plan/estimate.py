@@ -26,9 +26,10 @@ the usable size of every allocation), for a target database that starts empty:
 * **Streams** (the change streams' entries a load appends, ``streams: {snapshot: true}``):
   a stream object (robj, ``stream`` 80, its rax 32) and per node of up to 100 entries
   (``stream-node-max-entries``) or 4 KB (``stream-node-max-bytes``) a listpack and a rax node
-  (48), the node being filled allocated at 4 KB up front. A node's listpack holds a master entry (count, deleted, the first entry's field
-  names, a terminator) and per entry its flags, ID deltas and element count (2 bytes each) and
-  either its values alone (the master's field names) or its field count, names and values.
+  (48); full nodes are shrunk to fit, the node being filled is allocated at 4 KB up front. A
+  node's listpack holds a master entry (count, deleted, the first entry's field names, a
+  terminator) and per entry its flags, ID deltas and element count (2 bytes each) and either
+  its values alone (the master's field names) or its field count, names and values.
 * Every allocation is rounded up to its jemalloc size class (16-byte steps up to 128, then
   four classes per power of two).
 
