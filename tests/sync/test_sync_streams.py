@@ -403,7 +403,7 @@ def test_verify_checks_the_entries_form_and_the_newest_position(
     assert note.counts["stream entry malformed"] == 1, note.as_dict()  # the table it names
     assert note.counts["stream entry past the stored position"] == 1, note.as_dict()
     shown = [d.redis for t in (acct, note) for d in t.examples["stream entry malformed"]]
-    assert shown == ["op 'upsert' is not one of insert, update, delete",
+    assert shown == ["op 'upsert' is not one of insert, update, delete, snapshot, truncate",
                      "table b'note' does not write to this stream"]  # fmt: skip
     lengths = [redis_client.xlen(k) for k in STREAM_OF.values()]
     fixed = verify(mapping, source=binlog_db.url, target=redis_url, fix=True)
