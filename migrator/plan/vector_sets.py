@@ -4,7 +4,7 @@
 the vector is the row's value as read (MySQL's VECTOR, or a BLOB of packed float32: the
 little-endian float32 bytes FP32 takes), the attributes a JSON object of the mapped columns
 (numbers as JSON numbers as MySQL prints them, everything else a JSON string, NULLs left
-out; an empty text when the set has none, which VADD stores as no attributes). A row whose
+out; no SETATTR at all for a set without attributes). A row whose
 vector is NULL, of another length than the set's dimension, or holds a NaN or an infinity
 is left out of the set (counted under "skipped", as a NULL score is for a sorted set).
 
@@ -76,9 +76,16 @@ def attributes_fn(plan: TableLayout, vs: VectorSet) -> Callable[[Row], bytes]:
 
 
 def vadd(key: bytes, element: bytes, value: bytes) -> Command:
-    """The VADD of an entry's packed value."""
+    """The VADD of an entry's packed value; without SETATTR for a set without attributes (a
+    SETATTR of "" stores an empty text on a new element but removes it from an existing one)."""
     opts, attributes, vector = unpack(value)
-    return (b"VADD", key, b"FP32", vector, element, *opts, b"SETATTR", attributes)
+    named = (b"SETATTR", attributes) if attributes else ()
+    return (b"VADD", key, b"FP32", vector, element, *opts, *named)
+
+
+def attributes_of(command: Command) -> bytes:
+    """The attributes a VADD of ``vadd`` gives its element (b"": none)."""
+    return command[-1] if command[-2] == b"SETATTR" else b""
 
 
 def pack(item: Item, row: Row) -> bytes:

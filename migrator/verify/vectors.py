@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from migrator.plan.batch import Batch, Command, Row
-from migrator.plan.vector_sets import VectorSets
+from migrator.plan.vector_sets import VectorSets, attributes_of
 from migrator.verify import report as vr
-
-if TYPE_CHECKING:
-    from migrator.verify.rows import RowChecks
 
 TOLERANCE = 1e-6
 
@@ -40,13 +37,14 @@ def close(floats: Sequence[Any], vector: bytes) -> bool:
 class VectorCheck:
     """The vector-set reads of a batch and their judgement."""
 
-    def __init__(self, structure: VectorSets, checks: RowChecks) -> None:
+    def __init__(self, structure: VectorSets, checks: Any) -> None:
         self.structure, self.checks = structure, checks
 
     @classmethod
-    def of(cls, checks: RowChecks) -> VectorCheck | None:
+    def of(cls, checks: Any) -> VectorCheck | None:
+        """The check of a RowChecks (verify/rows.py) whose table has vector sets, else None."""
         structure = checks.structures.get("vector")
-        return None if structure is None else cls(structure, checks)  # type: ignore[arg-type]
+        return None if structure is None else cls(structure, checks)
 
     def reads(self, rows: Sequence[Row]) -> tuple[list[Command], list[Command]]:
         """(the reads: VEMB and VGETATTR per element, the VADDs migrate would send)."""
@@ -63,7 +61,7 @@ class VectorCheck:
         checks = self.checks
         counts, found = checks.expected["vector"], checks.found
         for n, c in enumerate(vadds):
-            key, vector, element, attributes = c[1], c[3], c[4], c[-1]
+            key, vector, element, attributes = c[1], c[3], c[4], attributes_of(c)
             emb, got = replies[2 * n], replies[2 * n + 1]
             counts[key] = counts.get(key, 0) + 1
             if isinstance(emb, Exception):
