@@ -39,11 +39,13 @@ from migrator.plan.nesting_side import side_commands
 from migrator.plan.planner import Command, Stats, TablePlan
 from migrator.plan.resp import resp
 from migrator.plan.search import DATABASE_FIX, database_of, definitions, wrong_database
+from migrator.plan.stream import snapshot_entries
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.source.nesting import children
 from migrator.source.snapshot import Snapshot
 from migrator.source.where import clause
+from migrator.store.cluster import SCHEMES
 from migrator.urls import mask
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t",
@@ -97,6 +99,10 @@ class TableDryRun:
     #: the change stream's entry for an insert of the first row, and its bytes (streams:)
     stream: str | None = None
     stream_entry_bytes: int = 0
+    #: the first load's snapshot entry of the first row (streams: {snapshot: true}), else None
+    stream_snapshot: str | None = None
+    #: why sync would refuse the stream on this target (a Redis Cluster), else None
+    stream_refused: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -108,6 +114,8 @@ class TableDryRun:
             "sample": self.sample,
             "stream": self.stream,
             "stream_entry_bytes": self.stream_entry_bytes,
+            "stream_snapshot": self.stream_snapshot,
+            "stream_refused": self.stream_refused,
             "skipped": self.skipped,
             "rejected": self.rejected,
             "seconds": round(self.seconds, 3),
@@ -183,13 +191,15 @@ class Classifier:
         by_command = {
             "hash": b"HSET", "unique": b"HSET", "columns": b"SET", "unique-string": b"SET",
             "counter": b"SET", "index": b"SADD", "set": b"SADD", "sorted": b"ZADD",
-            "latest": b"RPUSH", "rows": b"HSET", "vector": b"VADD",
+            "latest": b"RPUSH", "rows": b"HSET", "stream": b"XADD", "vector": b"VADD",
             "document": b"JSON.SET" if plan.table.kind == "json" else b"SET",
         }  # fmt: skip
-        literal = {"unique", "rows"}  # patterns that are plain key names, not templates
+        literal = {"unique", "rows", "stream"}  # plain key names, not templates
         # exact names first, so a template cannot claim them
         order = ["unique", "rows", "counter", "latest", *by_command]
-        patterns = plan.patterns()
+        patterns = dict(plan.patterns())
+        if plan.table.streams is not None:  # the first load's snapshot entries
+            patterns["stream"] = [plan.table.streams.key]
         sets = [t for t in patterns.get("rows", []) if t.endswith("{values}")]
         for text in sets:  # row images' SETs per foreign-key value (plan/row_images.py)
             rules.setdefault(b"SADD", []).append(("rows", _template(text)))
@@ -254,6 +264,12 @@ class PlanSink:
             model.add(cmd, once=name in Classifier.ONCE)
 
 
+CLUSTER_STREAMS = (
+    "sync refuses change streams on a Redis Cluster: the entries, the rows and the position "
+    "would not share one MULTI/EXEC (docs/sync.md#change-streams)"
+)
+
+
 def dry_run(
     mapping: Any,
     *,
@@ -291,17 +307,23 @@ def dry_run(
                 "load them with migrate, or drop --resp to see the documents' samples",
             )
         snapshot = src.snapshot()  # every table as of one moment, as migrate reads them
+        cluster = target_url(m, target).split("://", 1)[0].lower() in SCHEMES
         reports = []
         commands = resp_bytes = 0
         for r in resolved:
             t0 = time.perf_counter()
             plan = TablePlan(r)
             sink = PlanSink(plan, out, limits)
-            done = plan_table(src, plan, r, size, sink, progress)
+            done = plan_table(src, plan, r, size, sink, progress, snapshot)
             report = TableDryRun(
                 r.name,
                 rows=done.rows,
-                patterns=plan.patterns(),
+                patterns=plan.patterns()
+                | (
+                    {"stream": [r.table.streams.key]}
+                    if "stream" in sink.models and r.table.streams is not None
+                    else {}
+                ),
                 keys={k: v.keys for k, v in sink.models.items()},
                 memory={k: v.bytes for k, v in sink.models.items()},
                 sample=[command_line(c) for c in _sample(src, plan, r, sample, tops)],
@@ -318,8 +340,11 @@ def dry_run(
             if index is not None:
                 report.search = command_line(tuple(a.encode() for a in index.command()))
             if r.table.streams is not None:
-                entry, report.stream_entry_bytes = stream_note(src, plan)
+                entry, report.stream_entry_bytes, snap = stream_note(src, plan)
                 report.stream = command_line(entry)
+                report.stream_snapshot = None if snap is None else command_line(snap)
+                if cluster:  # (a redis:// URL may name a cluster node too: sync says so then)
+                    report.stream_refused = CLUSTER_STREAMS
             if r.table.where is not None:  # the rows planned are those the filter keeps
                 report.where = r.table.where.text
                 report.filtered_out = src.count(r.name) - kept
@@ -367,17 +392,35 @@ def _sample(
 
 
 def plan_table(
-    src: Source, plan: TablePlan, r: Resolved, batch_size: int, sink: PlanSink, progress: Progress
+    src: Source,
+    plan: TablePlan,
+    r: Resolved,
+    batch_size: int,
+    sink: PlanSink,
+    progress: Progress,
+    snapshot: Snapshot | None = None,
 ) -> Stats:
     """One table read and planned as migrate does it: each batch planned as commands (to
-    count and size them) and, for the RESP file, packed by ``TablePlan.pack``; then the
+    count and size them) and, for the RESP file, packed by ``TablePlan.pack``, with the
+    stream's snapshot entries when it takes them (as of ``snapshot``'s position); then the
     counter and latest lists."""
     progress.start(r.name, r.schema.row_estimate or None)
     selector = src.selector(r.name, plan.row_names)
     total = Stats()
+    entries = snapshot_entries(plan)
+    if entries is not None:  # (without a position, which migrate refuses: a made-up one)
+        s = snapshot or Snapshot("1970-01-01 00:00:00")
+        entries.at(s.binlog_file or "binlog.000001", s.binlog_position or 4, s.gtid, s.moment)
+        truncate = [entries.truncate()]
+        sink.write(truncate, None if sink.out is None else resp(truncate))
     for rows in src.batches(r.name, selector, r.primary_key, batch_size, where=clause(r)):
         commands, stats = plan.plan(rows)
-        sink.write(commands, plan.pack(rows)[0] if sink.out is not None else None)
+        packed = plan.pack(rows)[0] if sink.out is not None else None
+        if entries is not None:
+            snapped = entries.of(plan.written(rows))
+            commands += snapped
+            packed = None if packed is None else packed + resp(snapped)
+        sink.write(commands, packed)
         total.add(stats)
         total.readers[src.reader] += len(rows)
         progress.advance(r.name, len(rows))

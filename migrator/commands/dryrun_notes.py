@@ -1,6 +1,7 @@
 """The notes dry-run adds to a table's report: which keys get which TTL (``expire:``), and the
 change-stream entry ``sync`` would append for an insert of the table's first row
-(``streams:``; the first load writes none)."""
+(``streams:``), with the first load's ``snapshot`` entry of that row when the stream takes
+them (``snapshot: true``)."""
 
 from __future__ import annotations
 
@@ -28,10 +29,11 @@ def expiry_note(src: Source, plan: TablePlan, planned: int) -> tuple[str, int]:
     return text, src.count(r.name, keeps) - planned
 
 
-def stream_note(src: Source, plan: TablePlan) -> tuple[Command, int]:
+def stream_note(src: Source, plan: TablePlan) -> tuple[Command, int, Command | None]:
     """(the XADD of an insert of the first row (or the
     first operation asked for), at a made-up position and now; the bytes of
-    its fields and values, what each entry adds to the stream before Redis's own overhead)."""
+    its fields and values, what each entry adds to the stream before Redis's own overhead;
+    the first load's snapshot entry of the row, None when the stream takes none)."""
     r = plan.resolved
     assert r.table.streams is not None
     stream = ChangeStream(plan, r.table.streams)
@@ -48,4 +50,5 @@ def stream_note(src: Source, plan: TablePlan) -> tuple[Command, int]:
             break
     assert entry is not None
     fields = entry[entry.index(b"*") + 1 :]
-    return entry, sum(len(x) for x in fields)
+    snap = stream.snapshot_entry(row, b"binlog.000001:4", b"", now) if stream.snapshot else None
+    return entry, sum(len(x) for x in fields), snap

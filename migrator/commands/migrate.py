@@ -44,6 +44,7 @@ from migrator.scaleout import dask_tasks as scaleout
 from migrator.scaleout.workers import default_workers, load_tables
 from migrator.source.chunks import CHUNK_ROWS
 from migrator.source.mysql import Source
+from migrator.source.snapshot import binlog_on
 from migrator.store import features, search_index
 from migrator.store.checkpoint import (
     REPLACING,
@@ -125,6 +126,10 @@ def migrate(
         n_workers = workers or default_workers(sum(r.schema.row_estimate for r in resolved))
         if connecting is not None:  # every table in chunks, one snapshot each
             n_workers = 2  # (at least: the cluster's threads are counted once it answers)
+        snapped = snapshot_tables(resolved)
+        if snapped:  # entries as of one position: the load's one snapshot
+            refuse_snapshot_entries(snapped, src, dask is not None or (workers or 1) > 1)
+            n_workers = 1
         report = MigrateReport(
             mapping=m.file or m.name,
             source=mask(src.url),
@@ -165,6 +170,7 @@ def migrate(
             "retries": policy,
             "token": checkpoint.token,
             "run_id": guard.run_id,
+            "stream_snapshot": bool(snapped),
         }
         for what in report.recoveries:
             progress.note(what.split(":", 1)[0], what)
@@ -181,6 +187,13 @@ def migrate(
                         removing = False
                     if n_workers == 1 and report.snapshot is None:
                         report.snapshot = src.snapshot()
+                        if snapped and not report.snapshot.has_position:
+                            raise MigratorError(
+                                f"snapshot entries of {snapped[0]}'s stream need the load's "
+                                f"binary-log position, which the source does not give "
+                                f"({report.snapshot.note or 'log_bin is off'})",
+                                "turn the binary log on, or drop streams.snapshot",
+                            )
                     report.tables = load_tables(
                         src,
                         client,
@@ -226,6 +239,30 @@ def migrate(
             report.notes.append(rerun_note(m, earlier, resolved))
         report.seconds = time.perf_counter() - started
         return report
+
+
+def snapshot_tables(resolved: list[Resolved]) -> list[str]:
+    """The tables whose change stream takes the first load's rows (``streams.snapshot``)."""
+    return [r.name for r in resolved if r.table.streams is not None and r.table.streams.snapshot]
+
+
+def refuse_snapshot_entries(snapped: list[str], src: Source, parallel: bool) -> None:
+    """Snapshot entries carry the position the load's rows are as of: one snapshot's, with the
+    binary log on. ``--workers`` and ``--dask`` read each chunk in a snapshot of its own
+    (exit 2)."""
+    if parallel:
+        raise MigratorError(
+            f"{snapped[0]}'s stream takes snapshot entries (streams.snapshot), which need every "
+            "row read in one snapshot: --workers above 1 and --dask read each chunk in a "
+            "snapshot of its own",
+            "drop --workers/--dask (unset MIGRATOR_WORKERS), or load with 'migrator sync'",
+        )
+    if not binlog_on(src.raw_connection()):
+        raise MigratorError(
+            f"{snapped[0]}'s stream takes snapshot entries (streams.snapshot), which carry the "
+            "load's binary-log position: the source's binary log is off",
+            "turn it on (log_bin), or drop streams.snapshot",
+        )
 
 
 @contextmanager

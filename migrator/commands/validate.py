@@ -28,6 +28,7 @@ from migrator.source.foreign_keys import cascades_logged
 from migrator.source.mysql import Source
 from migrator.source.selects import shared_keys_query
 from migrator.source.where import condition
+from migrator.store.cluster import SCHEMES
 from migrator.sync.nesting import cascade_plans
 from migrator.sync.nesting import refuse as refuse_nesting
 from migrator.urls import mask
@@ -50,7 +51,9 @@ def validate(
         return report
     report.tables = len(mapping.tables)
     env = os.environ if environ is None else environ
-    report.problems += search_database(mapping, env.get("MIGRATOR_TARGET_URL") or mapping.target)
+    target = env.get("MIGRATOR_TARGET_URL") or mapping.target
+    report.problems += search_database(mapping, target)
+    report.problems += cluster_streams(mapping, target)
     url = source or env.get("MIGRATOR_SOURCE_URL") or mapping.source
     if not url:
         return report
@@ -75,6 +78,20 @@ def search_database(mapping: Mapping, target: str | None) -> list[Problem]:
         return []
     line = mapping.line_of("target") if mapping.target else None
     return [Problem("error", wrong, "target", mapping.file, line, DATABASE_FIX)]
+
+
+def cluster_streams(mapping: Mapping, target: str | None) -> list[Problem]:
+    """Change streams with a ``redis+cluster://`` target, which sync refuses (a warning: migrate
+    and verify are not concerned; a ``redis://`` URL naming a cluster node is seen by sync)."""
+    streamed = [t.name for t in mapping.tables if t.streams is not None]
+    if not target or not streamed or target.split("://", 1)[0].lower() not in SCHEMES:
+        return []
+    path = f"tables.{streamed[0]}.streams"
+    return [Problem(
+        "warning", f"sync refuses change streams on a Redis Cluster ({streamed[0]}): the "
+        "entries, the rows and the position would not share one MULTI/EXEC", path, mapping.file,
+        mapping.line_of(path), "sync to a single Redis server, or drop streams:",
+    )]  # fmt: skip
 
 
 def searches(mapping: Mapping, schema: Schema) -> list[Problem]:

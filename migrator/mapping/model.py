@@ -122,6 +122,8 @@ class Retries:
 
 #: the row changes a change stream can carry (mapping/streams.py)
 OPS = ("insert", "update", "delete")
+#: how an entry holds the row's images (mapping/streams.py)
+FORMS = ("fields", "json")
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,10 @@ class Streams:
     maxage: float | None = None
     #: the key as written, for people
     template: str = ""
+    #: the first load appends one ``snapshot`` entry per row it writes
+    snapshot: bool = False
+    #: the images as entry fields (``fields``) or as one JSON object each (``json``)
+    form: str = "fields"
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,8 @@ class StreamDefaults:
     maxlen: int | None = None
     #: trim the entries older than that many seconds (``XADD ... MINID ~``)
     maxage: float | None = None
+    snapshot: bool = False
+    form: str = "fields"
 
 
 @dataclass(frozen=True)

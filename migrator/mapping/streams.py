@@ -11,7 +11,11 @@ the same keys) takes precedence for that table:
 * ``columns``: ``all`` (the primary key and every column the row hash holds), ``keys`` (the
   primary key only), or a list of the table's columns (with the primary key);
 * ``maxlen``: trim to about that many entries (``XADD ... MAXLEN ~ n``), or ``maxage``: trim
-  the entries older than that (a duration, ``7d``; ``XADD ... MINID ~ id``); default: none.
+  the entries older than that (a duration, ``7d``; ``XADD ... MINID ~ id``); default: none;
+* ``snapshot``: true to have the first load append one ``snapshot`` entry per row it writes
+  (default false);
+* ``form``: ``fields`` (each column an entry field, the default) or ``json`` (one field per
+  image holding a JSON object).
 
 Parsed here into ``Streams``; columns are checked against the schema by validate (as every
 column a table names, mapping/resolve.py ``column_uses``).
@@ -22,9 +26,9 @@ from __future__ import annotations
 from typing import Any
 
 from migrator.mapping.expiry import ExpirySyntaxError, duration
-from migrator.mapping.model import OPS, StreamDefaults, Streams, Template
+from migrator.mapping.model import FORMS, OPS, StreamDefaults, Streams, Template
 
-KEYS = ("key", "ops", "columns", "maxlen", "maxage")
+KEYS = ("key", "ops", "columns", "maxlen", "maxage", "snapshot", "form")
 COLUMN_SETS = ("all", "keys")
 TABLE_PLACEHOLDER = "table"
 
@@ -101,6 +105,20 @@ def _maxage(value: Any) -> float | None:
     return seconds
 
 
+def _snapshot(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise StreamsSyntaxError(
+            "snapshot", f"snapshot: true or false (entries of the first load's rows), got {value!r}"
+        )
+    return value
+
+
+def _form(value: Any) -> str:
+    if value not in FORMS:
+        raise StreamsSyntaxError("form", f"form: {' or '.join(FORMS)}, got {value!r}")
+    return str(value)
+
+
 def _trim(maxlen: int | None, maxage: float | None) -> tuple[int | None, float | None]:
     if maxlen is not None and maxage is not None:
         raise StreamsSyntaxError("maxage", "a stream is trimmed by maxlen or by maxage, not both")
@@ -134,6 +152,8 @@ def parse_defaults(value: Any, separator: str) -> StreamDefaults | None:
         columns=str(_columns(value.get("columns", "all"), table=False)),
         maxlen=maxlen,
         maxage=maxage,
+        snapshot=_snapshot(value["snapshot"]) if "snapshot" in value else False,
+        form=_form(value["form"]) if "form" in value else "fields",
     )
 
 
@@ -162,4 +182,6 @@ def parse_table(
         maxlen=maxlen,
         maxage=maxage,
         template=template.text,
+        snapshot=_snapshot(value["snapshot"]) if "snapshot" in value else base.snapshot,
+        form=_form(value["form"]) if "form" in value else base.form,
     )

@@ -28,6 +28,13 @@ the usable size of every allocation), for a target database that starts empty:
 * **Lists** (latest) are a quicklist (48) with one node (48) per 8 KB listpack.
 * **Listpack** sizes are exact: 6 header + 1 end byte, and per entry its encoding (integers
   as 1-9 bytes by range, strings as 1/2/5 + length) plus its back-length (1-5 bytes).
+* **Streams** (the change streams' entries a load appends, ``streams: {snapshot: true}``):
+  a stream object (robj, ``stream`` 80, its rax 32) and per node of up to 100 entries
+  (``stream-node-max-entries``) or 4 KB (``stream-node-max-bytes``) a listpack and a rax node
+  (48); full nodes are shrunk to fit, the node being filled is allocated at 4 KB up front. A
+  node's listpack holds a master entry (count, deleted, the first entry's field names, a
+  terminator) and per entry its flags, ID deltas and element count (2 bytes each) and either
+  its values alone (the master's field names) or its field count, names and values.
 * Every allocation is rounded up to its jemalloc size class (16-byte steps up to 128, then
   four classes per power of two).
 
@@ -291,6 +298,51 @@ class Aggregate:
         return ROBJ + skiplist + DICT + buckets(self.n) + round(self.ht)
 
 
+STREAM = 80 + 32  # struct stream in class 80, its rax (24 -> 32)
+STREAM_NODE = 48  # a rax node holding a 16-byte entry ID and the node's listpack pointer
+STREAM_NODE_ENTRIES = 100  # stream-node-max-entries
+STREAM_NODE_BYTES = 4096  # stream-node-max-bytes
+STREAM_ENTRY_FIXED = 8  # flags, ms-delta, seq-delta, lp-count: small integers of 2 bytes
+
+
+class StreamSize:
+    """One stream built up by XADDs (``XADD key [MAXLEN ~ n | MINID ~ id] * f v ...``)."""
+
+    __slots__ = ("closed", "count", "master", "node")
+
+    def __init__(self) -> None:
+        self.closed: list[int] = []  # listpack bytes of the full nodes
+        self.node = 0  # listpack bytes of the node being filled
+        self.count = 0  # entries in it
+        self.master: tuple[bytes, ...] = ()
+
+    def add(self, args: Sequence[bytes]) -> None:
+        pairs = args[list(args).index(b"*") + 1 :]
+        names, values = tuple(pairs[0::2]), pairs[1::2]
+        if names == self.master:
+            entry = sum(lp_entry(v) for v in values)
+        else:
+            entry = lp_entry(b"%d" % len(names)) + sum(lp_entry(a) for a in pairs)
+        entry += STREAM_ENTRY_FIXED
+        full = self.count >= STREAM_NODE_ENTRIES or self.node + entry > STREAM_NODE_BYTES
+        if not self.count or full:
+            if self.count:
+                self.closed.append(self.node)
+            self.master, self.count = names, 0
+            self.node = 3 * lp_entry(b"1") + sum(lp_entry(n) for n in names) + lp_entry(b"0")
+            entry = sum(lp_entry(v) for v in values) + STREAM_ENTRY_FIXED
+        self.node += entry
+        self.count += 1
+
+    def size(self) -> int:
+        """Full nodes shrunk to fit; the open one as allocated (Redis 7+ allocates a node's
+        listpack at ``stream-node-max-bytes`` up front)."""
+        nodes = sum(listpack(n) + STREAM_NODE for n in self.closed)
+        if self.count:
+            nodes += max(listpack(self.node), STREAM_NODE_BYTES) + STREAM_NODE
+        return ROBJ + STREAM + nodes
+
+
 class MemoryModel:
     """Estimated memory of the keys one structure writes, fed with its commands.
 
@@ -305,6 +357,7 @@ class MemoryModel:
         self.keys = 0
         self.fixed = 0
         self.aggregates: dict[bytes, Aggregate] = {}
+        self.streams: dict[bytes, StreamSize] = {}
         self.vector_sets: set[bytes] = set()
 
     def add(self, command: Command, *, once: bool) -> bool:
@@ -342,6 +395,12 @@ class MemoryModel:
             per_node = listpack(-(-total // nodes))
             self.fixed += key_cost(key) + ROBJ + QUICKLIST + nodes * (QUICKLIST_NODE + per_node)
             new = True
+        elif name == b"XADD":
+            new = key not in self.streams
+            if new:
+                self.streams[key] = StreamSize()
+                self.fixed += key_cost(key)
+            self.streams[key].add(args)
         else:  # MULTI, DEL, EXEC: no memory of their own
             return False
         self.keys += new
@@ -351,4 +410,5 @@ class MemoryModel:
     def bytes(self) -> int:
         """Bytes of every key so far, without the main dict's bucket array (see keyspace)."""
         aggregates = sum(a.size(self.limits) for a in self.aggregates.values())
+        aggregates += sum(s.size() for s in self.streams.values())
         return self.fixed + self.keys * self.limits.key_overhead + aggregates

@@ -102,6 +102,23 @@ class TablePlan(TableLayout):
         batch.stats.rows = n
         return batch.finish(), batch.stats
 
+    def written(self, rows: Iterable[Row]) -> list[Row]:
+        """The rows of a batch that ``plan`` writes: not rejected (a separator in a composite's
+        value), not past their expiry (the first load's snapshot entries, plan/stream.py)."""
+        expiry, checked = self.expiry, bool(self.guards)
+        if expiry is None and not checked:
+            return list(rows)
+        now = 0 if expiry is None else expiry.now_ms()
+        out = []
+        for row in rows:
+            moment = None if expiry is None else expiry.moment(row, now)
+            if moment is not None and moment <= now:
+                continue  # expired: absent from Redis
+            if checked and self.ambiguous(row) is not None:
+                continue
+            out.append(row)
+        return out
+
     def pack(self, rows: Sequence[Row]) -> tuple[bytes, int, Stats]:
         """The hot path: (RESP bytes of ``plan(rows)``'s commands, their number, stats)."""
         if self.expiry is not None:  # the general path: PEXPIREAT after each row's keys

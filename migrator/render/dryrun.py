@@ -29,6 +29,8 @@ def render_dry_run(report: DryRunReport) -> None:
         notes += [f"{n} rejected: {why}" for why, n in t.rejected.items()]
         if t.expire:
             notes.append(f"expire: {t.expire}; {plural(t.expired, 'row')} already past it")
+        if t.stream_refused:
+            notes.append(t.stream_refused)
         if t.duplicate_rows:
             notes.append(
                 f"{plural(t.duplicate_rows, 'row')} would be overwritten by a row with the same "
@@ -42,9 +44,13 @@ def render_dry_run(report: DryRunReport) -> None:
         if t.search:
             line(f"  {t.search}", words=ARGUMENTS)
         if t.stream:
+            first = ("the first load appends one snapshot entry per row, counted in the memory "
+                     "above" if t.stream_snapshot else "the first load writes none")  # fmt: skip
             plain(f"  stream (sync appends one entry per row change, ~{t.stream_entry_bytes} "
-                  "bytes of fields each; the first load writes none):")  # fmt: skip
+                  f"bytes of fields each; {first}):")  # fmt: skip
             line(f"  {t.stream}", words=ARGUMENTS)
+            if t.stream_snapshot:
+                line(f"  {t.stream_snapshot}", words=ARGUMENTS)
         out.print()
     plain(
         f"total: {sum(t.rows for t in report.tables):,} rows -> {report.keys:,} keys, "

@@ -23,6 +23,7 @@ from typing import Any
 from migrator.mapping.model import Retries
 from migrator.mapping.resolve import Resolved
 from migrator.plan.planner import Stats, TablePlan
+from migrator.plan.stream import snapshot_entries, with_entries
 from migrator.retry import Retrying
 from migrator.source.chunks import CHUNK_ROWS, Chunk, plan_chunks
 from migrator.source.mysql import Source
@@ -51,6 +52,9 @@ class Task:
     token: str | None  # the run's marker (store/guard.py)
     run_id: str  # the target server's run_id when the tasks were made ("" unknown)
     chunk_rows: int = CHUNK_ROWS  # rows per chunk when a table is planned (source/chunks.py)
+    #: the table's stream takes a ``snapshot`` entry per row (one worker: the caller's
+    #: snapshot, whose position the entries carry; plan/stream.py)
+    stream_snapshot: bool = False
 
     @property
     def split(self) -> bool:
@@ -79,6 +83,10 @@ def run_task(
         src.retrying = retrying
         snapshot_of(src, resolved.name)
     writer = writer_for(client, retrying)
+    entries = snapshot_entries(plan) if task.stream_snapshot else None
+    if entries is not None and task.after is None and not task.rows:  # the table from its start
+        entries.at(*_position(src))
+        sink_for(client, retrying).write([entries.truncate()])
     done, total = task.rows, Stats()
     batches = src.batches(
         resolved.name, selector, pk, task.batch_size, after=after, until=until,
@@ -87,6 +95,9 @@ def run_task(
     try:
         for rows in batches:
             payload, count, stats = writer.pack(plan, rows)
+            if entries is not None:  # as of the snapshot the rows are read in (taken again
+                entries.at(*_position(src))  # after a lost connection)
+                payload, count = with_entries(payload, count, entries.of(plan.written(rows)))
             done += len(rows)
             mark = checkpoint.command(task.field, rows[-1][: len(pk)], done, until=task.until)
             writer.put(payload, count, mark)
@@ -107,6 +118,14 @@ def run_task(
     if last:
         sink_for(client, retrying).write(last)
     return total
+
+
+def _position(src: Source) -> tuple[str, int, str | None, str]:
+    """The binary-log position, GTID state and moment of the snapshot ``src`` reads in (the
+    caller refused a load without one: commands/migrate.py)."""
+    at = src.taken
+    assert at is not None and at.binlog_file is not None and at.binlog_position is not None
+    return at.binlog_file, at.binlog_position, at.gtid, at.moment
 
 
 def snapshot_of(src: Source, table: str) -> None:

@@ -115,7 +115,7 @@ def apply_group(
     position: Command,
     state: SyncState | None = None,
     retrying: Retrying | None = None,
-    once: tuple[str, str] | None = None,
+    once: dict[str, str] | None = None,
 ) -> None:
     """A group of whole source transactions and the position after it. One server: one
     MULTI/EXEC, so Redis never holds one without the other; with ``state``, only while the
@@ -137,17 +137,19 @@ def write_atomic(
     commands: Sequence[Command],
     state: SyncState | None = None,
     retrying: Retrying | None = None,
-    once: tuple[str, str] | None = None,
+    once: dict[str, str] | None = None,
 ) -> None:
     """Send ``commands`` as one MULTI/EXEC and check every reply (errors of queued commands
     included); with ``state``, after ``WATCH`` of its hash and a check of its marker on the
     same connection (see the module docstring). Retried on a dropped connection: a group
     replayed after it was applied converges to the same state (every command sets a key,
     field or membership to the value the after-images give it; counters only rise), so a
-    retry is harmless — except for appends (change streams' XADD): with ``once``, the
-    position (file, offset) the group ends at, the group is sent only while the stored
-    position is not that one yet, checked after ``WATCH`` on the same connection (so a group
-    whose EXEC was applied but whose reply was lost is not applied twice)."""
+    retry is harmless — except for appends (change streams' XADD): with ``once``, fields of
+    the state hash and the values this write gives them (a group: the position, file and
+    offset, it ends at; an online snapshot's chunk: the snapshots' progress), the commands are
+    sent only while the stored fields are not those values yet, checked after ``WATCH`` on the
+    same connection (so a write whose EXEC was applied but whose reply was lost is not
+    applied twice)."""
     if commands:
         payload = b"*1\r\n$5\r\nMULTI\r\n" + resp(commands) + b"*1\r\n$4\r\nEXEC\r\n"
         retry(lambda: _send(client, payload, commands, state, once), retrying=retrying)
@@ -163,7 +165,7 @@ def _send(
     payload: bytes,
     commands: Sequence[Command],
     state: SyncState | None,
-    once: tuple[str, str] | None = None,
+    once: dict[str, str] | None = None,
 ) -> None:
     """The hot path: the group on a connection of the pool, after ``_watch`` with ``state``
     (nothing sent when ``once`` is the stored position already)."""
@@ -200,17 +202,17 @@ def exec_group(conn: Any, payload: bytes, commands: Sequence[Command]) -> None:
         raise _first_error(bytes(replies), commands)
 
 
-def _watch(conn: Any, state: SyncState, once: tuple[str, str] | None = None) -> bool:
+def _watch(conn: Any, state: SyncState, once: dict[str, str] | None = None) -> bool:
     """``WATCH`` the state hash and check its marker, on the connection the group goes on;
-    with ``once``, False when the stored (file, offset) is ``once`` already (the group is
-    in: a retry after its EXEC's reply was lost)."""
+    with ``once``, False when the stored fields hold its values already (the write is in: a
+    retry after its EXEC's reply was lost)."""
     try:
         if conn._sock is None:
             conn.connect()
         conn.send_command("WATCH", state.key)
         conn.send_command("HGET", state.key, MARKER)
         if once is not None:
-            conn.send_command("HMGET", state.key, "file", "pos")
+            conn.send_command("HMGET", state.key, *once)
         conn.read_response()
         marker = conn.read_response()
         stored = [_marker(v) for v in conn.read_response()] if once is not None else None
@@ -220,7 +222,7 @@ def _watch(conn: Any, state: SyncState, once: tuple[str, str] | None = None) -> 
     if state.token is None or _marker(marker) != state.token:
         conn.disconnect()  # drops the WATCH with it
         raise lost(GONE)
-    return stored is None or tuple(stored) != once
+    return once is None or stored != list(once.values())
 
 
 def _first_error(replies: bytes, commands: Sequence[Command]) -> Exception:

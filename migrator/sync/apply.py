@@ -164,7 +164,7 @@ class GroupApplier:
             commands += self.nesting.commands()
         commands += entries
         # appends are not idempotent: a retry of a group already in is not sent again
-        once = (at.file, str(at.pos)) if entries else None
+        once = {"file": at.file, "pos": str(at.pos)} if entries else None
         fields = position_fields(at)
         position = self.state.command(fields | self.schema.fields() if self.schema else fields)
         apply_group(self.client, commands, position, self.state, self.retrying, once)

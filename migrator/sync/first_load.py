@@ -11,13 +11,14 @@ import time
 from contextlib import suppress
 from typing import Any
 
-from migrator.errors import TableChanged
+from migrator.errors import MigratorError, TableChanged
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Stats
 from migrator.plan.finish import finish_commands
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
+from migrator.plan.stream import snapshot_entries, with_entries
 from migrator.progress import Progress
 from migrator.reports import TableReport
 from migrator.retry import Retrying
@@ -59,7 +60,8 @@ def load_snapshot(
     reader_id: int | None = None,
 ) -> tuple[Snapshot, list[TableReport]]:
     """Every mapped table read in one consistent snapshot and written as migrate writes it
-    (on MySQL with GTIDs and a ``reader_id``, ``gtid_snapshot``'s, without a lock).
+    (on MySQL with GTIDs and a ``reader_id``, ``gtid_snapshot``'s, without a lock), with the
+    ``snapshot`` entries of the streams that ask for them (as of the snapshot's position).
     A lost source connection is ``SourceLost`` (the load starts again from a new snapshot);
     Redis writes are retried as ``retrying`` says."""
     opened: list[Any] = []
@@ -79,6 +81,14 @@ def load_snapshot(
             plan = TablePlan(r)
             selector = selector_of(r.schema, plan.row_names)
             writer = writer_for(client, retrying)
+            entries = snapshot_entries(plan)  # streams.snapshot: as of the snapshot's position
+            if entries is not None:
+                if not snapshot.has_position:
+                    raise MigratorError("the source's binary log is off", "sync needs log_bin=ON")
+                assert snapshot.binlog_file is not None and snapshot.binlog_position is not None
+                entries.at(snapshot.binlog_file, snapshot.binlog_position, snapshot.gtid,
+                           snapshot.moment)  # fmt: skip
+                sink_for(client, retrying).write([entries.truncate()])  # before its rows
             total = Stats()
             progress.start(r.name, r.schema.row_estimate or None)
             try:
@@ -88,6 +98,10 @@ def load_snapshot(
                     if stop.is_set():
                         raise KeyboardInterrupt
                     payload, count, stats = writer.pack(plan, rows)
+                    if entries is not None:
+                        payload, count = with_entries(
+                            payload, count, entries.of(plan.written(rows))
+                        )
                     writer.put(payload, count)
                     total.add(stats)
                     total.readers[src.reader] += len(rows)

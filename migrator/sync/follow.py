@@ -29,7 +29,7 @@ from migrator.plan.cascade_parents import outside, watched
 from migrator.plan.expiry_delta import table_delta
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
-from migrator.plan.stream import streams_of
+from migrator.plan.stream import snapshot_streams, streams_of
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import SyncReport, SyncStatus
 from migrator.retry import Retrying
@@ -171,6 +171,7 @@ class Follower(TableChanges, GroupApplier):
             self.snapshots = Snapshots(
                 src, client, mapping, self.resolved, self.plans, waiting,
                 chunk_rows, retrying, self._snapshotted, progress, others, stop=stop,
+                streams=snapshot_streams(dict(self.plans)),
             )  # fmt: skip
         self.asked, self.identity = asked, identity or {}
         self.read_to = start  # how far the log is applied, or read with nothing to apply

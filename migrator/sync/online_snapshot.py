@@ -25,6 +25,12 @@ never half-written. A chunk's rows are at least as new as the applied position o
 H, so writing them then is exact; a crash anywhere replays the log from the stored position
 over newer rows, which converges (docs/sync.md).
 
+With change streams asked to take the first load's rows (``streams: {snapshot: true}``), each
+row a chunk of the first run's load writes gets a ``snapshot`` entry (plan/stream.py), appended
+in the MULTI/EXEC that stores the chunk's progress with the position (``entries``): a chunk read
+again after a crash appends nothing twice. Re-snapshots of single tables append none (the log's
+changes of the table are appended meanwhile, so a consumer's copy stays exact).
+
 Progress lives in the state hash's ``snapshot`` field (JSON: the queue of tables, the current
 table's last key, chunk number, estimated chunks, rows): ``kill -9`` resumes at the chunk it
 was at. Counters and latest lists are rebuilt after a table's last chunk (plan/finish.py).
@@ -45,10 +51,11 @@ from typing import Any
 from migrator.errors import MigratorError, TableChanged
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
-from migrator.plan.batch import Row, Stats
+from migrator.plan.batch import Command, Row, Stats
 from migrator.plan.finish import finish_commands
 from migrator.plan.keyspace import KeySpace
 from migrator.plan.planner import TablePlan
+from migrator.plan.stream import ChangeStream
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import TableReport
 from migrator.retry import Retrying, Stopped
@@ -153,6 +160,10 @@ class Snapshots:
     #: before a table's end-of-table writes (``Stopped``; the stored progress is where the
     #: next run resumes)
     stop: threading.Event | None = None
+    #: the change streams that take the first load's rows (plan/stream.py snapshot_streams)
+    streams: dict[str, ChangeStream] = field(default_factory=dict)
+    #: the rows written since the progress was last stored, each with its stream (``entries``)
+    snapped: list[tuple[ChangeStream, Row]] = field(default_factory=list)
 
     # -- what the follow loop asks ---------------------------------------------------------
     def observe(self, change: Change) -> None:
@@ -189,6 +200,15 @@ class Snapshots:
     def fields(self) -> dict[str, str]:
         return {FIELD: dump_queue(self.queue)}
 
+    def entries(self, at: BinlogPosition) -> list[Command]:
+        """The ``snapshot`` entries of the rows written since the progress was last stored,
+        as of the applied position ``at`` (stored with them), taken once."""
+        snapped, self.snapped = self.snapped, []
+        if not snapped:
+            return []
+        pos, gtid, ts = f"{at.file}:{at.pos}".encode(), at.gtid.encode(), int(time.time())
+        return [stream.snapshot_entry(row, pos, gtid, ts) for stream, row in snapped]
+
     def first_load(self) -> bool:
         """Whether tables of the first run's online load are still queued."""
         return any(p.reason == FIRST_RUN for p in self.queue)
@@ -217,6 +237,7 @@ class Snapshots:
         progress changed and must be stored with the position."""
         if not self.queue:
             return False
+        self.snapped = []  # (a step that wrote rows returned True: its entries are stored)
         try:
             return self._step(applied)
         finally:
@@ -251,6 +272,7 @@ class Snapshots:
 
     # -- the steps ---------------------------------------------------------------------------
     def _restart(self, p: Pending, reason: str) -> None:
+        self.snapped = []
         p.reason, p.after, p.chunk, p.rows, p.cleared = reason, None, 0, 0, False
         self.chunk, self.armed, self.seen, self.started = None, False, set(), None
 
@@ -364,6 +386,9 @@ class Snapshots:
             return
         if self.writer is None:
             self.writer = writer_for(self.client, self.retrying)
+        stream = self.streams.get(plan.table.name)
+        if stream is not None and self.queue[0].reason == FIRST_RUN:
+            self.snapped += [(stream, row) for row in plan.written(rows)]
         size = self.mapping.options.batch_size
         for i in range(0, len(rows), size):
             payload, count, stats = self.writer.pack(plan, rows[i : i + size])

@@ -38,7 +38,8 @@ from migrator.errors import (
 from migrator.mapping.model import Mapping, Retries
 from migrator.mapping.resolve import Resolved
 from migrator.plan.keyspace import KeySpace
-from migrator.plan.planner import TablePlan
+from migrator.plan.planner import Command, TablePlan
+from migrator.plan.stream import snapshot_entries
 from migrator.progress import Progress
 from migrator.reports import SyncReport, SyncStatus, TableReport
 from migrator.retry import Retrying, Stopped
@@ -236,13 +237,29 @@ class SyncRun:
         pos = snapshot_position(report.snapshot)
         fields = {**position_fields(pos), **self.fields, "loaded_at": report.snapshot.moment}
         fields |= loaded_columns([r.schema for r in self.resolved])  # what DDL is judged by
-        apply_group(self.client, [], self.state.command(fields), self.state, self.redis)
+        # an online load: the streams that take its rows get each table's truncate before any
+        # change that follows the position (the rows come chunk by chunk: online_snapshot.py)
+        truncates = [] if report.loaded else self._truncates(pos, report.snapshot.moment)
+        once = {"file": pos.file, "pos": str(pos.pos)} if truncates else None
+        apply_group(self.client, truncates, self.state.command(fields), self.state, self.redis,
+                    once)  # fmt: skip
+        self.figures.appended(truncates)
         report.started_at = report.position = pos
         if report.loaded:  # a consistent load, done (an online one reads while following)
             rows = sum(t.rows for t in report.loaded)
             event("loaded", f"first load done: {rows:,} rows in {len(report.loaded)} table(s) "
                   f"from a consistent snapshot; following from {pos}", rows=rows,
                   tables=len(report.loaded), position=str(pos))  # fmt: skip
+
+    def _truncates(self, pos: BinlogPosition, moment: str) -> list[Command]:
+        """A ``truncate`` entry per table whose stream takes the load's rows (plan/stream.py)."""
+        out = []
+        for plan in (TablePlan(r) for r in self.resolved):
+            entries = snapshot_entries(plan)
+            if entries is not None:
+                entries.at(pos.file, pos.pos, pos.gtid, moment)
+                out.append(entries.truncate())
+        return out
 
     def _removing(self) -> Callable[[int], None]:
         """What the removal of the mapping's old keys says while it runs (a note after its

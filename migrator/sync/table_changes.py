@@ -81,11 +81,18 @@ class TableChanges:
             self._store_snapshots()
 
     def _store_snapshots(self) -> None:
-        """The snapshots' progress with the applied position, in one atomic write."""
+        """The snapshots' progress with the applied position, in one atomic write, with the
+        ``snapshot`` entries of the rows written since (online_snapshot.py): sent once, while
+        the stored progress is not this one yet."""
         assert self.snapshots is not None
-        fields = position_fields(self.position) | self.snapshots.fields() | self.identity
+        progress = self.snapshots.fields()
+        fields = position_fields(self.position) | progress | self.identity
         position = self.state.command(fields | self.schema.fields() if self.schema else fields)
-        apply_group(self.client, [], position, self.state, self.retrying)
+        entries = self.snapshots.entries(self.position)
+        once = progress if entries else None
+        apply_group(self.client, entries, position, self.state, self.retrying, once)
+        if entries:
+            self.figures.appended(entries)
 
     def _snapshotted(self, table: TableReport, p: Pending) -> None:
         """A table's online snapshot done: a table of the first run's load is reported with

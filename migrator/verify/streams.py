@@ -3,18 +3,20 @@
 A stream holds history, which MySQL cannot give back (and trimming cuts), so verify checks what
 it can: the newest ``CHECKED`` entries of each stream are well formed — the envelope's fields,
 an operation with the images it has (``before.*`` for an update or delete, ``after.*`` for an
-insert or update), a table that writes to this stream, a position ``file:offset`` and a commit
-time — and the newest entry's position is no later than the one ``sync`` stored with the data
-(an entry past it would be a change Redis does not hold), compared when both are in the same
-log (file names of one base). A missing stream is no difference: nothing may have changed yet.
+insert, update or snapshot entry, none for a load's truncate; with ``form: json`` the fields
+``before`` and ``after``, each a JSON object of strings and nulls), a table that writes to this
+stream, a position ``file:offset`` and a commit time — and the newest entry's position is no
+later than the one ``sync`` stored with the data (an entry past it would be a change Redis does
+not hold), compared when both are in the same log (file names of one base). A missing stream is
+no difference: nothing may have changed yet.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from migrator.mapping.model import OPS
 from migrator.mapping.resolve import Resolved
 from migrator.store.sync_state import state_key
 from migrator.verify.report import TableCheck
@@ -25,6 +27,15 @@ AHEAD = "stream entry past the stored position"
 CHECKED = 1000
 _POSITION = re.compile(rb"(.*)\.(\d+):(\d+)")
 _ENVELOPE = {b"op", b"table", b"pk", b"pos", b"gtid", b"ts"}
+_IMAGES = (b"before", b"after")
+#: the images each operation's entry has
+_WANT: dict[str, set[bytes]] = {
+    "insert": {b"after"},
+    "update": {b"before", b"after"},
+    "delete": {b"before"},
+    "snapshot": {b"after"},
+    "truncate": set(),
+}
 
 
 def check(client: Any, mapping_name: str, resolved: list[Resolved], checks: dict[str, TableCheck],
@@ -59,21 +70,42 @@ def check(client: Any, mapping_name: str, resolved: list[Resolved], checks: dict
 def malformed(fields: dict[bytes, bytes], tables: set[bytes]) -> str | None:
     """What is wrong with an entry's fields (None: nothing)."""
     op = fields.get(b"op", b"").decode("utf-8", "replace")
-    if op not in OPS:
-        return f"op {op!r} is not one of {', '.join(OPS)}"
+    if op not in _WANT:
+        return f"op {op!r} is not one of {', '.join(_WANT)}"
     if fields.get(b"table") not in tables:
         return f"table {fields.get(b'table')!r} does not write to this stream"
-    if not fields.get(b"pk"):
+    if not fields.get(b"pk") and op != "truncate":
         return "no pk"
     if _position(fields.get(b"pos", b"")) is None:
         return f"pos {fields.get(b'pos')!r} is not file:offset"
     if not fields.get(b"ts", b"").isdigit():
         return f"ts {fields.get(b'ts')!r} is not Unix seconds"
-    images = {k.split(b".", 1)[0] for k in fields if k not in _ENVELOPE}
-    want = {"insert": {b"after"}, "update": {b"before", b"after"}, "delete": {b"before"}}[op]
-    if images != want:
+    keys = [k for k in fields if k not in _ENVELOPE]
+    images = {k.split(b".", 1)[0] for k in keys}
+    if images != _WANT[op]:
         shown = ", ".join(sorted(i.decode("utf-8", "replace") for i in images)) or "none"
         return f"{op} with images: {shown}"
+    whole = [k for k in keys if k in _IMAGES]  # form: json
+    if whole and len(whole) != len(keys):
+        return "an image both as fields and as JSON"
+    for k in whole:
+        problem = _json_image(fields[k])
+        if problem is not None:
+            return f"{k.decode()}: {problem}"
+    return None
+
+
+def _json_image(text: bytes) -> str | None:
+    """What is wrong with an image of ``form: json`` (None: a JSON object of strings and
+    nulls)."""
+    try:
+        image = json.loads(text)
+    except ValueError:
+        return "not JSON"
+    if not isinstance(image, dict) or not image:
+        return "not a JSON object of the row's fields"
+    if not all(v is None or isinstance(v, str) for v in image.values()):
+        return "a value that is neither a string nor null"
     return None
 
 

@@ -249,11 +249,11 @@ def test_a_group_sent_again_after_its_exec_was_applied_appends_nothing(
     state.begin()
     position = state.command({"file": "b.000001", "pos": "500"})
     entry = (b"XADD", b"s", b"*", b"op", b"insert")
-    apply_group(redis_client, [entry], position, state, once=("b.000001", "500"))
-    apply_group(redis_client, [entry], position, state, once=("b.000001", "500"))
+    apply_group(redis_client, [entry], position, state, once={"file": "b.000001", "pos": "500"})
+    apply_group(redis_client, [entry], position, state, once={"file": "b.000001", "pos": "500"})
     assert redis_client.xlen("s") == 1
     apply_group(redis_client, [entry], state.command({"file": "b.000001", "pos": "600"}), state,
-                once=("b.000001", "600"))  # fmt: skip
+                once={"file": "b.000001", "pos": "600"})  # fmt: skip
     assert redis_client.xlen("s") == 2
     apply_group(redis_client, [entry], position, state)  # without once: appended again
     assert redis_client.xlen("s") == 3
@@ -403,7 +403,7 @@ def test_verify_checks_the_entries_form_and_the_newest_position(
     assert note.counts["stream entry malformed"] == 1, note.as_dict()  # the table it names
     assert note.counts["stream entry past the stored position"] == 1, note.as_dict()
     shown = [d.redis for t in (acct, note) for d in t.examples["stream entry malformed"]]
-    assert shown == ["op 'upsert' is not one of insert, update, delete",
+    assert shown == ["op 'upsert' is not one of insert, update, delete, snapshot, truncate",
                      "table b'note' does not write to this stream"]  # fmt: skip
     lengths = [redis_client.xlen(k) for k in STREAM_OF.values()]
     fixed = verify(mapping, source=binlog_db.url, target=redis_url, fix=True)
