@@ -25,8 +25,7 @@ is a parent whose changes MariaDB logs as statements (transaction-precise versio
 That is exact only when Redis holds what the rule needs and MySQL's equality of the key is byte
 equality. ``followable`` names, per foreign key, why it is not (``sync`` then refuses the table
 at start, naming the constraint): an unmapped parent as above; the
-foreign key's columns are not read by the mapping; a child with ``expire:`` (it keeps no
-images) whose row is not readable back or not found by an index; the key's columns compare
+foreign key's columns are not read by the mapping; the key's columns compare
 otherwise than byte-wise (``mapping.cascades.inexact_match``: a ``_ci`` collation, PAD SPACE on
 a VARCHAR, a type compared by value unless both sides have one same DECIMAL, temporal, YEAR
 or BIT type); a row filter that reads the foreign key's columns with a rule other than ON
@@ -72,8 +71,8 @@ Weigh = Callable[[list[tuple[str, bytes]]], dict[tuple[str, bytes], bytes]]
 
 ASIDE = "leave the table out of the mapping for sync (migrate and verify are not affected)"
 FIX = (
-    "keep the foreign key's columns read (in columns:, or a references entry on them), "
-    f"without expire: on the child; or make the rule RESTRICT, or {ASIDE}"
+    "keep the foreign key's columns read (in columns:, or a references entry on them); "
+    f"or make the rule RESTRICT, or {ASIDE}"
 )
 WHERE_FIX = f"keep where: off the foreign key's columns, or make the rule RESTRICT, or {ASIDE}"
 
@@ -162,14 +161,12 @@ def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], clust
         return f"the parent's columns {', '.join(fk.parent_columns)} are not read by the mapping"
     if any(c not in child.pos for c in fk.columns):
         return f"the foreign key's columns {', '.join(fk.columns)} are not read by the mapping"
-    if images_of(child) is None:  # none kept (expire:): the row hash and an index must do
+    if images_of(child) is None:  # none kept: the row hash and an index must do
         why = unreadable(child) or (
             ""
             if indexed(r, fk)
             else f"no index or reference on exactly ({', '.join(fk.columns)}) to find the rows by"
         )
-        if why and r.table.expire is not None:
-            why += " (a table with expire: keeps no row images)"
         if why:
             return why
     nulled = {child.pos[c] for c in fk.columns}
