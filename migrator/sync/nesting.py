@@ -63,8 +63,10 @@ def refuse(tops: dict[str, Level], cluster: bool, logged: bool) -> None:
         if top.layout.table.expire is not None:
             raise MigratorError(
                 f"tables.{top.name}: sync does not keep nested documents of a table with "
-                "expire:", f"drop expire: from {top.name}, or {FIX}",
-            )  # fmt: skip
+                "expire: (the rows kept beside the documents have no TTL, and no sweep removes "
+                "the rows of an expired document's tree)",
+                f"drop expire: from {top.name}, or {FIX}",
+            )
         for level in walk(top):
             lay = level.layout
             where = lay.table.where
