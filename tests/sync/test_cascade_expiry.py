@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 import redis
 
-from migrator.commands import dry_run
+from migrator.commands import dry_run, migrate, verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
+from migrator.plan.expiry import encode_row
 from tests.sync.helpers import RandomTransactions
 from tests.sync.test_cascade_images import (
     ONLY_MARIADB,
@@ -165,3 +166,25 @@ def test_expiring_children_follow_their_cascades_on_mysql_with_innodb_foreign_ke
     innodb_fk_mysql, redis_url: str, redis_client: redis.Redis
 ) -> None:
     _on_innodb_fk_mysql(innodb_fk_mysql, lambda db: _expiring(db, redis_url, redis_client))
+
+
+def test_verify_leaves_the_images_of_rows_near_their_moment_unjudged(  # type: ignore[no-untyped-def]
+    mysql_db, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """Rows within verify's tolerance of their moment (verify/expiry.py) explain their images
+    and members, present or not: no extra field, no stale member."""
+    mysql_db.run(SCHEMA)
+    soon = datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(seconds=1.5)
+    mysql_db.run(
+        "INSERT INTO ticket VALUES (1, 't', 'k1');"
+        "INSERT INTO comment VALUES (1, 1, 'a', '2999-01-01 00:00:00'), "
+        f"(2, 1, 'b', '{soon:%Y-%m-%d %H:%M:%S.%f}'), (3, 1, 'c', '{soon:%Y-%m-%d %H:%M:%S.%f}')"
+    )
+    mapping = parse_mapping(MAPPING, name="near")
+    assert migrate(mapping, source=mysql_db.url, target=redis_url).exit_code == 0
+    assert redis_client.hlen(b"migrator:near:rows:comment") == 3
+    report = verify(mapping, source=mysql_db.url, target=redis_url)
+    assert report.exit_code == 0, report.as_dict()
+    redis_client.hdel(b"migrator:near:rows:comment", encode_row((b"2",)))  # swept early: fine
+    report = verify(mapping, source=mysql_db.url, target=redis_url)
+    assert report.exit_code == 0, report.as_dict()
