@@ -2,10 +2,11 @@
 filter (issue 36 item 1): a row with a NULL key, or one its filter leaves out, is in no
 document and not in the rows kept beside them, as ``migrate`` writes them; ``sync`` follows
 rows in and out (logged changes, and InnoDB's unlogged ``ON DELETE`` / ``ON UPDATE SET NULL``
-of the reviews, ``CASCADE`` of the tags and notes) under random writes, on MariaDB, MySQL
-9.7 (which logs the cascaded rows) and MySQL with ``innodb_native_foreign_keys=ON``, ending in ``verify`` 0 and every key, the rows kept
-beside the documents included, equal to a fresh ``migrate``'s. On a table that nests another
-they stay refused, by ``validate`` too, with the fix."""
+of the reviews, ``CASCADE`` of the tags and notes) under random writes, on MariaDB, MySQL 9.7
+(which logs the cascaded rows) and MySQL with ``innodb_native_foreign_keys=ON``, ending in
+``verify`` 0 and every key, the rows kept beside the documents included, equal to a fresh
+``migrate``'s. On a table that nests another they stay refused, by ``validate`` too, with the
+fix."""
 
 from __future__ import annotations
 
