@@ -80,10 +80,7 @@ REF = "    references: [{columns: [parent_id], table: parent}]\n"
     [("SET NULL", CHILD + "    indexes: [[parent_id, name, tag]]\n" + REF,
       "a separator may occur in a composite's values next to the nulled columns"),
      ("CASCADE", CHILD + "    columns: []\n",
-      "the foreign key's columns parent_id are not read by the mapping"),
-     ("CASCADE", CHILD + "    as: columns\n    expire: {ttl: 60}\n",
-      "the table is 'as: columns', with no row hash to read it back from (a table with "
-      "expire: keeps no row images)")],
+      "the foreign key's columns parent_id are not read by the mapping")],
 )  # fmt: skip
 def test_refused_where_redis_does_not_hold_what_the_rule_needs(
     on_delete: str, text: str, why: str
@@ -97,6 +94,8 @@ def test_refused_where_redis_does_not_hold_what_the_rule_needs(
     "text, whole",
     [(CHILD + REF + "    key: 'child:{id}:{name}'\n", True),  # the row key is not the pk
      (CHILD + REF + "    as: columns\n", True),
+     (CHILD + REF + "    as: columns\n    expire: {ttl: 60}\n", True),  # as without expire:
+     (CHILD + "    indexes: [[parent_id, name]]\n    expire: {ttl: 60}\n", False),
      (CHILD + REF + "    as: json-string\n", True),
      (CHILD + REF + "    as: none\n    indexes: [name]\n", True),  # a column beyond the pk
      (CHILD + REF + "    formats: {e: number}\n", True),
@@ -301,7 +300,7 @@ tables:
      ("utf8mb4_bin", "utf8mb4_bin", "", True),  # PAD SPACE on a VARCHAR
      ("latin1_swedish_ci", "latin1_swedish_ci", "", True),
      ("utf8mb4_general_ci", "utf8mb4_unicode_ci", "", False),  # two collations
-     ("utf8mb4_general_ci", "utf8mb4_general_ci", "    expire: {ttl: 60}\n", False)],
+     ("utf8mb4_general_ci", "utf8mb4_general_ci", "    expire: {ttl: 60}\n", True)],
 )  # fmt: skip
 def test_a_text_key_under_a_collation_is_found_by_its_comparison_key(
     fk: str, key: str, extra: str, followed: bool

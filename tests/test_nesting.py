@@ -245,18 +245,21 @@ def test_a_child_whose_columns_leave_out_the_foreign_key_is_told_to_add_them(
                      "parent by them)"], report.problems  # fmt: skip
 
 
-def test_sync_and_validate_refuse_a_nesting_through_a_nullable_key(
+def test_sync_and_validate_refuse_a_nesting_through_a_nullable_key_above_another(
     mysql_db: MySQLDatabase, redis_url: str
 ) -> None:
-    """sync keeps nested documents (tests/sync/test_sync_nesting.py) but not a child whose
-    foreign key may be NULL: refused at start (exit 2) with the fix; validate warns."""
+    """sync keeps nested documents (tests/sync/test_sync_nesting.py), and a child whose
+    foreign key may be NULL when it nests no other (tests/sync/test_sync_nesting_leaves.py),
+    but not one that nests another: refused at start (exit 2) with the fix; validate warns."""
     load(mysql_db)
     mysql_db.run(
         "CREATE TABLE extra (id INT PRIMARY KEY, book_id INT NULL, "
-        "FOREIGN KEY (book_id) REFERENCES book (id))"
+        "FOREIGN KEY (book_id) REFERENCES book (id)); CREATE TABLE extra_item (id INT PRIMARY "
+        "KEY, extra_id INT NOT NULL, FOREIGN KEY (extra_id) REFERENCES extra (id))"
     )
     text = MAPPING.format(kind="json-string", note_kind="map", order="")
     text += "  extra:\n    as: none\n    counter: false\n    nest: {in: book, as: extras}\n"
+    text += "  extra_item:\n    as: none\n    counter: false\n    nest: {in: extra, as: items}\n"
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "m.yaml"
         path.write_text(text)

@@ -25,11 +25,12 @@ is a parent whose changes MariaDB logs as statements (transaction-precise versio
 That is exact only when Redis holds what the rule needs and MySQL's equality of the key is byte
 equality. ``followable`` names, per foreign key, why it is not (``sync`` then refuses the table
 at start, naming the constraint): an unmapped parent as above; the
-foreign key's columns are not read by the mapping; a child with ``expire:`` (it keeps no
-images) whose row is not readable back or not found by an index; the key's columns compare
+foreign key's columns are not read by the mapping; the key's columns compare
 otherwise than byte-wise (``mapping.cascades.inexact_match``: a ``_ci`` collation, PAD SPACE on
 a VARCHAR, a type compared by value unless both sides have one same DECIMAL, temporal, YEAR
-or BIT type); a row filter with a rule other than ON DELETE CASCADE; a
+or BIT type); a row filter that reads the foreign key's columns with a rule other than ON
+DELETE CASCADE, or one on a parent whose own rows change by a rule the log does not carry
+(``filtered``); a
 separator that may occur in a composite's values next to a column ``SET NULL`` empties; a
 Redis Cluster target (a replay of a half-applied group could read children of a later state).
 The child's primary key may be text: the members are read back (``TableLayout.read_joined``),
@@ -47,7 +48,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from migrator.errors import MigratorError
-from migrator.mapping.cascades import COLLATION_FIX, Unlogged, inexact_key, trx_versioned
+from migrator.mapping.cascades import (
+    COLLATION_FIX,
+    Unlogged,
+    inexact_key,
+    reaching,
+    trx_versioned,
+)
+from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import ForeignKey
 from migrator.plan.batch import Command, Row
 from migrator.plan.cascade_parents import OTHER_FIX, UNMAPPED_FIX, Parents, unmapped, watched
@@ -61,11 +69,12 @@ Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
 #: (collation, value) pairs -> the server's comparison keys (source/weights.py ``Weights.keys``)
 Weigh = Callable[[list[tuple[str, bytes]]], dict[tuple[str, bytes], bytes]]
 
+ASIDE = "leave the table out of the mapping for sync (migrate and verify are not affected)"
 FIX = (
-    "keep the foreign key's columns read (in columns:, or a references entry on them), "
-    "without expire: on the child; or make the rule RESTRICT, or leave the table out of the "
-    "mapping for sync (migrate and verify are not affected)"
+    "keep the foreign key's columns read (in columns:, or a references entry on them); "
+    f"or make the rule RESTRICT, or {ASIDE}"
 )
+WHERE_FIX = f"keep where: off the foreign key's columns, or make the rule RESTRICT, or {ASIDE}"
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,9 @@ def _why_not(
     why = _mapped(fk, child, plans, cluster)
     if why:
         return why, FIX
+    kept = filtered(fk, child.resolved, plans)
+    if kept[0]:
+        return kept
     mapped = plans.get(fk.parent)
     parent = mapped.resolved.schema if mapped is not None else (parents or {}).get(fk.parent)
     if mapped is None:
@@ -149,25 +161,49 @@ def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], clust
         return f"the parent's columns {', '.join(fk.parent_columns)} are not read by the mapping"
     if any(c not in child.pos for c in fk.columns):
         return f"the foreign key's columns {', '.join(fk.columns)} are not read by the mapping"
-    if images_of(child) is None:  # none kept (expire:): the row hash and an index must do
+    if images_of(child) is None:  # none kept: the row hash and an index must do
         why = unreadable(child) or (
             ""
             if indexed(r, fk)
             else f"no index or reference on exactly ({', '.join(fk.columns)}) to find the rows by"
         )
-        if why and r.table.expire is not None:
-            why += " (a table with expire: keeps no row images)"
         if why:
             return why
-    if r.table.where is not None and set(fk.unlogged_rules) - {"ON DELETE CASCADE"}:
-        return (
-            "the child has a row filter (where:): a SET NULL or ON UPDATE CASCADE can bring "
-            "into it a row Redis does not hold, so sync cannot find it"
-        )
     nulled = {child.pos[c] for c in fk.columns}
     if "SET NULL" in " ".join(fk.unlogged_rules) and any(set(g) & nulled for g, _ in child.guards):
         return "a separator may occur in a composite's values next to the nulled columns"
     return ""
+
+
+def filtered(fk: ForeignKey, child: Resolved, plans: dict[str, TablePlan]) -> tuple[str, str]:
+    """Why a row filter (``where:``) keeps sync from finding every row the rule changes (("",
+    "") when it does not), and the fix. A SET NULL or ON UPDATE CASCADE changes the foreign
+    key's columns only: under a filter that does not read them no row enters or leaves it, and
+    the rows Redis holds are all those it must change; one that reads them can bring in a row
+    Redis does not hold. A parent with a filter of its own holds no rows it leaves out, so
+    where its own rows change by a rule the log does not carry, the children of those it
+    leaves out are unknown (a cascade of a cascade through rows sync does not hold)."""
+    where = child.table.where
+    read = [] if where is None else [c for c in fk.columns if c in where.columns]
+    if read and set(fk.unlogged_rules) - {"ON DELETE CASCADE"}:
+        why = (
+            f"the child's row filter (where:) reads the foreign key's columns ({', '.join(read)})"
+            ": a SET NULL or ON UPDATE CASCADE can bring into it a row Redis does not hold"
+        )
+        return why, WHERE_FIX
+    parent = plans.get(fk.parent)
+    if parent is None or parent.table.where is None:
+        return "", ""
+    own = reaching(fk, parent.resolved.schema)
+    if own is None:
+        return "", ""
+    name = f"{own.name} " if own.name else ""
+    why = (
+        f"the parent table {fk.parent} has a row filter (where:) and its own rows change by "
+        f"its foreign key {name}-> {own.parent} {', '.join(own.unlogged_rules)}, which the "
+        "binary log does not carry: the children of the rows it leaves out are unknown"
+    )
+    return why, f"drop where: from {fk.parent}, or make one of the two rules RESTRICT, or {ASIDE}"
 
 
 def followable(

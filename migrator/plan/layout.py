@@ -40,9 +40,9 @@ class TableLayout:
         #: the text columns of cascading foreign keys MySQL compares under a collation
         #: (mapping/cascades.py ``weighed``; their rows are found by plan/row_images.py's SETs):
         #: a row read for the table holds after ``select`` the server's comparison key of each
-        #: (``row_names``: the names the source selects, source/selects.py); none for a nested table
-        #: or one with ``expire:``, which keep no row images
-        kept = self.table.nest is None and self.table.expire is None
+        #: (``row_names``: the names the source selects, source/selects.py); none for a nested
+        #: table, which keeps no row images
+        kept = self.table.nest is None
         self.weighed = tuple(c for c in weighed_columns(resolved.schema) if c in self.pos and kept)
         self.row_names = self.select + tuple(WEIGH + c for c in self.weighed)
         # separators inside values (migrator/plan/escape.py): the escape function and the

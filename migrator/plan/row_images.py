@@ -20,8 +20,10 @@ mapping's name):
 
 They are one more structure of the table (``RowImages``): ``migrate`` writes them with the
 rows, ``sync`` keeps them in the same group (plan/delta.py's ``h`` and ``S`` entries),
-``verify`` compares them (verify/rows.py) and ``--fix`` repairs them. A table with
-``expire:`` keeps none (its rows leave Redis on their own): sync still refuses it.
+``verify`` compares them (verify/rows.py) and ``--fix`` repairs them. Under ``expire:`` they
+are shared structures like an index (no TTL of their own): a row's image and members go when
+sync's sweep plans the row's removal (store/expiry_sweep.py), and until then the row, found
+by a cascade, is removed as the sweep would remove it (plan/expiry_delta.py).
 """
 
 from __future__ import annotations
@@ -75,11 +77,11 @@ def cascading(resolved: Resolved) -> list[ForeignKey]:
 
 def wanted(plan: TableLayout) -> bool:
     """Whether the table keeps row images: a cascading foreign key, and a row that cannot be
-    read back or a foreign key with no index to find its rows by; never under ``expire:``, nor
-    for a nested table (``nest:``)."""
+    read back or a foreign key with no index to find its rows by; never for a nested table
+    (``nest:``)."""
     r = plan.resolved
     fks = cascading(r)
-    if not fks or r.table.expire is not None or r.table.nest is not None:
+    if not fks or r.table.nest is not None:
         return False  # a nested table's rows are kept beside its documents (nesting_side.py)
     return bool(unreadable(plan)) or not all(indexed(r, fk) for fk in fks) or bool(plan.weighed)
 

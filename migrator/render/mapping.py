@@ -9,7 +9,7 @@ import sys
 from rich.text import Text
 
 from migrator.mapping.scaffold import Draft
-from migrator.mapping.validate import ValidateReport, plural
+from migrator.mapping.validate import Problem, ValidateReport, plural
 from migrator.render.console import line, plain, say
 
 
@@ -45,13 +45,20 @@ def render_validate(report: ValidateReport, sync_details: bool = False) -> None:
     brief = [p for p in later if p.brief and not sync_details]
     for p in errors + [p for p in later if p not in brief]:
         say(p.level, str(dataclasses.replace(p, hint=None, brief=None)), p.hint)
+    tables: dict[str, list[Problem]] = {}  # one line per table: its briefs joined
     for p in brief:
-        assert p.brief is not None
-        at = dataclasses.replace(p, message=p.brief, hint=None, brief=None)
+        tables.setdefault(p.path, []).append(p)
+    for same in tables.values():
+        briefs = [p.brief or "" for p in same]
+        head, _, _ = briefs[0].partition(": ")
+        text = briefs[0] + "".join(
+            "; " + (b.partition(": ")[2] if b.startswith(head + ": ") else b) for b in briefs[1:]
+        )
+        at = dataclasses.replace(same[0], message=text, hint=None, brief=None)
         say("note", str(at))
     if brief:
         plain(
-            f"{'this note concerns' if len(brief) == 1 else f'these {len(brief)} notes concern'}"
+            f"{'this note concerns' if len(tables) == 1 else f'these {len(tables)} notes concern'}"
             " sync alone (migrate and verify are not affected): migrator validate --sync "
             f"{report.file} says why and how to fix it",
             to_stderr=True,

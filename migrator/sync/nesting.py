@@ -17,8 +17,12 @@ the state before it, with the same result.
 The log does not carry what InnoDB's own foreign keys cascade (MariaDB; MySQL with
 ``innodb_native_foreign_keys=ON``): a parent's DELETE under ``ON DELETE CASCADE`` removes its
 children (and theirs) from the side structure, and a key change under ``ON UPDATE CASCADE``
-moves them, their foreign key's values rewritten, as InnoDB does. A server that logs them
-sends the children's changes itself.
+moves them, their foreign key's values rewritten, as InnoDB does; a ``SET NULL`` takes them
+out of every document. A server that logs them sends the children's changes itself.
+
+A row with a NULL in its foreign key, or one its table's ``where:`` leaves out, is in no
+document and not kept (``_held``), as migrate writes them; ``refuse`` allows both only on a
+table that nests no other, whose rows are then the whole of what such a change brings in.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from migrator.plan.batch import Command, Row
 from migrator.plan.expiry import decode_row, encode_row
 from migrator.plan.nesting import Groups, Level, commands
 from migrator.plan.nesting_side import Side, members_key, rows_key, sides, walk
+from migrator.plan.where import row_test
 
 Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
 
@@ -58,25 +63,46 @@ def refuse(tops: dict[str, Level], cluster: bool, logged: bool) -> None:
         if top.layout.table.expire is not None:
             raise MigratorError(
                 f"tables.{top.name}: sync does not keep nested documents of a table with "
-                "expire:", f"drop expire: from {top.name}, or {FIX}",
-            )  # fmt: skip
+                "expire: (the rows kept beside the documents have no TTL, and no sweep removes "
+                "the rows of an expired document's tree)",
+                f"drop expire: from {top.name}, or {FIX}",
+            )
         for level in walk(top):
             lay = level.layout
-            if lay.table.where is not None:
+            where = lay.table.where
+            below = ", ".join(c.name for c in level.children)
+            inner = "is the top" if level is top else f"nests {below}"
+            if where is not None and (level is top or level.children):
                 raise MigratorError(
-                    f"tables.{level.name}.where: sync does not keep nested documents of a "
-                    "tree with a row filter", f"drop where: from {level.name}, or {FIX}",
+                    f"tables.{level.name}.where: sync keeps a row filter in a tree of nested "
+                    f"documents only on a table that nests no other ({level.name} {inner}): "
+                    "the rows below a row the filter leaves out are in no document and not "
+                    "kept, so sync cannot write them when the row enters it",
+                    f"drop where: from {level.name}, or move it to a table that nests no "
+                    f"other, or {FIX}",
                 )  # fmt: skip
             own: list[ForeignKey] = []
             for parent in [p for p in walk(top) if level in p.children]:
                 fk = nesting_fk(level, parent)
                 own.append(fk)
                 cols = [c for c in fk.columns if lay.resolved.schema.column(c).nullable]
-                if cols:
+                if cols and level.children:
                     raise MigratorError(
-                        f"tables.{level.name}.nest: sync keeps nested documents whose "
-                        f"foreign key's columns are NOT NULL ({', '.join(cols)} may be NULL)",
+                        f"tables.{level.name}.nest: sync keeps nested documents whose foreign "
+                        f"key's columns may be NULL ({', '.join(cols)}) only on a table "
+                        f"that nests no other ({level.name} {inner}): the rows below a row "
+                        "with a NULL key are in no document and not kept, so sync cannot "
+                        "write them when the key is set",
                         f"make {', '.join(cols)} NOT NULL in MySQL, or {FIX}",
+                    )
+                read = [] if where is None else [c for c in fk.columns if c in where.columns]
+                if read and not logged and "ON UPDATE CASCADE" in fk.unlogged_rules:
+                    raise MigratorError(  # (a row SET NULL empties is in no document)
+                        f"tables.{level.name}.where: the row filter reads the nesting foreign "
+                        f"key's columns ({', '.join(read)}): its ON UPDATE CASCADE can bring "
+                        "into it a row sync does not hold",
+                        "keep where: off the foreign key's columns, or make the rule RESTRICT, "
+                        f"or {FIX}",
                     )
             for fk in lay.resolved.schema.foreign_keys:
                 if logged or any(fk is o for o in own) or not fk.unlogged_rules:
@@ -105,10 +131,15 @@ class NestSync:
         self.top_of: dict[str, Level] = {}
         self.parent: dict[str, Level] = {}
         self.rule: dict[str, ForeignKey] = {}  # nested table -> its foreign key to the parent
+        #: a nested table's row filter (``where:``, on a table that nests no other: ``refuse``)
+        self.keeps: dict[str, Callable[[Row], bool]] = {}
         for top in tops.values():
             self.sides.update(sides(top))
             for level in walk(top):
                 self.top_of[level.name] = top
+                lay = level.layout
+                if lay.table.where is not None:
+                    self.keeps[level.name] = row_test(lay.table.where, lay.pos, lay.resolved.schema)
                 for child in level.children:
                     self.parent[child.name] = level
                     self.rule[child.name] = nesting_fk(child, level)
@@ -184,16 +215,25 @@ class NestSync:
         if side is None:
             return
         level, top = side.level, self.top_of[table]
-        if before is not None:
+        if before is not None and self._held(side, before):
             pk = side.key(before)
             self._put(level, pk, None)
             self._mark(level, top, side, before, pk, into=False)
-        if after is not None:
+        if after is not None and self._held(side, after):
             pk = side.key(after)
             self._put(level, pk, encode_row(tuple(after)))
             self._mark(level, top, side, after, pk, into=True)
         if before is not None and not self.logged:
             self._cascade(level, before, after)
+
+    def _held(self, side: Side, row: Row) -> bool:
+        """Whether the row is in a document (and so in the side structure, as migrate writes
+        it): a nested row names a parent (no NULL in its foreign key) and its filter keeps it
+        (``refuse`` lets both be only on tables that nest no other, so its parent is held)."""
+        if side.up and side.parent(row) is None:
+            return False
+        keeps = self.keeps.get(side.level.name)
+        return keeps is None or keeps(row)
 
     def _mark(self, level: Level, top: Level, side: Side, row: Row, pk: bytes, into: bool) -> None:
         if level is top:
@@ -218,14 +258,16 @@ class NestSync:
         for child in level.children:
             fk = self.rule[child.name]
             rule = (fk.on_delete if after is None else fk.on_update).upper()
-            if rule != "CASCADE":
+            if rule not in ("CASCADE", "SET NULL"):
                 continue  # RESTRICT / NO ACTION: MySQL let it happen only without children
             for row in self.children(child, old):
                 new: Row | None = None
-                if after is not None:
+                if after is not None or rule == "SET NULL":
                     moved = list(row)
                     for k, i in enumerate(child.by):
-                        moved[i] = after[child.refs[k]]
+                        moved[i] = (
+                            None if after is None or rule == "SET NULL" else after[child.refs[k]]
+                        )
                     new = tuple(moved)
                 self.change(child.name, row, new)
 

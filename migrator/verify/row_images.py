@@ -41,6 +41,16 @@ class ImageCheck:
         reads += [(b"SMISMEMBER", key, *members) for key, members in sets.items()]
         return reads, (images, sets)
 
+    def near(self, rows: Sequence[Row]) -> None:
+        """Rows too close to their expiry to judge (verify/expiry.py): their images and
+        members are explained, present or not."""
+        for row in rows:
+            for kind, key, sub, _ in self.s.entries(row):
+                if kind == "h":
+                    self.fields.add(sub)
+                else:
+                    self.members.setdefault(key, set()).add(sub)
+
     def check(self, replies: list[Any], context: Any) -> None:
         images, sets = context
         key = self.s.key

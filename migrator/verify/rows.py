@@ -191,6 +191,8 @@ class RowChecks:
     def _near(self, rows: list[Row]) -> None:
         """Rows too close to their expiry to judge: the shared keys they write are expected
         (not stray), with none of their members (those present are explained by the row)."""
+        if self.images is not None:
+            self.images.near(rows)
         for name in CARDINALITY:
             if name in self.structures and rows:
                 b = run_structure(self.structures[name], rows)
