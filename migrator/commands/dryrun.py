@@ -16,22 +16,21 @@ succeeded, so a failed run leaves no half-written export behind.
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, Any
 
 from migrator.commands.dryrun_notes import expiry_note, stream_note
+from migrator.commands.dryrun_sink import PlanSink
 from migrator.commands.nested import every_table, nesting_trees
 from migrator.commands.session import check_batch_size, load, opened, target_url
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError
-from migrator.mapping.model import Template
 from migrator.mapping.resolve import Resolved
-from migrator.plan.estimate import Limits, MemoryModel, keyspace
+from migrator.plan.estimate import Limits, keyspace
 from migrator.plan.finish import finish_commands
 from migrator.plan.nesting import Groups, Level
 from migrator.plan.nesting import commands as nested_commands
@@ -177,91 +176,6 @@ class DryRunReport:
             "rejected": self.rejected,
             "tables": [t.as_dict() for t in self.tables],
         }
-
-
-class Classifier:
-    """Which structure of a table wrote a command, from the command name and its key."""
-
-    ONCE: ClassVar[set[str]] = {
-        "hash", "columns", "document", "unique-string", "counter", "latest",
-    }  # fmt: skip
-
-    def __init__(self, plan: TablePlan) -> None:
-        rules: dict[bytes, list[tuple[str, re.Pattern[bytes] | None]]] = {}
-        by_command = {
-            "hash": b"HSET", "unique": b"HSET", "columns": b"SET", "unique-string": b"SET",
-            "counter": b"SET", "index": b"SADD", "set": b"SADD", "sorted": b"ZADD",
-            "latest": b"RPUSH", "rows": b"HSET", "stream": b"XADD", "vector": b"VADD",
-            "document": b"JSON.SET" if plan.table.kind == "json" else b"SET",
-        }  # fmt: skip
-        literal = {"unique", "rows", "stream"}  # plain key names, not templates
-        # exact names first, so a template cannot claim them
-        order = ["unique", "rows", "counter", "latest", *by_command]
-        patterns = dict(plan.patterns())
-        if plan.table.streams is not None:  # the first load's snapshot entries
-            patterns["stream"] = [plan.table.streams.key]
-        sets = [t for t in patterns.get("rows", []) if t.endswith("{values}")]
-        for text in sets:  # row images' SETs per foreign-key value (plan/row_images.py)
-            rules.setdefault(b"SADD", []).append(("rows", _template(text)))
-        for name in dict.fromkeys(order):
-            for text in [t for t in patterns.get(name, []) if t not in sets]:
-                rx = _literal(text) if name in literal else _template(text)
-                rules.setdefault(by_command[name], []).append((name, rx))
-        self.rules = rules
-
-    def __call__(self, command: Command) -> str | None:
-        rules = self.rules.get(command[0].upper())
-        if not rules:
-            return None
-        if len(rules) == 1:
-            return rules[0][0]
-        key = command[1]
-        for name, rx in rules:
-            if rx is None or rx.fullmatch(key):
-                return name
-        return rules[-1][0]
-
-
-def _literal(text: str) -> re.Pattern[bytes]:
-    return re.compile(re.escape(text.encode()), re.S)
-
-
-def _template(text: str) -> re.Pattern[bytes] | None:
-    try:
-        t = Template.parse(text)
-    except ValueError:
-        return None
-    parts = [re.escape(p.encode()) if isinstance(p, str) else b".*" for p in t.parts]
-    return re.compile(b"".join(parts), re.S)
-
-
-class PlanSink:
-    """The dry-run's sink for one table: counts and sizes keys, optionally writes RESP."""
-
-    def __init__(self, plan: TablePlan, out: IO[bytes] | None, limits: Limits) -> None:
-        self.classify = Classifier(plan)
-        self.models: dict[str, MemoryModel] = {}
-        self.limits = limits
-        self.out = out
-        self.commands = 0
-        self.bytes = 0
-
-    def write(self, commands: Sequence[Command], packed: bytes | None = None) -> None:
-        """Count and size ``commands``; with a RESP file, append them to it (``packed``:
-        their bytes as ``TablePlan.pack`` made them)."""
-        self.commands += len(commands)
-        if self.out is not None and commands:
-            data = resp(commands) if packed is None else packed
-            self.out.write(data)
-            self.bytes += len(data)
-        for cmd in commands:
-            name = self.classify(cmd)
-            if name is None:  # MULTI, DEL, EXEC around a latest list
-                continue
-            model = self.models.get(name)
-            if model is None:
-                model = self.models[name] = MemoryModel(self.limits)
-            model.add(cmd, once=name in Classifier.ONCE)
 
 
 CLUSTER_STREAMS = (

@@ -24,7 +24,7 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from migrator.commands.dryrun import PlanSink
+from migrator.commands.dryrun_sink import PlanSink
 from migrator.errors import MigratorError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved

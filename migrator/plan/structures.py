@@ -7,7 +7,7 @@ and ``patterns`` names the keys it writes, for people (dry-run) and SCAN (verify
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from migrator.mapping.kinds import Kind
@@ -382,6 +382,15 @@ class TagSets(Structure):
 
     def patterns(self) -> list[str]:
         return [text for text, *_ in self.items]
+
+
+def run_structure(structure: Structure, rows: Sequence[Row]) -> Batch:
+    """The writes of ``rows`` for one structure, in a batch of their own (verify's reads)."""
+    b = Batch()
+    add = structure.add
+    for row in rows:
+        add(row, b)
+    return b
 
 
 #: the registry: the structure classes a table may get, in the order their commands go out

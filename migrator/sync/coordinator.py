@@ -72,9 +72,10 @@ from migrator.sync.identity import (
 )
 from migrator.sync.nesting import cascade_plans
 from migrator.sync.nesting import refuse as refuse_nesting
-from migrator.sync.online_snapshot import FIELD, SNAPSHOT_CHUNK_ROWS, dump_queue, first_run_queue
+from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS
 from migrator.sync.recovery import SyncRun
 from migrator.sync.schema_watch import Resnapshot
+from migrator.sync.snapshot_queue import FIELD, dump_queue, first_run_queue
 from migrator.urls import mask
 
 

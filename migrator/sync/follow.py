@@ -57,8 +57,9 @@ from migrator.sync.head import HeadWatch
 from migrator.sync.log import event
 from migrator.sync.nesting import NestSync, cascade_plans
 from migrator.sync.nesting import refuse as refuse_nesting
-from migrator.sync.online_snapshot import FIRST_RUN, SNAPSHOT_CHUNK_ROWS, Snapshots, load_queue
+from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS, Snapshots
 from migrator.sync.schema_watch import Resnapshot, SchemaWatch, resnapshot_by_hand
+from migrator.sync.snapshot_queue import FIRST_RUN, load_queue
 from migrator.sync.table_changes import TableChanges
 
 MAX_GROUP_ROWS = 5000  # row changes applied in one MULTI/EXEC at most (whole transactions)

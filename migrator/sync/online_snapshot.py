@@ -38,14 +38,13 @@ was at. Counters and latest lists are rebuilt after a table's last chunk (plan/f
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from migrator.errors import MigratorError, TableChanged
@@ -68,55 +67,23 @@ from migrator.source.snapshot import is_mariadb, start_snapshot, wait_visible
 from migrator.source.where import clause
 from migrator.store.cluster_sink import Writer, sink_for, writer_for
 from migrator.store.keys import remove_owned
+from migrator.sync.snapshot_queue import (
+    FIELD,
+    FIRST_RUN,
+    Pending,
+    dump_queue,
+)
 
 #: default rows per chunk (``sync --chunk-rows``)
 SNAPSHOT_CHUNK_ROWS = 50_000
 #: a chunk read again this many times when its table changes under its read view each time
 _CHANGED_RETRIES = 5
-#: the state hash's field that holds the snapshots' progress
-FIELD = "snapshot"
-#: why a table of the first run's online load is queued (``Pending.reason``)
-FIRST_RUN = "first run"
 
 Key = tuple[bytes | None, ...]
 
 
-@dataclass
-class Pending:
-    """One table's snapshot, as stored: where it stands and why it was asked for."""
-
-    table: str
-    reason: str
-    after: list[str] | None = None  # the last key loaded, each part hex (None: none yet)
-    chunk: int = 0  # chunks loaded
-    chunks: int = 0  # chunks expected (from the table's row estimate; 0: not started)
-    rows: int = 0  # rows written from the chunks
-    cleared: bool = False  # the table's old keys are removed
-
-
-def first_run_queue(resolved: list[Resolved], chunk_rows: int) -> list[Pending]:
-    """The first run's online load: every table, in the mapping's order, its keys already
-    removed by the first run."""
-    return [
-        Pending(r.name, FIRST_RUN, cleared=True,
-                chunks=max(1, math.ceil((r.schema.row_estimate or 0) / chunk_rows)))
-        for r in resolved
-    ]  # fmt: skip
-
-
 def _passed(applied: BinlogPosition, head: BinlogPosition) -> bool:
     return (applied.file, applied.pos) >= (head.file, head.pos)
-
-
-def load_queue(stored: dict[str, str]) -> list[Pending]:
-    raw = stored.get(FIELD) or ""
-    if not raw:
-        return []
-    return [Pending(**p) for p in json.loads(raw)]
-
-
-def dump_queue(queue: list[Pending]) -> str:
-    return json.dumps([asdict(p) for p in queue], separators=(",", ":")) if queue else ""
 
 
 @dataclass

@@ -18,8 +18,9 @@ from migrator.sync.apply import position_fields
 from migrator.sync.figures import SyncFigures
 from migrator.sync.log import event
 from migrator.sync.nesting import NestSync
-from migrator.sync.online_snapshot import FIRST_RUN, Pending, Snapshots
+from migrator.sync.online_snapshot import Snapshots
 from migrator.sync.schema_watch import Replan, Resnapshot, SchemaWatch, short_query, stopped
+from migrator.sync.snapshot_queue import FIRST_RUN, Pending
 
 
 class TableChanges:

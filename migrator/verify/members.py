@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from migrator.mapping.model import Template
 from migrator.plan.escape import composite
+from migrator.plan.structures import run_structure
 from migrator.plan.values import Kind
 from migrator.retry import Retrying
 from migrator.source.selects import keyset_value
 from migrator.source.where import clause
 from migrator.store.sink import retry
 from migrator.verify.expiry import TOLERANCE
-from migrator.verify.rows import run_structure
 
 if TYPE_CHECKING:
     from migrator.verify.rows import RowChecks

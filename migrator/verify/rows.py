@@ -11,6 +11,7 @@ from typing import Any
 
 from migrator.plan.planner import Batch, KeyFn, Row, Stats, Structure, TablePlan
 from migrator.plan.row_images import RowImages
+from migrator.plan.structures import run_structure
 from migrator.verify import documents
 from migrator.verify import report as vr
 from migrator.verify.expiry import ExpiryChecks
@@ -400,14 +401,6 @@ class RowChecks:
             self.expected[name] = {}
         self.absent.clear()
         return suspects
-
-
-def run_structure(structure: Structure, rows: Sequence[Row]) -> Batch:
-    b = Batch()
-    add = structure.add
-    for row in rows:
-        add(row, b)
-    return b
 
 
 def _per_row(
