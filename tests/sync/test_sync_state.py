@@ -47,7 +47,7 @@ def test_an_entry_refused_inside_exec_is_named_and_never_waited_for(redis_url: s
     whatever IDs came before it."""
     client = redis.Redis.from_url(redis_url, socket_timeout=5)
     client.set(b"taken", b"x")
-    group = [(b"XADD", b"s", b"*", b"a", b"%d" % i) for i in range(3000)]
+    group: list[tuple[bytes, ...]] = [(b"XADD", b"s", b"*", b"a", b"%d" % i) for i in range(3000)]
     group += [(b"XADD", b"taken", b"*", b"a", b"1"), (b"SET", b"after", b"1")]
     began = time.monotonic()
     with pytest.raises(TargetError) as caught:
