@@ -17,7 +17,7 @@ moves), updates one row's ``c``, deletes one row and inserts it again — four r
    ``--seconds`` (the source's txn/s); then ``sync --until-caught-up`` applies the backlog:
    its txn/s and row changes/s, their ratio to the source's rate, and the CPU per 1,000
    transactions of sync's reader (its process, which decodes the log, and the thread that
-   takes the events from it) and of its applying thread.
+   takes the events from it), of its applying thread and of Redis (``INFO cpu``).
 2. Live (``--live`` seconds, 0: skip): sync follows while sysbench writes at full speed.
    The lag is measured independently of sync: every 20 ms the source's log end
    (``SHOW MASTER STATUS`` / ``SHOW BINARY LOG STATUS``) is noted with the time; the lag at a
@@ -29,6 +29,13 @@ moves), updates one row's ``c``, deletes one row and inserts it again — four r
    of each write is when Redis first held it less the time written: p50/p99/max.
 
 ``--runs 0`` skips the backlog runs (the live run alone).
+
+``--streams on`` gives every table a change stream (``options.streams: true``,
+docs/sync.md#change-streams: an XADD per row change in each group's MULTI/EXEC); ``both`` runs
+each backlog run twice, streams off then on, under a mapping of each (two sync states over
+the same keys; before its measured run each first catches up untimed, so its backlog is that
+run's sysbench alone). With streams, Redis's memory per entry is printed after the runs:
+``MEMORY USAGE`` of each stream (``SAMPLES 0``: every node counted) over its ``XLEN``.
 
 The machine's load average is printed with every figure: on a shared machine they are noisy.
 """
@@ -49,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import pymysql
+import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -73,6 +81,14 @@ MAPPING = (
 RELAXED = ("--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0",
            "--innodb-buffer-pool-size=256M")  # fmt: skip
 ROOT = Path(__file__).resolve().parent.parent
+STREAMS = MAPPING.replace("version: 1\n", "version: 1\noptions:\n  streams: true\n", 1)
+
+
+def mapping_of(streams: bool) -> Any:
+    """The benchmark's mapping, with a change stream per table or without (a state each)."""
+    if streams:
+        return parse_mapping(STREAMS, name="sysbench-streams")
+    return parse_mapping(MAPPING, name="sysbench")
 
 
 def load() -> str:
@@ -181,11 +197,15 @@ class ThreadCPU:
 
 
 def backlog(
-    src: Source, target: str, seconds: float, threads: int, server_id: int
+    src: Source, target: str, seconds: float, threads: int, server_id: int, streams: bool = False
 ) -> dict[str, float]:
-    mapping = parse_mapping(MAPPING, name="sysbench")
+    mapping = mapping_of(streams)
+    sync(
+        mapping, source=src.url, target=target, until_caught_up=True, server_id=server_id
+    )  # untimed: the other mapping's runs, when there are two
     rate = sysbench(src, "run", threads, seconds)
     written_load = load()
+    redis_cpu = redis_seconds(target)
     cpu = ThreadCPU()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)  # sync's reader process, once ended
     out: dict[str, Any] = {}
@@ -200,6 +220,7 @@ def backlog(
     runner.start()
     runner.join()
     threads_cpu = cpu.stop()
+    redis_cpu = redis_seconds(target) - redis_cpu
     ended = resource.getrusage(resource.RUSAGE_CHILDREN)
     decoder = max(0.0, ended.ru_utime + ended.ru_stime - children.ru_utime - children.ru_stime)
     report, secs = out["report"], out["seconds"]
@@ -215,12 +236,38 @@ def backlog(
         f"[{src.engine}] source (sysbench oltp_write_only, {threads} threads, {seconds:.0f} s): "
         f"{rate:,.0f} txn/s; {written_load}"
     )
-    print(f"[{src.engine}] sync --until-caught-up: {txns:,} transactions ({rows:,} row changes) "
-          f"in {secs:.2f} s = {drain:,.0f} txn/s, {rows / secs:,.0f} row changes/s; "
+    on = " (streams on)" if streams else ""
+    print(f"[{src.engine}] sync --until-caught-up{on}: {txns:,} transactions ({rows:,} row "
+          f"changes) in {secs:.2f} s = {drain:,.0f} txn/s, {rows / secs:,.0f} row changes/s; "
           f"ratio {drain / rate:.2f}x the source's rate; CPU per 1,000 txn: reader "
           f"{per_1000(pump + decoder)} ({per_1000(decoder)} in its process), applier "
-          f"{per_1000(applier)}; {load()}")  # fmt: skip
+          f"{per_1000(applier)}, Redis {per_1000(redis_cpu)}; {load()}")  # fmt: skip
     return {"source": rate, "drain": drain, "ratio": drain / rate}
+
+
+def redis_seconds(target: str) -> float:
+    """The CPU seconds Redis has used (INFO cpu: user and system, its main thread's included)."""
+    client = redis.Redis.from_url(target)
+    info: Any = client.info("cpu")
+    client.close()
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def stream_memory(src: Source, target: str) -> None:
+    """Redis's bytes per change-stream entry: MEMORY USAGE (every node sampled) / XLEN."""
+    client = redis.Redis.from_url(target)
+    total = entries = 0
+    for key in sorted(client.scan_iter(match="*:changes", _type="stream")):
+        n = int(client.xlen(key))
+        size = int(client.memory_usage(key, samples=0) or 0)
+        total, entries = total + size, entries + n
+        if n:
+            print(f"[{src.engine}] stream {key.decode()}: {n:,} entries, {size:,} bytes = "
+                  f"{size / n:.0f} bytes per entry")  # fmt: skip
+    client.close()
+    if entries:
+        print(f"[{src.engine}] streams: {entries:,} entries, {total / entries:.0f} bytes per "
+              f"entry (MEMORY USAGE ... SAMPLES 0 / XLEN)")  # fmt: skip
 
 
 def live(src: Source, target: str, seconds: float, threads: int, server_id: int) -> None:
@@ -305,6 +352,12 @@ def main() -> None:
         "--runs", type=int, default=1, help="backlog runs (a new backlog each; 0: live alone)"
     )
     parser.add_argument(
+        "--streams",
+        choices=["off", "on", "both"],
+        default="off",
+        help="change streams on every table (both: each backlog run with and without)",
+    )
+    parser.add_argument(
         "--switch-interval", type=float, default=sys.getswitchinterval(),
         help="the interpreter's switch interval in this process, where sync runs (default: "
         "CPython's, %(default)s s; an experiment, docs/performance.md)",
@@ -321,15 +374,24 @@ def main() -> None:
             cur.execute("USE sbtest")
             cur.execute(PROBE_SCHEMA)
             cur.execute("INSERT INTO probe VALUES (1, 0)")
-        sync(parse_mapping(MAPPING, name="sysbench"), source=src.url, target=target.url,
-             until_caught_up=True, server_id=9201)  # fmt: skip
-        ratios = [backlog(src, target.url, args.seconds, args.threads, 9202)["ratio"]
-                  for _ in range(args.runs)]  # fmt: skip
-        if args.runs > 1:
-            print(
-                f"[{src.engine}] ratio over {args.runs} runs: median "
-                f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f})"
-            )
+        modes = {"off": [False], "on": [True], "both": [False, True]}[args.streams]
+        for streams in modes:  # the first load of each mapping's state
+            sync(mapping_of(streams), source=src.url, target=target.url,
+                 until_caught_up=True, server_id=9201)  # fmt: skip
+        ratios: dict[bool, list[float]] = {m: [] for m in modes}
+        for _ in range(args.runs):
+            for streams in modes:
+                ratios[streams].append(backlog(src, target.url, args.seconds, args.threads,
+                                               9202, streams)["ratio"])  # fmt: skip
+        for streams, got in ratios.items():
+            if len(got) > 1:
+                print(
+                    f"[{src.engine}] ratio over {args.runs} runs"
+                    f"{' (streams on)' if streams else ''}: median "
+                    f"{statistics.median(got):.2f}x (min {min(got):.2f}, max {max(got):.2f})"
+                )
+        if True in modes:
+            stream_memory(src, target.url)
         if args.live:
             live(src, target.url, args.live, args.threads, 9203)
     finally:

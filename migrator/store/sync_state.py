@@ -21,6 +21,7 @@ gets a position again without a new load, and a position is trusted only with it
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 import redis
@@ -183,23 +184,65 @@ def _send(
 
 def exec_group(conn: Any, payload: bytes, commands: Sequence[Command]) -> None:
     """Send the MULTI/EXEC ``payload`` of ``commands`` on ``conn`` and check the replies. Every
-    reply is one line (``+OK``, ``+QUEUED``, ``*n``, integers, errors), so they are counted by
-    line and only looked at when one is an error: 2n + 2 lines, or n + 2 when EXEC answers
-    ``-EXECABORT`` or, when a watched key changed, a null (``ABORTED``: then nothing more
-    comes, so the count must not wait for more — it would wait for the socket's timeout)."""
+    reply is one line (``+OK``, ``+QUEUED``, ``*n``, integers, errors) but an XADD's inside
+    EXEC, its entry's ID (``$15``, the ID: two lines), so they are counted by line and only
+    looked at when one is an error: 2n + 2 lines and one more per XADD, or n + 2 when EXEC
+    answers ``-EXECABORT`` or, when a watched key changed, a null (``ABORTED``: then nothing
+    more comes, so the count must not wait for more — it would wait for the socket's
+    timeout). An XADD refused inside EXEC answers one line: with an error among the replies
+    they are counted as replies (``_ends``). A count short of the replies would leave the
+    rest on the connection, read as the next command's reply."""
     n = len(commands)
+    ids = list(map(itemgetter(0), commands)).count(b"XADD")  # C loops: the hot path
     replies = read_counted(
         conn,
         payload,
-        2 * n + 2,
+        2 * n + 2 + ids,
         lambda got, r: (
-            got >= n + 2 and (b"-EXECABORT" in r or (got == n + 2 and r.endswith(ABORTED)))
+            got >= n + 2
+            and (
+                b"-EXECABORT" in r
+                or (got == n + 2 and r.endswith(ABORTED))
+                or (ids > 0 and got >= 2 * n + 2 and b"\n-" in r and _ends(r, n + 2) is not None)
+            )
         ),
     )
     if replies.count(b"\r\n") == n + 2 and replies.endswith(ABORTED):
         raise lost(GONE)  # the hash changed between WATCH and EXEC: flushed, or replaced
     if replies[:1] == b"-" or b"\n-" in replies:
         raise _first_error(bytes(replies), commands)
+
+
+def _end(buf: bytes | bytearray, i: int) -> int | None:
+    """Where the RESP reply that starts at ``i`` ends, or None when ``buf`` has not all of it."""
+    line = buf.find(b"\r\n", i)
+    if line < 0:
+        return None
+    kind, after = buf[i : i + 1], line + 2
+    if kind in (b"$", b"=", b"!"):  # blob: its length, then its bytes (-1: a null)
+        size = int(buf[i + 1 : line])
+        stop = after if size < 0 else after + size + 2
+        return stop if stop <= len(buf) else None
+    if kind in (b"*", b"%", b"~", b">", b"|"):  # aggregates: their elements (a map's: pairs)
+        count = int(buf[i + 1 : line]) * (2 if kind in (b"%", b"|") else 1)
+        for _ in range(max(count, 0)):
+            end = _end(buf, after)
+            if end is None:
+                return None
+            after = end
+    return after
+
+
+def _ends(buf: bytes | bytearray, count: int) -> list[int] | None:
+    """The starts of the first ``count`` replies in ``buf`` and the end of the last, or None
+    when they have not all arrived."""
+    at = [0]
+    for _ in range(count):
+        end = _end(buf, at[-1])
+        if end is None:
+            return None
+        at.append(end)
+    return at
 
 
 def _watch(conn: Any, state: SyncState, once: dict[str, str] | None = None) -> bool:
@@ -226,12 +269,27 @@ def _watch(conn: Any, state: SyncState, once: dict[str, str] | None = None) -> b
 
 
 def _first_error(replies: bytes, commands: Sequence[Command]) -> Exception:
+    """The first refused command of a MULTI/EXEC (MULTI's, a queued one's, EXEC's or one of
+    EXEC's elements), counted by replies (an XADD's ID is two lines)."""
     n = len(commands)
-    lines = replies.split(b"\r\n")
-    i = next(i for i, line in enumerate(lines) if line[:1] == b"-")
-    message = lines[i][1:].decode("utf-8", "replace")
-    if 1 <= i <= n:  # refused when queued
-        return refused(commands[i - 1], message)
-    if i >= n + 2:  # refused inside EXEC
-        return refused(commands[i - n - 2], message)
-    return refused((b"MULTI",) if i == 0 else (b"EXEC",), message)
+    at = _ends(replies, n + 2)
+    assert at is not None, "the replies were read whole"
+    for i in range(n + 1):
+        if replies[at[i] : at[i] + 1] == b"-":  # MULTI, or a command refused when queued
+            return _refused(replies, at[i], (b"MULTI",) if i == 0 else commands[i - 1])
+    start = at[n + 1]
+    if replies[start : start + 1] == b"-":
+        return _refused(replies, start, (b"EXEC",))
+    element = replies.index(b"\r\n", start) + 2
+    for command in commands:  # EXEC's array: a reply per command
+        if replies[element : element + 1] == b"-":
+            return _refused(replies, element, command)
+        end = _end(replies, element)
+        assert end is not None
+        element = end
+    raise AssertionError("an error reply was found but no refused command")
+
+
+def _refused(replies: bytes, at: int, command: Command) -> Exception:
+    line = replies[at + 1 : replies.index(b"\r\n", at)]
+    return refused(command, line.decode("utf-8", "replace"))

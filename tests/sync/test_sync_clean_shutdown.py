@@ -13,7 +13,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +22,9 @@ import redis
 
 from migrator.commands import verify
 from migrator.mapping.loader import parse_mapping
-from tests.binlog_server import PrivateMariaDB, missing
+from tests.binlog_server import PrivateMariaDB
 from tests.faults import redis_server_problem, wait_for
-from tests.mysql_server import PrivateMySQL, mysql_problem
+from tests.mysql_server import PrivateMySQL
 from tests.services import create_database
 from tests.sync.helpers import following, master_position, write_random
 from tests.sync.workload import MAPPING, SCHEMA
@@ -37,20 +36,6 @@ pytestmark = pytest.mark.skipif(
 _ids = iter(range(9700, 9800))
 RETRIES = "options:\n  retries: {attempts: %d, backoff: 0.2, max_backoff: 1}\n"
 STATE = "migrator:m:sync"
-
-
-@pytest.fixture(params=["mariadb", "mysql"])
-def own_source(request: pytest.FixtureRequest) -> Iterator[PrivateMariaDB | PrivateMySQL]:
-    """A private server of the engine (the tests shut it down)."""
-    problem = missing() if request.param == "mariadb" else mysql_problem()
-    if problem:
-        pytest.skip(problem)
-    server = PrivateMariaDB() if request.param == "mariadb" else PrivateMySQL()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 class Writes(threading.Thread):

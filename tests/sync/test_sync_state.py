@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 
@@ -22,6 +24,37 @@ def test_refused_inside_exec_names_the_command(redis_client: redis.Redis) -> Non
     with pytest.raises(TargetError) as caught:
         write_atomic(redis_client, [(b"SET", b"a", b"1"), (b"SADD", b"s", b"m")])
     assert "SADD s" in caught.value.message and "WRONGTYPE" in caught.value.message
+
+
+def test_a_group_of_many_entries_leaves_no_reply_unread(redis_client: redis.Redis) -> None:
+    """An XADD's reply inside EXEC is its entry's ID, two lines: a group of 20,000 (its
+    replies arrive in several reads) was read 20,000 lines short, and the next group on the
+    connection read them as its own (a protocol error, sysbench_bench.py --streams on)."""
+    state = SyncState(redis_client, "many")
+    state.begin()
+    entries = [(b"XADD", b"s", b"*", b"op", b"insert", b"pk", b"%d" % i) for i in range(20_000)]
+    for k in range(3):
+        at = ("b.000001", str(100 + k))
+        write_atomic(redis_client, [*entries, state.command({"file": at[0], "pos": at[1]})],
+                     state, once=at)  # fmt: skip
+    assert redis_client.xlen(b"s") == 60_000
+    assert redis_client.hget(state.key, "pos") == b"102"
+
+
+def test_an_entry_refused_inside_exec_is_named_and_never_waited_for(redis_url: str) -> None:
+    """An XADD refused inside EXEC answers one line, not two: the replies are then counted as
+    replies (no wait for a line that never comes), and the refused command is the one named,
+    whatever IDs came before it."""
+    client = redis.Redis.from_url(redis_url, socket_timeout=5)
+    client.set(b"taken", b"x")
+    group: list[tuple[bytes, ...]] = [(b"XADD", b"s", b"*", b"a", b"%d" % i) for i in range(3000)]
+    group += [(b"XADD", b"taken", b"*", b"a", b"1"), (b"SET", b"after", b"1")]
+    began = time.monotonic()
+    with pytest.raises(TargetError) as caught:
+        write_atomic(client, group)
+    assert time.monotonic() - began < 4  # not the socket's timeout (5 s)
+    assert "XADD taken" in caught.value.message and "WRONGTYPE" in caught.value.message
+    assert client.ping() and client.xlen(b"s") == 3000  # the connection reads in step
 
 
 def test_refused_when_queued_aborts_the_whole_group(redis_client: redis.Redis) -> None:

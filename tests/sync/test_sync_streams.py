@@ -96,7 +96,7 @@ class Writer:
         cols = COLUMNS[table]
         with self.conn.cursor() as cur:
             if old is None and new is not None:
-                cur.execute(f"INSERT INTO {table} VALUES (%s, %s, %s)", new)
+                cur.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES (%s, %s, %s)", new)
             elif new is None and old is not None:
                 cur.execute(f"DELETE FROM {table} WHERE id = %s", (old[0],))
             elif old is not None and new is not None:
