@@ -34,9 +34,8 @@ def test_a_group_of_many_entries_leaves_no_reply_unread(redis_client: redis.Redi
     state.begin()
     entries = [(b"XADD", b"s", b"*", b"op", b"insert", b"pk", b"%d" % i) for i in range(20_000)]
     for k in range(3):
-        at = ("b.000001", str(100 + k))
-        write_atomic(redis_client, [*entries, state.command({"file": at[0], "pos": at[1]})],
-                     state, once=at)  # fmt: skip
+        at = {"file": "b.000001", "pos": str(100 + k)}
+        write_atomic(redis_client, [*entries, state.command(at)], state, once=at)
     assert redis_client.xlen(b"s") == 60_000
     assert redis_client.hget(state.key, "pos") == b"102"
 
