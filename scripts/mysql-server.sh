@@ -274,6 +274,10 @@ start() {
     mkdir -p "$TMPD"
     [[ $FRESH == yes ]] && rm -rf "$DATA"
     [[ -d $DATA/mysql ]] || initialize
+    # a server of this data dir killed (-9) leaves its socket's lock file, naming its pid: once
+    # another process has that pid (pids wrap at 32768), mysqld refuses to start ("Another
+    # process with pid N is using unix socket file"); ours is not running, so both are stale
+    rm -f "$SOCK" "$SOCK.lock"
     local args
     mapfile -t args < <(mysqld_args)
     args+=(--port="$PORT" --bind-address=127.0.0.1 --socket="$SOCK" --pid-file="$PIDFILE"
