@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from migrator.errors import MappingError
 from migrator.mapping.kinds import Kind
-from migrator.mapping.model import Mapping
+from migrator.mapping.model import Mapping, VectorField
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import Column
 from migrator.mapping.shape import suggest
@@ -65,9 +65,13 @@ class Attribute:
     #: a nested child's column: the nestings from the document's table down to the child's
     #: table, whose ``column`` it is (empty: a column of the table's own)
     via: tuple[Hop, ...] = dataclasses.field(default=(), compare=False)
+    #: VECTOR only: what follows the type (``FLAT 6 TYPE FLOAT32 DIM 32 DISTANCE_METRIC L2``)
+    vector: tuple[str, ...] = ()
 
     def args(self) -> list[str]:
         name = [self.field] if self.path is None else [self.path, "AS", self.field]
+        if self.type == "VECTOR":
+            return [*name, "VECTOR", *self.vector]
         if self.type == "TAG":
             out = [*name, "TAG", "SEPARATOR", TAG_SEPARATOR]
             return out + (["CASESENSITIVE"] if self.case_sensitive else [])
@@ -105,6 +109,9 @@ class SearchIndex:
     def version(self) -> str:
         """This definition's own index name; the alias points to it."""
         return f"{self.alias}:{self.digest}"
+
+    def vectors(self) -> tuple[Attribute, ...]:
+        return tuple(a for a in self.attributes if a.type == "VECTOR")
 
     def tags(self) -> tuple[Attribute, ...]:
         return tuple(a for a in self.attributes if a.type == "TAG")
@@ -194,6 +201,22 @@ def definition(r: Resolved, tables: Tables[str, Resolved] | None = None) -> Sear
         field = fields.get(column, column)
         json_path = "$" + _member(field) if doc else None
         attrs.append(Attribute(column, field, kind, sensitive, json_path))
+    for vec in search.vector:
+        where = f"{path}.vector.{vec.column}"
+        if vec.column not in ts.column_names:
+            attrs.append(_nested(r, vec.column, None, tables or {}, where, vec))
+            continue
+        if vec.column not in r.columns:
+            raise MappingError(
+                f"column {vec.column} of table {r.name} is not in its "
+                + ("document" if doc else "row hash") + ", so it cannot be a vector field",
+                path=where, hint=f"add it to tables.{r.name}.columns",
+            )  # fmt: skip
+        col = ts.column(vec.column)
+        field = fields.get(vec.column, vec.column)
+        json_path = "$" + _member(field) if doc else None
+        spec = vector_args(r.name, col, vec, where, own=True)
+        attrs.append(Attribute(vec.column, field, "VECTOR", False, json_path, vector=spec))
     if not attrs:
         raise MappingError(
             f"the search index of table {r.name} would index nothing: no index, unique, "
@@ -247,7 +270,12 @@ def _typed(
 
 
 def _nested(
-    r: Resolved, entry: str, forced: str | None, tables: Tables[str, Resolved], path: str
+    r: Resolved,
+    entry: str,
+    forced: str | None,
+    tables: Tables[str, Resolved],
+    path: str,
+    vec: VectorField | None = None,
 ) -> Attribute:
     """The attribute of a nested child's column that ``entry`` names (``tags.tagname``: the
     field ``tags`` of the documents, then a column of the table nested there)."""
@@ -299,12 +327,72 @@ def _nested(
             else suggest(rest, child.columns) or f"its columns: {', '.join(child.columns)}",
         )
     col = child.schema.column(rest)
-    formats = dict(child.table.formats)
-    kind, sensitive = _typed(child.name, col, forced, formats.get(rest), True, path, entry)
     field_name = dict(child.table.fields).get(rest, rest)
     json_path = "$" + "".join(_step(f, how) for f, how in steps) + _member(field_name)
     name = "_".join([*(f for f, _ in steps), field_name])
+    if vec is not None:
+        spec = vector_args(child.name, col, vec, path, own=False)
+        return Attribute(rest, name, "VECTOR", False, json_path, tuple(hops), spec)
+    formats = dict(child.table.formats)
+    kind, sensitive = _typed(child.name, col, forced, formats.get(rest), True, path, entry)
     return Attribute(rest, name, kind, sensitive, json_path, tuple(hops))
+
+
+def vector_args(table: str, col: Column, vec: VectorField, path: str, own: bool) -> tuple[str, ...]:
+    """FT.CREATE's words after ``VECTOR`` for ``col`` of ``table``: the algorithm, the count
+    of the words that follow, ``TYPE FLOAT32 DIM n DISTANCE_METRIC m`` and the algorithm's
+    parameters. MappingError when the column holds no float32 vector of a known dimension
+    (a nested child's, ``own`` False: a VECTOR column only)."""
+    dim = col.dimension
+    if dim is not None:
+        if vec.dim is not None and vec.dim != dim:
+            raise MappingError(
+                f"column {col.name} of table {table} is {col.column_type}: {dim} dimensions, "
+                f"but the mapping says dim: {vec.dim}",
+                path=path, hint=f"write dim: {dim}, or leave dim out (it is taken from the type)",
+            )  # fmt: skip
+    elif col.kind is Kind.BINARY and own:
+        if vec.dim is None:
+            raise MappingError(
+                f"column {col.name} ({col.column_type}) of table {table} is no VECTOR column, "
+                "so its dimension is unknown",
+                path=path,
+                hint="declare how many float32 (4 bytes each, little-endian) each value "
+                "packs: dim: 32",
+            )
+        dim = vec.dim
+        size = _declared_bytes(col.column_type)
+        fixed = col.column_type.lower().startswith("binary")
+        if size is not None and (size != 4 * dim if fixed else size < 4 * dim):
+            raise MappingError(
+                f"column {col.name} ({col.column_type}) of table {table} cannot hold {dim} "
+                f"float32 ({4 * dim} bytes)",
+                path=path, hint=f"write the dim its values pack (at most {size // 4})",
+            )  # fmt: skip
+    else:
+        what = "a VECTOR column" + ("" if not own else ", or a BLOB/VARBINARY of packed float32")
+        raise MappingError(
+            f"column {col.name} ({col.column_type}) of table {table} is not a vector: a vector "
+            f"field needs {what}",
+            path=path,
+            hint="name a VECTOR column"
+            + ("" if not own else ", or a BLOB/VARBINARY column with dim: n")
+            + (" (a nested child's BLOB cannot be one: see docs/mapping.md, vector fields)"
+               if not own and col.kind is Kind.BINARY else ""),
+        )  # fmt: skip
+    words = ["TYPE", "FLOAT32", "DIM", str(dim), "DISTANCE_METRIC", vec.metric]
+    for name, value in vec.params:
+        words += [name.upper(), str(value)]
+    return (vec.algorithm, str(len(words)), *words)
+
+
+def _declared_bytes(column_type: str) -> int | None:
+    """``varbinary(128)`` / ``binary(128)``: 128; a BLOB: None (its length is not declared)."""
+    head, _, rest = column_type.lower().partition("(")
+    if head.strip() not in ("binary", "varbinary"):
+        return None
+    digits = rest.split(")")[0].strip()
+    return int(digits) if digits.isdigit() else None
 
 
 def _under(child: Resolved, rest: str) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 
 from migrator.plan.planner import Batch, KeyFn, Row, Stats, Structure, TablePlan
 from migrator.plan.row_images import RowImages
+from migrator.plan.structures import vector_fields
 from migrator.verify import documents
 from migrator.verify import report as vr
 from migrator.verify.expiry import ExpiryChecks
@@ -247,7 +248,7 @@ class RowChecks:
                     add(vr.EXTRA_FIELD, key, f, None, h, [(b"HDEL", key, f)])
 
     def _documents(self, replies: list[Any], cmds: list[Command]) -> None:
-        present = documents.compare(cmds, replies, self.found)
+        present = documents.compare(cmds, replies, self.found, vector_fields(self.plan))
         self.present += present
         self.rows_present += present
 
