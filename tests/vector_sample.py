@@ -13,6 +13,7 @@ repeats an earlier one's embedding exactly, so that answers have ties. ``exact(.
 from __future__ import annotations
 
 import math
+import operator
 import random
 import struct
 from collections.abc import Callable, Iterable, Sequence
@@ -48,11 +49,13 @@ def products(n: int, dim: int, seed: int = 38, start: int = 1) -> list[tuple[Any
 
 
 def distance(metric: str) -> Callable[[Sequence[float], Sequence[float]], float]:
+    """The query engine's distance ``metric`` between two vectors, in 64-bit floats."""
+
     def dot(a: Sequence[float], b: Sequence[float]) -> float:
-        return math.fsum(x * y for x, y in zip(a, b, strict=True))
+        return sum(map(operator.mul, a, b))
 
     if metric == "L2":
-        return lambda a, b: math.fsum((x - y) ** 2 for x, y in zip(a, b, strict=True))
+        return lambda a, b: sum(d * d for d in map(operator.sub, a, b))
     if metric == "IP":
         return lambda a, b: 1 - dot(a, b)
     return lambda a, b: 1 - dot(a, b) / math.sqrt(dot(a, a) * dot(b, b))
