@@ -83,34 +83,41 @@ def knn(
     return [(float(doc.d), int(str(doc.id).split(":")[1])) for doc in found.docs]
 
 
+def vectors(db: MySQLDatabase, where: str = "1") -> list[tuple[int, bytes]]:
+    """(id, embedding) of the rows ``where`` keeps that have one, as MySQL holds them now
+    (HEX: pymysql cannot decode a VECTOR itself)."""
+    sql = f"SELECT id, HEX(embedding) FROM product WHERE ({where}) AND embedding IS NOT NULL"
+    return [(int(i), bytes.fromhex(v)) for i, v in db.query(sql + " ORDER BY id")]
+
+
 def exact_answer(
-    db: MySQLDatabase,
-    query: bytes,
-    metric: str,
-    k: int = 10,
-    where: str = "in_stock = 'yes' AND price <= 50",
+    rows: list[tuple[int, bytes]], query: bytes, metric: str, k: int = 10
 ) -> tuple[list[tuple[float, int]], dict[int, float]]:
-    """The k nearest rows MySQL holds now, computed here, and every passing row's distance."""
-    rows = [
-        (int(i), bytes.fromhex(v))
-        for i, v in db.query(f"SELECT id, HEX(embedding) FROM product WHERE {where}")
-    ]
+    """The k nearest of ``rows``, computed here, and every row's distance."""
     every = {i: d for d, i in exact(rows, query, len(rows), metric)}
     return sorted((d, i) for i, d in every.items())[:k], every
 
 
 def embedding(db: MySQLDatabase, i: int) -> bytes:
-    """A row's embedding as MySQL holds it (HEX: pymysql cannot decode a VECTOR itself)."""
-    return bytes.fromhex(db.query("SELECT HEX(embedding) FROM product WHERE id = %s", (i,))[0][0])
+    """A row's embedding as MySQL holds it."""
+    return vectors(db, f"id = {int(i)}")[0][1]
 
 
-def agrees(db: MySQLDatabase, client: redis.Redis, metric: str, probes: int = 20) -> None:
-    """KNN with the filter == the exact search over MySQL's rows, for ``probes`` query vectors
-    (embeddings of products, so that the product itself is among the answers when it passes)."""
-    ids = [int(r[0]) for r in db.query("SELECT id FROM product ORDER BY id")]
-    for i in ids[:: max(1, len(ids) // probes)][:probes]:
-        query = embedding(db, i)
-        want, every = exact_answer(db, query, metric)
+def probes_of(db: MySQLDatabase, probes: int) -> list[tuple[int, bytes]]:
+    """``probes`` products' embeddings, spread over the table, as query vectors."""
+    rows = vectors(db)
+    return rows[:: max(1, len(rows) // probes)][:probes]
+
+
+def agrees(
+    db: MySQLDatabase, client: redis.Redis, metric: str, probes: int = 20, keep: str = "1"
+) -> None:
+    """KNN with the filter == the exact search over MySQL's rows (those ``keep``, the table's
+    ``where:``, keeps), for ``probes`` query vectors (embeddings of products, so that the
+    product itself is among the answers when it passes)."""
+    rows = vectors(db, f"in_stock = 'yes' AND price <= 50 AND ({keep})")
+    for i, query in probes_of(db, probes):
+        want, every = exact_answer(rows, query, metric)
         got = knn(client, query)
         why = same_answer(got, want, every)
         assert why is None, f"query by product {i}: {why}"
@@ -361,11 +368,10 @@ def recall_at_10(
     )
     if not filtered:
         redis_where, mysql_where = "*", "1"
-    ids = [int(r[0]) for r in db.query("SELECT id FROM product ORDER BY id")]
+    rows = vectors(db, mysql_where)
     hits = total = 0
-    for i in ids[:: max(1, len(ids) // probes)][:probes]:
-        query = embedding(db, i)
-        want, every = exact_answer(db, query, metric, where=mysql_where)
+    for _, query in probes_of(db, probes):
+        want, every = exact_answer(rows, query, metric)
         got = knn(client, query, where=redis_where)
         bound = want[-1][0] + 1e-4 if want else 0
         hits += sum(1 for _, j in got if every.get(j, bound + 1) <= bound)
