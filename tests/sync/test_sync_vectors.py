@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import redis
+from redis.commands.search.query import Query
 
 from migrator.commands import verify
 from migrator.commands.sync import sync
@@ -104,5 +105,79 @@ def test_sync_keeps_knn_answers_exact(
         if kind == "hash":
             assert client.hget(f"product:{victim}", "embedding") == embedding(binlog_db, victim)
         agrees(binlog_db, client, "L2", probes=15, keep=WHERE)
+    finally:
+        client.close()
+
+
+@pytest.mark.engine("mysql", why="a nested child's vector is a VECTOR column (MySQL 9)")
+def test_sync_keeps_nested_childrens_vectors(
+    binlog_db: MySQLDatabase, modules_redis_url: str
+) -> None:
+    """A child's vector inserted, updated, deleted, and a child moved to another parent: the
+    parents' documents follow, and KNN by ``variants_embedding`` answers each product's
+    nearest child as MySQL's rows now say; verify 0."""
+    from migrator.mapping.loader import parse_mapping
+    from tests.test_search_vectors import NESTED, NESTED_MAPPING
+    from tests.vector_sample import exact, same_answer
+
+    dim = 8
+    rnd = random.Random(11)
+
+    def vec() -> bytes:
+        return pack([rnd.gauss(0, 1) for _ in range(dim)])
+
+    binlog_db.run(NESTED.format(type=f"VECTOR({dim})"))
+    binlog_db.insert("INSERT INTO product VALUES (%s, %s)", [(i, f"p{i}") for i in range(1, 61)])
+    binlog_db.insert(
+        "INSERT INTO variant VALUES (%s, %s, %s)",
+        [(i, rnd.randint(1, 60), vec()) for i in range(1, 121)],
+    )
+    mapping = parse_mapping(NESTED_MAPPING, name="nestedvectors")
+    client = redis.Redis.from_url(modules_redis_url)
+
+    def check() -> None:
+        rows = [
+            (int(p), bytes.fromhex(h))
+            for p, h in binlog_db.query("SELECT product_id, HEX(embedding) FROM variant")
+        ]
+        for _ in range(5):
+            query = vec()
+            nearest: dict[int, float] = {}
+            for d, p in exact(rows, query, len(rows), "L2"):
+                nearest.setdefault(p, d)
+            want = sorted((d, p) for p, d in nearest.items())[:10]
+            found = client.ft("products").search(
+                Query("*=>[KNN 10 @variants_embedding $v AS d]").sort_by("d").return_field("d")
+                .paging(0, 10).dialect(2),
+                query_params={"v": query},
+            )  # fmt: skip
+            got = [(float(doc.d), int(str(doc.id).split(":")[1])) for doc in found.docs]
+            assert same_answer(got, want, nearest) is None, (got, want)
+
+    try:
+        for r in range(3):
+            if r:
+                conn = binlog_db.connect(client_flag=0)
+                try:
+                    with conn.cursor() as cur:
+                        for i in rnd.sample(range(1, 121), 20):
+                            cur.execute(
+                                "UPDATE variant SET embedding = %s WHERE id = %s", (vec(), i)
+                            )
+                        for i in rnd.sample(range(1, 121), 10):  # to another product
+                            cur.execute("UPDATE variant SET product_id = %s WHERE id = %s",
+                                        (rnd.randint(1, 60), i))  # fmt: skip
+                        cur.execute("DELETE FROM variant WHERE id %% 17 = %s", (r,))
+                        for i in range(10):
+                            cur.execute("INSERT INTO variant VALUES (%s, %s, %s)",
+                                        (1000 * r + i, rnd.randint(1, 60), vec()))  # fmt: skip
+                    conn.commit()
+                finally:
+                    conn.close()
+            sync(mapping, source=binlog_db.url, target=modules_redis_url, until_caught_up=True,
+                 server_id=next(_ids))  # fmt: skip
+            check()
+        report = verify(mapping, source=binlog_db.url, target=modules_redis_url)
+        assert report.exit_code == 0, json.dumps(report.as_dict(), default=str)[:2000]
     finally:
         client.close()
