@@ -310,6 +310,15 @@ class Table:
     streams: Streams | None = field(default=None, repr=False)
 
     @property
+    def document_vectors(self) -> tuple[str, ...]:
+        """The own columns a document table's ``search.vector`` names: its documents hold
+        them as arrays of numbers (a BLOB's would be base64 otherwise), so they are part of
+        what its keys depend on (sync/identity.py, mapping/fingerprint.py)."""
+        if self.search is None or self.kind != "json":
+            return ()
+        return tuple(sorted(v.column for v in self.search.vector if "." not in v.column))
+
+    @property
     def without_index_sets(self) -> bool:
         """A search index stands in for the SET indexes (``search: {index_sets: false}``)."""
         return self.search is not None and not self.search.index_sets

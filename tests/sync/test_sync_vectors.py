@@ -26,11 +26,13 @@ _ids = iter(range(38100, 38200))
 WHERE = "category <> 'toys'"
 
 
-def _mapping(kind: str, vector: bool) -> Any:
+def _mapping(kind: str, vector: bool, search_vector: bool = True) -> Any:
     from migrator.mapping.loader import parse_mapping
 
     text = MAPPING.format(kind=kind, vector="metric: l2" + ("" if vector else f", dim: {DIM}"))
     text = text.replace("    as: ", f'    where: "{WHERE}"\n    as: ')
+    if not search_vector:  # the same index without the vector field
+        text = text[: text.index("      vector:")]
     return parse_mapping(text, name="vectorsync")
 
 
@@ -179,5 +181,32 @@ def test_sync_keeps_nested_childrens_vectors(
             check()
         report = verify(mapping, source=binlog_db.url, target=modules_redis_url)
         assert report.exit_code == 0, json.dumps(report.as_dict(), default=str)[:2000]
+    finally:
+        client.close()
+
+
+def test_naming_a_blob_as_a_vector_rewrites_the_documents(
+    binlog_db: MySQLDatabase, modules_redis_url: str
+) -> None:
+    """A document holds a VARBINARY in base64 until the table's ``search.vector`` names it:
+    that changes what the documents hold, so the next ``sync`` takes the table again (an
+    online snapshot, as for any table changed in the mapping) and they hold arrays; verify 0."""
+    binlog_db.run(_schema(False))
+    _load(binlog_db, products(40, DIM))
+    before = _mapping("json", False)
+    plain = _mapping("json", False, search_vector=False)
+    assert before.tables[0].document_vectors == ("embedding",)
+    client = redis.Redis.from_url(modules_redis_url)
+    try:
+        sync(plain, source=binlog_db.url, target=modules_redis_url, until_caught_up=True,
+             server_id=next(_ids))  # fmt: skip
+        doc = json.loads(client.execute_command("JSON.GET", "product:1", "$"))[0]
+        assert isinstance(doc["embedding"], str)  # base64
+        report = sync(before, source=binlog_db.url, target=modules_redis_url,
+                      until_caught_up=True, server_id=next(_ids))  # fmt: skip
+        assert [r.status for r in report.resnapshots] == ["its mapping changed"]
+        doc = json.loads(client.execute_command("JSON.GET", "product:1", "$"))[0]
+        assert pack(doc["embedding"]) == embedding(binlog_db, 1)
+        assert verify(before, source=binlog_db.url, target=modules_redis_url).exit_code == 0
     finally:
         client.close()
