@@ -1,6 +1,7 @@
 """The figures of docs/performance.md, "Vectors" (issue 38 part 5): ``migrate`` of
 ``MIGRATOR_VECTOR_ROWS`` rows (default 100,000) with a 768-dimension VECTOR, as row hashes and
-as RedisJSON documents, each with its HNSW search index built (migrate waits the indexing out
+as RedisJSON documents, each with its search index built (``MIGRATOR_VECTOR_ALGORITHM``:
+hnsw, the default, or flat) (migrate waits the indexing out
 before it moves the alias); Redis's memory after each; then ``sync``'s drain of 10,000
 vector updates (transactions of 100 rows). MySQL 9.7 (the session's private server) and the
 query-engine server of tests/modules_server.py. Marked ``long``: ``make test-long``, or
@@ -38,7 +39,7 @@ tables:
       tag: [in_stock]
       numeric: [price]
       vector:
-        embedding: {{metric: cosine, algorithm: hnsw}}
+        embedding: {{metric: cosine, algorithm: {algorithm}}}
 """
 
 
@@ -78,6 +79,7 @@ def test_vector_figures(
     binlog_db: MySQLDatabase, modules_server: ModulesServer, modules_redis_url: str
 ) -> None:
     rows = int(os.environ.get("MIGRATOR_VECTOR_ROWS", "100000"))
+    algorithm = os.environ.get("MIGRATOR_VECTOR_ALGORITHM", "hnsw")
     rnd = random.Random(38)
     pool = _pool(rnd)
     t = time.perf_counter()
@@ -88,7 +90,9 @@ def test_vector_figures(
     ids = iter(range(38900, 38999))
     for kind in ("hash", "json"):
         modules_server.empty()
-        mapping = parse_mapping(MAPPING.format(kind=kind), name=f"vectorbench{kind}")
+        mapping = parse_mapping(
+            MAPPING.format(kind=kind, algorithm=algorithm), name=f"vectorbench{kind}"
+        )
         t = time.perf_counter()
         report = migrate(mapping, source=binlog_db.url, target=modules_redis_url)
         took = time.perf_counter() - t
@@ -96,7 +100,8 @@ def test_vector_figures(
         used, index = _memory(client)
         print(
             f"migrate {kind}: {rows:,} rows in {took:.1f}s = {rows / took:,.0f} rows/s "
-            f"(HNSW index built); used_memory {used - base:,.0f} MiB over the empty server's "
+            f"({algorithm.upper()} index built); used_memory {used - base:,.0f} MiB over "
+            f"the empty server's "
             f"{base:,.0f} MiB ({(used - base) * 2**20 / rows:,.0f} B/row), of which the "
             f"vector index {index:,.0f} MiB"
         )
