@@ -12,6 +12,8 @@ number cannot be a TAG, and DECIMAL is a string there unless ``formats: {col: nu
   server drops from the index a hash whose NUMERIC field is not a number;
 * TAG: the other index columns and ``search.tag``; ``CASESENSITIVE`` unless the column's
   collation is ``_ci``; ``SEPARATOR "\\x1f"`` so a value holding a comma stays one tag.
+* VECTOR: the columns of ``search.vector``, ``FLAT|HNSW n TYPE FLOAT32 DIM d
+  DISTANCE_METRIC m ...`` (plan/search_vectors.py).
 
 Only the columns the row hash holds can be indexed; others are left out (``skipped``).
 A document's nested children (plan/nesting.py) are indexed through a path named in
