@@ -162,6 +162,23 @@ def test_the_definition_and_what_validate_refuses(mysql_db: MySQLDatabase, tmp_p
     with pytest.raises(MappingError, match="is not a vector") as e:
         definition(resolve(not_a_vector, schema)[0])
     assert "BLOB/VARBINARY column with dim" in str(e.value.hint)
+    mysql_db.run("CREATE TABLE fixed (id INT PRIMARY KEY, e BINARY(64))")
+    fixed = parse_mapping(
+        "version: 1\ntables:\n  fixed:\n    search: {name: f, vector: {e: {metric: l2, dim: 8}}}\n",
+        name="v",
+    )
+    with pytest.raises(MappingError, match="cannot hold 8 float32") as e:
+        definition(resolve(fixed, _schema_of(mysql_db), ["fixed"])[0])
+    assert "exactly 16" in str(e.value.hint)
+    narrow = parse_mapping(
+        MAPPING.format(kind="hash", vector="metric: l2, dim: 32").replace(
+            "    as: hash\n", "    as: hash\n    columns: [name, price]\n"
+        ),
+        name="v",
+    )
+    with pytest.raises(MappingError, match="not in its row hash") as e:
+        definition(resolve(narrow, schema)[0])
+    assert "add it to tables.product.columns" in str(e.value.hint)
     with pytest.raises(MappingError, match="unknown distance metric 'manhattan'"):
         _mapping(vector="metric: manhattan")  # read with the mapping
     path = tmp_path / "vectors.yaml"

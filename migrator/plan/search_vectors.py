@@ -40,7 +40,9 @@ def vector_args(table: str, col: Column, vec: VectorField, path: str, own: bool)
             raise MappingError(
                 f"column {col.name} ({col.column_type}) of table {table} cannot hold {dim} "
                 f"float32 ({4 * dim} bytes)",
-                path=path, hint=f"write the dim its values pack (at most {size // 4})",
+                path=path,
+                hint=f"write the dim its values pack ({'exactly' if fixed else 'at most'} "
+                f"{size // 4}: 4 bytes each)",
             )  # fmt: skip
     else:
         what = "a VECTOR column" + ("" if not own else ", or a BLOB/VARBINARY of packed float32")
