@@ -57,7 +57,7 @@ demo: $(STAMP)
 # (tests/local_servers.py, called by tests/conftest.py: plain pytest finds them the same way)
 define pytest_on_servers
 	-@bash scripts/services.sh
-	$(BIN)/pytest $(1) $(PYTEST_ARGS)
+	$(BIN)/pytest $(1) --durations=30 $(PYTEST_ARGS)
 endef
 
 test: $(STAMP)

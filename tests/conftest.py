@@ -623,3 +623,33 @@ def modules_redis_url(modules_server: ModulesServer) -> Iterator[str]:
         yield modules_server.url
     finally:
         modules_server.empty()
+
+
+# -- a Redis 8 server (vector sets), of this session's own -----------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis8_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a Redis 8 (scripts/redis-server.sh --flavor redis8) on a free port, for the
+    features only Redis 8 has (vector sets), whatever the run's target; stopped at the end."""
+    server = FlavorServer("redis8", free_ports(1)[0], tmp_path_factory.mktemp("redis8-own"))
+    try:
+        url = server.start()
+    except TargetProblem as e:
+        _unavailable(f"no Redis 8 for vector sets: {e}")
+    try:
+        yield url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis8_url(redis8_server: str) -> Iterator[str]:
+    """db 0 of the session's Redis 8, empty before and after the test."""
+    client = redis.Redis.from_url(redis8_server)
+    try:
+        client.flushdb()
+        yield redis8_server + "/0"
+    finally:
+        client.flushdb()
+        client.close()

@@ -183,7 +183,7 @@ class Classifier:
         by_command = {
             "hash": b"HSET", "unique": b"HSET", "columns": b"SET", "unique-string": b"SET",
             "counter": b"SET", "index": b"SADD", "set": b"SADD", "sorted": b"ZADD",
-            "latest": b"RPUSH", "rows": b"HSET",
+            "latest": b"RPUSH", "rows": b"HSET", "vector": b"VADD",
             "document": b"JSON.SET" if plan.table.kind == "json" else b"SET",
         }  # fmt: skip
         literal = {"unique", "rows"}  # patterns that are plain key names, not templates

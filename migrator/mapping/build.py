@@ -28,7 +28,7 @@ MAX_BATCH_SIZE = 1_000_000
 TABLE_KEYS = (
     "primary_key", "key", "as", "columns", "counter", "unique", "indexes",
     "references", "sorted", "latest", "sets", "where", "fields", "formats", "escape", "expire",
-    "search", "nest", "streams",
+    "search", "nest", "streams", "vector_sets",
 )  # fmt: skip
 #: per-column formats (migrator/plan/values.py: FORMATS)
 FORMATS = ("epoch", "epoch_ms", "iso8601", "boolean", "number")
@@ -213,6 +213,7 @@ class Builder(StructureReader):
         for key, read in (
             ("unique", self.unique), ("indexes", self.index), ("references", self.reference),
             ("sorted", self.sorted), ("latest", self.latest), ("sets", self.set_spec),
+            ("vector_sets", self.vector_set),
         ):  # fmt: skip
             parse(key, lambda key=key, read=read: self.each(d, key, path, read))  # type: ignore[misc]
         if fields.get("streams") is not None and fields.get("where") is not None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from migrator.mapping.model import (
     NEST_KINDS,
+    QUANTS,
     VECTOR_ALGORITHMS,
     VECTOR_METRICS,
     VECTOR_PARAMS,
@@ -20,10 +21,12 @@ from migrator.mapping.model import (
     Sorted,
     Unique,
     VectorField,
+    VectorSet,
 )
 from migrator.mapping.shape import ShapeReader
 
 NEST_KEYS = ("in", "as", "by", "kind", "order")
+VECTOR_SET_KEYS = ("key", "vector", "dim", "attributes", "quant", "m", "ef")
 SEARCH_KEYS = ("name", "index_sets", "tag", "numeric", "text", "vector")
 VECTOR_KEYS = (
     "metric",
@@ -94,6 +97,33 @@ class StructureReader(ShapeReader):
             raise self.error(f"{path}.limit", f"expected a positive integer, got {limit!r}")
         order_by = self.string(self.required(d, "order_by", path), f"{path}.order_by")
         return Latest(key, order_by, limit)
+
+    def vector_set(self, value: Any, path: str) -> VectorSet:
+        d = self.dict_of(value, path, VECTOR_SET_KEYS)
+        quant = str(d.get("quant") or "noquant").lower()
+        if quant not in QUANTS:
+            raise self.error(
+                f"{path}.quant", f"unknown quantization {d.get('quant')!r}; expected one of "
+                f"{', '.join(QUANTS)}", "noquant (the default) keeps every float exact",
+            )  # fmt: skip
+        numbers = {}
+        for name, low in (("dim", 1), ("m", 2), ("ef", 1)):
+            v = d.get(name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
+                raise self.error(
+                    f"{path}.{name}", f"expected an integer of {low} or more, got {v!r}"
+                )
+            numbers[name] = v
+        attributes = d.get("attributes")
+        return VectorSet(
+            self.template(self.required(d, "key", path), f"{path}.key"),
+            self.string(self.required(d, "vector", path), f"{path}.vector"),
+            numbers["dim"],
+            () if attributes is None else self.names(attributes, f"{path}.attributes"),
+            quant,
+            numbers["m"],
+            numbers["ef"],
+        )
 
     def search(self, value: Any, path: str) -> Search:
         d = self.dict_of(value, path, SEARCH_KEYS)

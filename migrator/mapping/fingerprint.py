@@ -41,6 +41,8 @@ def table_parts(r: Resolved) -> dict[str, str]:
         parts["where"] = t.where.text
     if t.expire is not None:
         parts["expire"] = t.expire.text
+    if t.vector_sets:  # only then, as where:
+        parts["vector sets"] = t.vector_sets
     if t.fields:
         parts["fields"] = t.fields
     if t.formats:

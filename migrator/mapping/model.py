@@ -200,6 +200,25 @@ class Sorted:
     score: str
 
 
+#: a vector set's quantization (VADD's NOQUANT, Q8, BIN); noquant keeps every float exact
+QUANTS = ("noquant", "q8", "bin")
+
+
+@dataclass(frozen=True)
+class VectorSet:
+    """A Redis 8 vector set (``VADD``): element = primary key, vector = a VECTOR column (or a
+    BLOB/VARBINARY of packed little-endian float32, ``dim`` declared), attributes = columns
+    given to ``VSIM ... FILTER`` as a JSON object (mapping/vector_sets.py)."""
+
+    key: Template
+    vector: str
+    dim: int | None = None  # None: the VECTOR column's own
+    attributes: tuple[str, ...] = ()
+    quant: str = "noquant"
+    m: int | None = None  # HNSW M (VADD ... M); None: the server's default
+    ef: int | None = None  # the build's EF (VADD ... EF); None: the server's default
+
+
 @dataclass(frozen=True)
 class Latest:
     """A capped LIST of primary keys, newest ``order_by`` first, at most ``limit`` long."""
@@ -289,6 +308,7 @@ class Table:
     sorted: tuple[Sorted, ...] = ()
     latest: tuple[Latest, ...] = ()
     sets: tuple[SetSpec, ...] = ()
+    vector_sets: tuple[VectorSet, ...] = ()
     #: column -> its name as a hash field / column-string suffix (default: the column's)
     fields: tuple[tuple[str, str], ...] = ()
     #: column -> how its value is written in the row hash / column strings (FORMATS)

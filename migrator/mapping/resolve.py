@@ -168,6 +168,10 @@ def column_uses(table: Table) -> list[tuple[str, str]]:
         add(f"{p}.sorted[{i}].score", (s.score,))
     for i, latest in enumerate(table.latest):
         add(f"{p}.latest[{i}].order_by", (latest.order_by,))
+    for i, vs in enumerate(table.vector_sets):
+        add(f"{p}.vector_sets[{i}].key", vs.key.columns)
+        add(f"{p}.vector_sets[{i}].vector", (vs.vector,))
+        add(f"{p}.vector_sets[{i}].attributes", vs.attributes)
     for i, st in enumerate(table.sets):
         add(f"{p}.sets[{i}].key", st.key.columns)
         add(f"{p}.sets[{i}].member", st.member.columns)

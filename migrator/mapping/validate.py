@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from migrator.errors import EXIT_OK, EXIT_USAGE, MappingError, MappingErrors
+from migrator.mapping import vector_sets
 from migrator.mapping.expiry import check as check_expiry
 from migrator.mapping.model import Mapping, Table
 from migrator.mapping.resolve import column_uses, default_key, resolve
@@ -142,6 +143,8 @@ def _check_table(mapping: Mapping, table: Table, schema: Schema) -> list[Problem
             problem("error", f"{path}.where", message, hint)
             for message, hint in check_filter(table.where, ts)
         ]
+    out += [problem("error", where, message, hint)
+            for where, message, hint in vector_sets.check(table, ts)]  # fmt: skip
     if table.expire is not None and not unknown:
         out += [
             problem("error", f"{path}.expire", message, hint)

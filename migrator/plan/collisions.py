@@ -41,7 +41,7 @@ WHERE = {
     "hash": "key", "columns": "key", "document": "key", "unique-string": "unique",
     "unique": "unique",
     "index": "indexes", "sorted": "sorted", "set": "sets", "latest": "latest",
-    "counter": "counter",
+    "counter": "counter", "vector": "vector_sets",
 }  # fmt: skip
 
 

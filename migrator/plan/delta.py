@@ -13,7 +13,8 @@ Each structure contributes *entries* for a row, ``(type, key, sub) -> value``:
 * ``j`` a RedisJSON document (``as: json``), written whole (``JSON.SET key $ doc``),
 * ``h`` a hash field of a unique HASH (``Tab:uniques:c`` {value -> pk}),
 * ``S`` a SET member (index, reference and tag/join sets),
-* ``z`` a sorted-set member with its score.
+* ``z`` a sorted-set member with its score,
+* ``v`` a vector-set element (plan/vector_sets.py: its vector, attributes and VADD options).
 
 A change is the difference of the two entry maps: what the old row had and the new one has
 not is removed (HDEL, DEL, SREM, ZREM; a row hash that loses its key is DELeted whole), what
@@ -43,6 +44,7 @@ from migrator.plan.batch import Command, Row
 from migrator.plan.delta_code import Entries, entries_function
 from migrator.plan.delta_entries import collector
 from migrator.plan.planner import TablePlan
+from migrator.plan.vector_sets import vadd
 from migrator.plan.where import row_test
 
 EntryKey = tuple[str, bytes, bytes]
@@ -152,6 +154,8 @@ class Delta:
             kind, key = kk
             if kind == "s" or kind == "j":
                 out.append((b"DEL", key))
+            elif kind == "v":  # VREM takes one element
+                out += [(b"VREM", key, sub) for sub, v in subs.items() if v is REMOVED]
             elif kind != "H" or key not in row_dels:  # else gone with the row's DEL
                 out.append((_REMOVE[kind], key, *[sub for sub, v in subs.items() if v is REMOVED]))
         for kk in self.written:
@@ -171,6 +175,8 @@ class Delta:
                 out.append((b"SET", key, *kept.values()))
             elif kind == "j":
                 out.append((b"JSON.SET", key, b"$", *kept.values()))
+            elif kind == "v":
+                out += [vadd(key, element, value) for element, value in kept.items()]
             else:
                 out.append((b"ZADD", key, *chain.from_iterable((v, m) for m, v in kept.items())))
         for key, at in self.expires.items():  # after the writes: a SET clears a TTL

@@ -19,6 +19,7 @@ from migrator.plan.structures import (
     UniqueHashes,
     UniqueStrings,
 )
+from migrator.plan.vector_sets import VectorSets, pack
 
 
 def _row_columns(plan: TablePlan, structure: RowColumns) -> Collect:
@@ -146,4 +147,26 @@ def collector(plan: TablePlan, structure: object) -> Collect | None:
                     got[member] = b""
 
         return tag_sets
+    if isinstance(structure, VectorSets):
+        return _vector_sets(structure)
     raise TypeError(f"no delta planning for the structure {type(structure).__name__}")
+
+
+def _vector_sets(structure: VectorSets) -> Collect:
+    """A row's element in each vector set (``v``: key, primary key -> packed VADD's values,
+    plan/vector_sets.py)."""
+    items, element = structure.items, structure.element
+
+    def vector_sets(row: Row, out: Entries) -> None:
+        for item in items:
+            got = element(item, row)
+            if isinstance(got, str):
+                continue
+            key, pk = got
+            group = out.get(("v", key))
+            if group is None:
+                out["v", key] = {pk: pack(item, row)}
+            else:
+                group[pk] = pack(item, row)
+
+    return vector_sets

@@ -20,6 +20,11 @@ the usable size of every allocation), for a target database that starts empty:
   listpack of member/score pairs; larger ones a skiplist (header node of 32 levels, a node
   of 24 + 16 x level bytes per member with the expected level mix of p = 1/4, a dictEntry and
   an sds per member) plus a dict.
+* **Vector sets** (Redis 8, ``VADD``): per element about 690 bytes of HNSW node and links
+  (``M`` 16) and 16 more per link pair above that, the element and its attributes as sds
+  strings, and the vector: 4 bytes a float unquantized, 1 (and 8 more) under Q8, a bit under
+  BIN (rounded to 8 bytes). Measured with ``MEMORY USAGE`` on Redis 8.0.2 (dimensions 4-768,
+  100 and 2,000 elements: within 2%).
 * **Lists** (latest) are a quicklist (48) with one node (48) per 8 KB listpack.
 * **Listpack** sizes are exact: 6 header + 1 end byte, and per entry its encoding (integers
   as 1-9 bytes by range, strings as 1/2/5 + length) plus its back-length (1-5 bytes).
@@ -205,6 +210,22 @@ def int_width(low: int, high: int) -> int:
 SKIPLIST_NODE = sum(0.75 * 0.25 ** (lv - 1) * jemalloc(24 + 16 * lv) for lv in range(1, 33))
 
 
+def vector_element(args: Sequence[bytes]) -> int:
+    """Bytes of one vector-set element, from ``VADD key``'s arguments (``FP32 vector element
+    options... SETATTR attributes``, plan/vector_sets.py)."""
+    vector, element, rest = args[1], args[2], [a.upper() for a in args[3:]]
+    floats = len(vector) // 4
+    if b"Q8" in rest:
+        stored = floats + 8
+    elif b"BIN" in rest:
+        stored = -(-floats // 64) * 8
+    else:
+        stored = 4 * floats
+    m = int(rest[rest.index(b"M") + 1]) if b"M" in rest else 16
+    attributes = args[-1] if b"SETATTR" in rest else b""
+    return 690 + 17 * (m - 16) + sds(len(element)) + sds(len(attributes)) + stored
+
+
 class Aggregate:
     """One hash, set or sorted set that is built up over many commands."""
 
@@ -284,6 +305,7 @@ class MemoryModel:
         self.keys = 0
         self.fixed = 0
         self.aggregates: dict[bytes, Aggregate] = {}
+        self.vector_sets: set[bytes] = set()
 
     def add(self, command: Command, *, once: bool) -> bool:
         """Account for one write command; True when it creates a key not seen before."""
@@ -308,6 +330,12 @@ class MemoryModel:
         elif name == b"JSON.SET":  # a RedisJSON document (plan/estimate_json.py)
             self.fixed += key_cost(key) + ROBJ + json_value_size(args[-1])
             new = True
+        elif name == b"VADD":
+            new = key not in self.vector_sets
+            if new:
+                self.vector_sets.add(key)
+                self.fixed += key_cost(key) + ROBJ
+            self.fixed += vector_element(args)
         elif name == b"RPUSH":
             total = sum(lp_entry(a) for a in args)
             nodes = max(1, -(-(LP_HEADER + total) // QUICKLIST_NODE_BYTES))

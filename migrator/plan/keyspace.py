@@ -112,6 +112,7 @@ def table_patterns(plan: TablePlan) -> list[KeyPattern]:
     out += [KeyPattern(name, "keyed", s.key, "sorted") for s in t.sorted]
     out += [KeyPattern(name, "keyed", s.key, "set") for s in t.sets]
     out += [KeyPattern(name, "keyed", x.key, "latest") for x in t.latest]
+    out += [KeyPattern(name, "keyed", v.key, "vector") for v in t.vector_sets]
     if r.counter is not None:
         out.append(KeyPattern(name, "keyed", r.counter, "counter"))
     return out

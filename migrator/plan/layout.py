@@ -100,7 +100,7 @@ class TableLayout:
         t = self.table
         out = [self.resolved.key, *(u.key for u in t.unique if u.key is not None)]
         out += [s.key for s in t.sorted] + [x.key for x in t.sets] + [x.member for x in t.sets]
-        return out
+        return out + [v.key for v in t.vector_sets]
 
     def _kind(self, column: str) -> object:
         return self.resolved.schema.column(column).kind
@@ -135,12 +135,12 @@ class TableLayout:
             elif len(u.columns) > 1:
                 groups.append(u.columns)
         groups += [ix.columns for ix in r.index_sets() if len(ix.columns) > 1]
-        for st in t.sorted:
-            template(st.key)
+        for tp in [st.key for st in t.sorted] + [v.key for v in t.vector_sets]:
+            template(tp)
         for tag in t.sets:
             template(tag.key)
             template(tag.member)
-        pk_as_text = t.unique or t.indexes or t.references or t.sorted or t.latest
+        pk_as_text = t.unique or t.indexes or t.references or t.sorted or t.latest or t.vector_sets
         if len(r.primary_key) > 1 and pk_as_text:
             groups.append(r.primary_key)
         return groups

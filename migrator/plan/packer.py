@@ -365,5 +365,7 @@ class Packer:
         _coalesced(b"HSET", hsets, out, packed)
         _coalesced(b"SADD", sadds, out, packed)
         _coalesced(b"ZADD", batch.zadds, out)
-        count = hashed + len(hsets) + len(sadds) + len(batch.zadds)
+        if batch.commands:  # one command per row and key (vector sets: VADD)
+            out.append(resp(batch.commands))
+        count = hashed + len(hsets) + len(sadds) + len(batch.zadds) + len(batch.commands)
         return b"".join(out), count, stats

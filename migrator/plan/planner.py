@@ -21,7 +21,12 @@ from migrator.plan.packer import Packer
 from migrator.plan.resp import resp
 from migrator.plan.row_images import RowImages
 from migrator.plan.row_images import wanted as images_wanted
-from migrator.plan.structures import STRUCTURES, Structure
+from migrator.plan.structures import STRUCTURES as BASE
+from migrator.plan.structures import Structure
+from migrator.plan.vector_sets import VectorSets
+
+#: every structure a table may get, in the order their commands go out
+STRUCTURES: dict[str, type[Structure]] = {**BASE, VectorSets.name: VectorSets}
 
 __all__ = [
     "STRUCTURES",

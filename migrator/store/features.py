@@ -1,7 +1,7 @@
 """What the target must offer for the mapping, checked at start by ``require`` before anything
 is written (exit 2 with the fix): the JSON type for ``as: json`` tables (RedisJSON: a module
 on Redis 7 and Valkey, built into Redis 8's open-source server), and the query engine for
-``search:`` (store/search_index.py)."""
+``search:`` (store/search_index.py), and vector sets for ``vector_sets:`` (Redis 8's ``VADD``)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,32 @@ def require_json(client: Any, resolved: Sequence[Resolved]) -> None:
     )
 
 
+def has_vector_sets(client: Any) -> bool:
+    """Whether the server knows vector sets (``VCARD`` is a command there)."""
+    try:
+        client.execute_command("VCARD", PROBE)
+    except ResponseError as e:
+        if "unknown command" in str(e).lower():
+            return False
+        raise
+    return True
+
+
+def require_vector_sets(client: Any, resolved: Sequence[Resolved]) -> None:
+    """Refuse (exit 2) a mapping with ``vector_sets:`` when the target lacks them."""
+    tables = [r.name for r in resolved if r.table.vector_sets]
+    if not tables or has_vector_sets(client):
+        return
+    raise MigratorError(
+        f"the target has no vector sets, which 'vector_sets:' needs ({', '.join(tables)}): "
+        "it has no VADD command; nothing was written",
+        "use Redis 8 or later (vector sets are built into its server; scripts/redis-server.sh "
+        "--flavor redis8 start runs one here), or drop vector_sets: from the mapping",
+    )
+
+
 def require(client: Any, resolved: Sequence[Resolved], searches: Sequence[SearchIndex]) -> None:
     """Every check of this module and of search indexes, in one call for each command."""
     require_json(client, resolved)
+    require_vector_sets(client, resolved)
     search_index.require(client, searches)

@@ -53,6 +53,13 @@ def scan_members(
     """A coalesced key's members a page at a time: (field, value) of a unique hash, (member,
     score) of a sorted set, (member, None) of a set; a dropped connection is retried as
     ``retrying`` says."""
+    if name == "vector":  # no VSCAN: VRANDMEMBER of the set's size lists it whole
+        size = retry(lambda: client.execute_command("VCARD", key), retrying=retrying)
+        got = retry(lambda: client.execute_command("VRANDMEMBER", key, size or 1),
+                    retrying=retrying) if size else []  # fmt: skip
+        for i in range(0, len(got), SCAN_COUNT):
+            yield [(m, None) for m in got[i : i + SCAN_COUNT]]
+        return
     cursor: Any = 0
     scan = {"unique": client.hscan, "sorted": client.zscan}.get(name, client.sscan)
     while True:
@@ -97,6 +104,8 @@ class Explainer:
                 produced = set(b.hsets.get(key, [])[0::2])
             elif name == "sorted":
                 produced = set(b.zadds.get(key, [])[1::2])
+            elif name == "vector":
+                produced = {c[4] for c in b.commands if c[0] == b"VADD" and c[1] == key}
             else:
                 produced = set(b.sadds.get(key, []))
             for member, value in page:
@@ -105,7 +114,7 @@ class Explainer:
 
     # -- the rows a page of members names --------------------------------------------------
     def _rows(self, name: str, key: bytes, members: list[bytes]) -> list[Any]:
-        if name in ("index", "sorted"):
+        if name in ("index", "sorted", "vector"):
             return self._where(self.pk, [self.plan.read_joined(self.pk, m) for m in members])
         if name == "unique":
             hashed = [u.columns for u in self.plan.table.unique if u.key is None]

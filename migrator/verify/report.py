@@ -30,6 +30,9 @@ FOREIGN_SET = "foreign set member"
 MISSING_SORTED = "missing sorted member"
 WRONG_SCORE = "wrong score"
 FOREIGN_SORTED = "foreign sorted member"
+MISSING_VECTOR = "missing vector-set element"
+WRONG_VECTOR = "wrong vector-set element"  # its vector or its attributes
+FOREIGN_VECTOR = "foreign vector-set element"
 WRONG_COUNTER = "wrong counter"
 WRONG_LATEST = "wrong latest list"
 STALE = "stale key"
@@ -264,6 +267,9 @@ DONE = {
     MISSING_SORTED: "added",
     WRONG_SCORE: "rewritten",
     FOREIGN_SORTED: "removed",
+    MISSING_VECTOR: "added",
+    WRONG_VECTOR: "rewritten",
+    FOREIGN_VECTOR: "removed",
     WRONG_COUNTER: "rewritten",
     WRONG_LATEST: "rebuilt",
     STALE: "removed",

@@ -1,7 +1,7 @@
 """Verify, one batch of rows: the planner's structures give the commands migrate would send
 for the batch, and one pipeline of reads checks them all (HGETALL, MGET, HMGET, SMISMEMBER,
-ZMSCORE, EXISTS). Coalesced structures also keep a count per key for the cardinality check
-that finds members nobody explains; that memory is bounded by distinct index values."""
+ZMSCORE, EXISTS; verify/vectors.py: VEMB). Coalesced structures also keep a count per key for
+the cardinality check that finds members nobody explains (memory: distinct index values)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from migrator.verify.keys import Reader
 from migrator.verify.repair import Repairer
 from migrator.verify.report import TableCheck
 from migrator.verify.row_images import ImageCheck
+from migrator.verify.vectors import VectorCheck
 
 Command = tuple[bytes, ...]
 #: HGETALL of every key, as one array reply (a WRONGTYPE key gives an error in its place)
@@ -31,8 +32,8 @@ CARDINALITY = {
     "unique": (b"HLEN", vr.FOREIGN_UNIQUE),
     "index": (b"SCARD", vr.FOREIGN_INDEX),
     "set": (b"SCARD", vr.FOREIGN_SET),
-    "sorted": (b"ZCARD", vr.FOREIGN_SORTED),
-}
+    "sorted": (b"ZCARD", vr.FOREIGN_SORTED), "vector": (b"VCARD", vr.FOREIGN_VECTOR),
+}  # fmt: skip
 
 
 class RowChecks:
@@ -65,6 +66,8 @@ class RowChecks:
         self.structures.pop("rows", None)  # a cascade child's row images: checked apart
         images = next((s for s in plan.structures if isinstance(s, RowImages)), None)
         self.images = None if images is None else ImageCheck(images, self.found)
+        #: checks of their own, each with ``reads(rows)`` and ``check(replies, context)``
+        self.extra = [c for c in (self.images, VectorCheck.of(self)) if c is not None]
 
     def found(
         self,
@@ -177,8 +180,8 @@ class RowChecks:
         if "sorted" in s:
             za = run_structure(s["sorted"], rows).zadds
             want(self._scores, [(b"ZMSCORE", k, *v[1::2]) for k, v in za.items()], za)
-        if self.images is not None:
-            want(self.images.check, *self.images.reads(rows))
+        for extra in self.extra:
+            want(extra.check, *extra.reads(rows))
         if self.references:
             parents = self._parents(rows)
             want(self._dangling, [(b"EXISTS", k) for k in parents], parents)

@@ -52,7 +52,9 @@ SHARED_ROWS = 100_000
 
 
 #: what a foreign member is removed with, per coalesced structure
-REMOVE = {"unique": b"HDEL", "index": b"SREM", "set": b"SREM", "sorted": b"ZREM"}
+REMOVE = {
+    "unique": b"HDEL", "index": b"SREM", "set": b"SREM", "sorted": b"ZREM", "vector": b"VREM",
+}  # fmt: skip
 
 
 class Run(Protocol):

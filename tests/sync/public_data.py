@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.services import renamed_script, run_cli_file, testdata_dir
+from tests.services import is_mariadb, renamed_script, run_cli_file, testdata_dir
 
 Keep = Callable[[list[str]], bool]
 
@@ -80,17 +80,6 @@ def _schema_only(text: str, old: str, db: Any) -> str:
     return re.sub(rf"(?im)^\s*(DROP|CREATE)\s+(SCHEMA|DATABASE)\b[^;]*`{name}`\s*;", "", out)
 
 
-def _mariadb(db: Any) -> bool:
-    conn = db.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT VERSION()")
-            row = cur.fetchone()
-    finally:
-        conn.close()
-    return row is not None and "mariadb" in str(row[0]).lower()
-
-
 def load_sakila(db: Any, films: int = 100) -> None:
     """Sakila's schema (triggers, views and routines too) and: the small tables whole, the
     first ``films`` films with their actors, categories and copies, the rentals of those
@@ -98,7 +87,7 @@ def load_sakila(db: Any, films: int = 100) -> None:
     folder = testdata_dir() / "sakila"
     schema = (folder / "sakila-schema.sql").read_text(encoding="utf-8")
     data = (folder / "sakila-data.sql").read_text(encoding="utf-8")
-    if _mariadb(db):  # GEOMETRY on MariaDB too (tests/data/sakila/SOURCE.md)
+    if is_mariadb(db.url):  # GEOMETRY on MariaDB too (tests/data/sakila/SOURCE.md)
         schema, data = (t.replace("/*!50705 ", "/*M!50705 ") for t in (schema, data))
     _run(db, "sakila-schema.sql", _schema_only(schema, "sakila", db))
     copies: set[str] = set()

@@ -15,7 +15,6 @@ Redis equal, key by key (row images included), to a fresh ``migrate``.
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ from migrator.commands import init, validate
 from migrator.commands.sync import sync
 from migrator.mapping.loader import load_mapping
 from migrator.mapping.model import Mapping
+from tests.sync.helpers import RandomTransactions
 from tests.sync.public_data import load_employees, load_sakila
 from tests.sync.test_cascade_images import _on_innodb_fk_mysql, _rows, equals_a_fresh_migrate
 from tests.sync.test_cascade_keys import innodb_fk_mysql as innodb_fk_mysql
@@ -38,12 +38,12 @@ _ids = iter(range(12600, 12700))
 NAMES = ["Zoë", "ZOE", "zoe ", "Zoe", "ZOË  ", "Renée", "renee", "RENÉE ", "O'Brien", "Ñandú"]
 
 
-class Writes:
+class Writes(RandomTransactions):
     """Random transactions of ``step``s; a statement a foreign key or a unique key refuses
     (RESTRICT, a duplicate) fails alone, as it would for an application."""
 
     def __init__(self, db: Any, seed: int) -> None:
-        self.conn, self.rng = db.connect(autocommit=True), random.Random(seed)
+        super().__init__(db, seed)
         self.refused = self.done = 0
         self.kinds: Counter[str] = Counter()  # statements that changed rows, by kind
 
@@ -52,7 +52,7 @@ class Writes:
             cur.execute(f"SELECT `{column}` FROM `{table}` ORDER BY 1")
             return [r[0] for r in cur.fetchall()]
 
-    def fresh(self, table: str, column: str, top: int) -> int:
+    def unused(self, table: str, column: str, top: int) -> int:
         """An id ``table`` does not hold yet, below ``top`` (the column's type's limit)."""
         taken = set(self.ids(table, column))
         return self.rng.choice([n for n in range(1, top) if n not in taken])
@@ -63,32 +63,20 @@ class Writes:
     def text(self) -> str:
         return self.rng.choice(NAMES).replace("'", "''")
 
-    def step(self) -> str:
-        raise NotImplementedError
-
-    def run(self, n: int) -> None:
-        with self.conn.cursor() as cur:
-            for k in range(n):
-                cur.execute("START TRANSACTION")
-                for _ in range(1 + k % 3):
-                    sql = self.step()
-                    try:
-                        if cur.execute(sql):
-                            self.kinds[" ".join(sql.split()[:4])] += 1
-                        self.done += 1
-                    except pymysql.err.IntegrityError:
-                        self.refused += 1
-                cur.execute("COMMIT")
-
-    def close(self) -> None:
-        self.conn.close()
+    def execute(self, cur: Any, sql: str) -> None:
+        try:
+            if cur.execute(sql):
+                self.kinds[" ".join(sql.split()[:4])] += 1
+            self.done += 1
+        except pymysql.err.IntegrityError:
+            self.refused += 1
 
 
 class SakilaWrites(Writes):
     def moved(self, table: str, top: int, also: str = "") -> str:
         """A parent's key UPDATE (its children follow: ON UPDATE CASCADE everywhere)."""
         col = f"{table}_id"
-        new, old = self.fresh(table, col, top), self.pick(table, col)
+        new, old = self.unused(table, col, top), self.pick(table, col)
         return f"UPDATE {table} SET {col} = {new}{also} WHERE {col} = {old}"
 
     def step(self) -> str:  # one branch per kind of write
@@ -172,7 +160,7 @@ class EmployeesWrites(Writes):
         # the collation finds it ('Ď005' = 'd005' where it is accent-insensitive)
         spelled = r.choice([dept, dept.upper(), dept.capitalize(), "Ď" + dept[1:]])
         day = f"19{r.randrange(85, 99)}-0{r.randrange(1, 9)}-1{r.randrange(9)}"
-        new = self.fresh("employees", "emp_no", 99999)
+        new = self.unused("employees", "emp_no", 99999)
         choice = r.randrange(17)
         if choice == 0:  # ON DELETE CASCADE into dept_emp, dept_manager, titles, salaries
             return f"DELETE FROM employees WHERE emp_no = {emp}"
