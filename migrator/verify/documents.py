@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from migrator.plan.documents import differing, parsed
+from migrator.plan.layout import TableLayout
+from migrator.plan.structures import vector_fields
 from migrator.verify import report as vr
 
 Command = tuple[bytes, ...]
@@ -20,6 +22,12 @@ Found = Callable[..., None]
 def reads(cmds: Sequence[Command]) -> list[Command]:
     """The read of each document ``cmds`` (migrate's writes) write."""
     return [(b"JSON.GET", c[1]) if c[0] == b"JSON.SET" else (b"GET", c[1]) for c in cmds]
+
+
+def vectors(layout: TableLayout) -> frozenset[str]:
+    """The names of the fields ``compare`` reads as vectors in the documents of ``layout``'s
+    table (plan/structures.py)."""
+    return vector_fields(layout)
 
 
 def compare(

@@ -11,7 +11,6 @@ from typing import Any
 
 from migrator.plan.nesting import Level, commands
 from migrator.plan.nesting_side import side_commands
-from migrator.plan.structures import vector_fields
 from migrator.source.mysql import Source
 from migrator.source.nesting import all_trees
 from migrator.verify import documents
@@ -35,7 +34,7 @@ def check(
 
     present = 0
     side = SideCheck(top, reader, found)
-    vectors = frozenset(f for level in _levels(top) for f in vector_fields(level.layout))
+    vectors = frozenset(f for level in _levels(top) for f in documents.vectors(level.layout))
     for rows, groups in all_trees(src, top, size):
         cmds = commands(top, rows, groups)
         present += documents.compare(cmds, reader.read(documents.reads(cmds)), found, vectors)

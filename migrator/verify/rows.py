@@ -11,7 +11,6 @@ from typing import Any
 
 from migrator.plan.planner import Batch, KeyFn, Row, Stats, Structure, TablePlan
 from migrator.plan.row_images import RowImages
-from migrator.plan.structures import vector_fields
 from migrator.verify import documents
 from migrator.verify import report as vr
 from migrator.verify.expiry import ExpiryChecks
@@ -251,7 +250,7 @@ class RowChecks:
                     add(vr.EXTRA_FIELD, key, f, None, h, [(b"HDEL", key, f)])
 
     def _documents(self, replies: list[Any], cmds: list[Command]) -> None:
-        present = documents.compare(cmds, replies, self.found, vector_fields(self.plan))
+        present = documents.compare(cmds, replies, self.found, documents.vectors(self.plan))
         self.present += present
         self.rows_present += present
 
