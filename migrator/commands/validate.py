@@ -109,7 +109,7 @@ def searches(mapping: Mapping, schema: Schema) -> list[Problem]:
         try:
             definitions(resolve(mapping, schema, [table.name]), mapping, list(tables.values()))
         except MappingError as e:
-            if e.path.endswith(".search"):
+            if e.path.endswith(".search") or ".search.vector." in e.path:
                 out.append(problem_from(e))
         except MigratorError:
             continue

@@ -9,6 +9,9 @@ from typing import Any
 from migrator.mapping.model import (
     NEST_KINDS,
     QUANTS,
+    VECTOR_ALGORITHMS,
+    VECTOR_METRICS,
+    VECTOR_PARAMS,
     Index,
     Latest,
     Nest,
@@ -17,13 +20,20 @@ from migrator.mapping.model import (
     SetSpec,
     Sorted,
     Unique,
+    VectorField,
     VectorSet,
 )
 from migrator.mapping.shape import ShapeReader
 
 NEST_KEYS = ("in", "as", "by", "kind", "order")
 VECTOR_SET_KEYS = ("key", "vector", "dim", "attributes", "quant", "m", "ef")
-SEARCH_KEYS = ("name", "index_sets", "tag", "numeric", "text")
+SEARCH_KEYS = ("name", "index_sets", "tag", "numeric", "text", "vector")
+VECTOR_KEYS = (
+    "metric",
+    "algorithm",
+    "dim",
+    *dict.fromkeys(k for v in VECTOR_PARAMS.values() for k in v),
+)
 
 
 class StructureReader(ShapeReader):
@@ -127,7 +137,58 @@ class StructureReader(ShapeReader):
             k: self.names(d[k], f"{path}.{k}") if d.get(k) is not None else ()
             for k in ("tag", "numeric", "text")
         }
-        return Search(name, index_sets, **lists)
+        vectors = d.get("vector") or {}
+        if not isinstance(vectors, dict):
+            raise self.error(
+                f"{path}.vector",
+                "expected a mapping of columns to their vector fields",
+                "e.g. vector: {embedding: {metric: cosine, algorithm: hnsw}}",
+            )
+        fields = tuple(self.vector(c, v, f"{path}.vector.{c}") for c, v in vectors.items())
+        return Search(name, index_sets, **lists, vector=fields)
+
+    def vector(self, column: Any, value: Any, path: str) -> VectorField:
+        """``embedding: {metric: cosine, algorithm: hnsw, m: 16}`` under ``search.vector``."""
+        d = self.dict_of(value, path, VECTOR_KEYS)
+        metric = str(self.required(d, "metric", path)).upper()
+        if metric not in VECTOR_METRICS:
+            raise self.error(
+                f"{path}.metric",
+                f"unknown distance metric {d['metric']!r}",
+                f"write one of {', '.join(m.lower() for m in VECTOR_METRICS)}",
+            )
+        algorithm = str(d.get("algorithm", "flat")).upper()
+        if algorithm not in VECTOR_ALGORITHMS:
+            raise self.error(
+                f"{path}.algorithm",
+                f"unknown algorithm {d['algorithm']!r}",
+                "write flat (exact) or hnsw (approximate, faster on many vectors)",
+            )
+        dim = d.get("dim")
+        if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
+            raise self.error(f"{path}.dim", f"expected a positive integer, got {dim!r}")
+        known = VECTOR_PARAMS[algorithm]
+        params = []
+        for key in VECTOR_KEYS[3:]:
+            if key not in d:
+                continue
+            if key not in known:
+                raise self.error(
+                    f"{path}.{key}",
+                    f"{key} is not a parameter of {algorithm}",
+                    f"{algorithm} takes {', '.join(known)}",
+                )
+            v = d[key]
+            if key == "epsilon":
+                good = isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                want = "a positive number"
+            else:
+                good = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                want = "a positive integer"
+            if not good:
+                raise self.error(f"{path}.{key}", f"expected {want}, got {v!r}")
+            params.append((key, v))
+        return VectorField(str(column), metric, algorithm, dim, tuple(params))
 
     def nest(self, value: Any, path: str) -> Nest:
         d = self.dict_of(value, path, NEST_KEYS)

@@ -49,6 +49,8 @@ def table_parts(r: Resolved) -> dict[str, str]:
         parts["formats"] = t.formats
     if t.without_index_sets:  # only then, as where: the SET indexes are not written
         parts["index sets"] = False
+    if t.document_vectors:  # only then: documents hold those columns as arrays of numbers
+        parts["document vectors"] = t.document_vectors
     return {name: digest(value) for name, value in parts.items()}
 
 

@@ -244,19 +244,44 @@ class SetSpec:
     member: Template
 
 
+#: a vector field's algorithms and distance metrics (FT.CREATE ... VECTOR)
+VECTOR_ALGORITHMS = ("FLAT", "HNSW")
+VECTOR_METRICS = ("COSINE", "L2", "IP")
+#: each algorithm's optional parameters, as the mapping spells them (FT.CREATE's in capitals)
+VECTOR_PARAMS = {
+    "FLAT": ("initial_cap", "block_size"),
+    "HNSW": ("initial_cap", "m", "ef_construction", "ef_runtime", "epsilon"),
+}
+
+
+@dataclass(frozen=True)
+class VectorField:
+    """A vector attribute of a search index (``FT.CREATE ... VECTOR FLAT|HNSW``): ``column``
+    (or a nested child's, ``variants.embedding``) holds float32 values, little-endian, 4 bytes
+    each: a VECTOR column, or a BLOB/VARBINARY of ``dim`` of them. ``params``: the algorithm's
+    own (name, value), as the mapping gives them."""
+
+    column: str
+    metric: str
+    algorithm: str = "FLAT"
+    dim: int | None = None  # a BLOB's; None: the VECTOR column's
+    params: tuple[tuple[str, float], ...] = ()
+
+
 @dataclass(frozen=True)
 class Search:
     """A search index of the table's rows (``FT.CREATE ... ON HASH``; plan/search.py): the
     application queries it by ``name``, an alias the tool moves to each new version.
     ``tag``/``numeric``/``text``: columns indexed besides those the mapping's and MySQL's
     indexes give; ``index_sets`` False leaves the table's SET indexes out (the server keeps
-    the search index instead)."""
+    the search index instead); ``vector``: the vector attributes."""
 
     name: str
     index_sets: bool = True
     tag: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()
     text: tuple[str, ...] = ()
+    vector: tuple[VectorField, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -311,6 +336,15 @@ class Table:
     nest: Nest | None = field(default=None, repr=False)
     #: the table's change stream, options' defaults applied (None: none); out of the repr
     streams: Streams | None = field(default=None, repr=False)
+
+    @property
+    def document_vectors(self) -> tuple[str, ...]:
+        """The own columns a document table's ``search.vector`` names: its documents hold
+        them as arrays of numbers (a BLOB's would be base64 otherwise), so they are part of
+        what its keys depend on (sync/identity.py, mapping/fingerprint.py)."""
+        if self.search is None or self.kind != "json":
+            return ()
+        return tuple(sorted(v.column for v in self.search.vector if "." not in v.column))
 
     @property
     def without_index_sets(self) -> bool:

@@ -186,6 +186,9 @@ def column_uses(table: Table) -> list[tuple[str, str]]:
     if table.search is not None:  # a path into nested children (tags.tagname): plan/search.py
         for k in ("tag", "numeric", "text"):
             add(f"{p}.search.{k}", tuple(c for c in getattr(table.search, k) if "." not in c))
+        for v in table.search.vector:
+            if "." not in v.column:
+                add(f"{p}.search.vector.{v.column}", (v.column,))
     if table.nest is not None:
         add(f"{p}.nest.by", table.nest.by or ())
         add(f"{p}.nest.order", table.nest.order)

@@ -31,6 +31,15 @@ class Column:
         return self.kind is Kind.INTEGER
 
     @property
+    def dimension(self) -> int | None:
+        """A MySQL VECTOR column's number of floats (``vector(32)``: 32); None for any other."""
+        head, _, rest = self.column_type.lower().partition("(")
+        if head.strip() != "vector":
+            return None
+        digits = rest.split(")")[0].strip()
+        return int(digits) if digits.isdigit() else 2048  # VECTOR alone: MySQL's default
+
+    @property
     def is_long(self) -> bool:
         """A TEXT or BLOB column (up to 64 KiB and more), not a short string."""
         return self.column_type.split("(")[0].strip().lower() in LONG_TYPES

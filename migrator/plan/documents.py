@@ -15,8 +15,13 @@ and the memory estimate: keys sorted by their UTF-8 bytes, no whitespace, UTF-8 
 * ``epoch``, ``epoch_ms``, ``number`` formats -> a number; ``boolean`` -> ``true``/``false``;
 * a MySQL JSON column -> embedded as JSON (the server's text, which must parse; a text that
   does not -- a MariaDB JSON column without its CHECK -- is a string);
-* binary strings (BINARY, VARBINARY, BLOBs, VECTOR, ``CHARACTER SET binary``) -> a string of
-  their bytes in standard base64 (with padding);
+* MySQL's VECTOR, and a BLOB/VARBINARY the table's ``search.vector`` names (packed float32)
+  -> an array of numbers, each float32 (4 bytes, little-endian) written with 9 significant
+  digits (``%.9g``: ``-0.483928263``), which every reader that rounds to float32 reads back
+  as the same bytes (the query engine indexes them; ``verify`` compares them so); a value
+  that is no whole number of finite float32 is base64 as other binary strings;
+* binary strings (BINARY, VARBINARY, BLOBs, ``CHARACTER SET binary``) -> a string of their
+  bytes in standard base64 (with padding);
 * everything else (text, ENUM, SET, dates and times, GEOMETRY as WKT) -> a string.
 """
 
@@ -25,6 +30,8 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import math
+import struct
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -59,6 +66,28 @@ def year(raw: bytes) -> bytes:
 
 def binary(raw: bytes) -> bytes:
     return b'"' + base64.b64encode(raw) + b'"'
+
+
+_NINE = "%.9g"  # enough digits for any float32 to be read back exactly
+
+
+def floats(raw: bytes) -> bytes:
+    """Packed little-endian float32 -> ``[1.5,-2.0,...]``; base64 when they are not that."""
+    if len(raw) % 4:
+        return binary(raw)
+    values = struct.unpack(f"<{len(raw) // 4}f", raw)
+    if not all(map(math.isfinite, values)):
+        return binary(raw)
+    return ("[" + ",".join(map(_NINE.__mod__, values)) + "]").encode()
+
+
+def packed(value: Any) -> bytes | None:
+    """A document's array of numbers as the float32 bytes it stands for (None: not one)."""
+    if not isinstance(value, list) or not all(
+        isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in value
+    ):
+        return None
+    return struct.pack(f"<{len(value)}f", *(float(v) for v in value))
 
 
 def embedded(raw: bytes) -> bytes:
@@ -101,10 +130,12 @@ def document_function(
     kinds: dict[int, Kind],
     formats: dict[int, Callable[[bytes], bytes | None]],
     format_names: dict[int, str],
+    vectors: frozenset[int] = frozenset(),
 ) -> Callable[[Row], bytes]:
     """Row -> its document text. ``fields``: (field name, position in the row) of each written
-    column; ``formats``: per position, the value's format function (plan/values.py)."""
-    parts = parts_function(fields, kinds, formats, format_names)
+    column; ``formats``: per position, the value's format function (plan/values.py);
+    ``vectors``: the positions of packed float32 (arrays of numbers)."""
+    parts = parts_function(fields, kinds, formats, format_names, vectors)
     return lambda row: render(parts(row))
 
 
@@ -116,12 +147,13 @@ def parts_function(
     kinds: dict[int, Kind],
     formats: dict[int, Callable[[bytes], bytes | None]],
     format_names: dict[int, str],
+    vectors: frozenset[int] = frozenset(),
 ) -> Callable[[Row], Parts]:
     """Row -> its document's fields, sorted by name: (name, JSON value), as
     ``document_function`` writes them; a nested document adds fields of its own
     (plan/nesting.py) before ``render``."""
     steps = [
-        (name, i, formats.get(i), encoder(kinds[i], format_names.get(i)))
+        (name, i, formats.get(i), _encoder(i, kinds, format_names, vectors))
         for name, i in sorted(fields)
     ]
 
@@ -135,6 +167,12 @@ def parts_function(
         return out
 
     return parts
+
+
+def _encoder(
+    i: int, kinds: dict[int, Kind], format_names: dict[int, str], vectors: frozenset[int]
+) -> Encode:
+    return floats if i in vectors else encoder(kinds[i], format_names.get(i))
 
 
 def render(parts: Parts) -> bytes:
@@ -154,23 +192,37 @@ def parsed(text: bytes | str) -> Any:
     return json.loads(text, parse_float=Decimal)
 
 
-def differing(want: Any, have: Any) -> list[str]:
+def differing(want: Any, have: Any, vectors: frozenset[str] = frozenset()) -> list[str]:
     """The top-level keys whose values differ (``["(document)"]`` when either is no object).
-    Types count: ``true`` is not ``1``, ``"1"`` is not ``1``; ``1.50`` is ``1.5``."""
+    Types count: ``true`` is not ``1``, ``"1"`` is not ``1``; ``1.50`` is ``1.5``. A field
+    named in ``vectors`` (at any depth: a nested child's too) that holds an array of numbers
+    is compared as the float32 bytes it stands for (RedisJSON may read a number's text into
+    the 64-bit float next to the nearest one, which is the same float32)."""
     if not isinstance(want, dict) or not isinstance(have, dict):
-        return [] if _typed(want) == _typed(have) else ["(document)"]
+        return [] if _typed(want, vectors) == _typed(have, vectors) else ["(document)"]
     keys = dict.fromkeys([*want, *have])
-    return [k for k in keys if k not in want or k not in have or _typed(want[k]) != _typed(have[k])]
+    return [
+        k
+        for k in keys
+        if k not in want
+        or k not in have
+        or _typed({k: want[k]}, vectors) != _typed({k: have[k]}, vectors)
+    ]
 
 
-def _typed(value: Any) -> Any:
-    """``value`` with each scalar tagged by its JSON type, numbers as Decimal."""
+def _typed(value: Any, vectors: frozenset[str] = frozenset()) -> Any:
+    """``value`` with each scalar tagged by its JSON type, numbers as Decimal; an array of
+    numbers under a name in ``vectors`` as its float32 bytes."""
     if isinstance(value, bool):
         return ("bool", value)
     if isinstance(value, (int, Decimal)):
         return ("number", Decimal(value))
     if isinstance(value, dict):
-        return {k: _typed(v) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            blob = packed(v) if k in vectors else None
+            out[k] = ("vector", blob) if blob is not None else _typed(v, vectors)
+        return out
     if isinstance(value, list):
-        return [_typed(v) for v in value]
+        return [_typed(v, vectors) for v in value]
     return value

@@ -31,7 +31,7 @@ from migrator.mapping.model import DOCUMENTS, Nest
 from migrator.plan.batch import Command, Row
 from migrator.plan.documents import NULL, Parts, parts_function, render, string
 from migrator.plan.layout import TableLayout
-from migrator.plan.structures import document_kind
+from migrator.plan.structures import document_kind, vector_positions
 
 _NUMERIC = (Kind.INTEGER, Kind.BIT, Kind.YEAR, Kind.DECIMAL, Kind.FLOAT, Kind.DOUBLE)
 
@@ -57,6 +57,7 @@ class Level:
             {lay.pos[c]: document_kind(schema.column(c)) for c in cols},
             lay.formatters,
             {lay.pos[c]: f for c, f in lay.table.formats},
+            vector_positions(lay),
         )
         pk = lay.resolved.primary_key
         order = (self.nest.order if self.nest is not None else ()) or pk

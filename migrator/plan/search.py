@@ -12,6 +12,8 @@ number cannot be a TAG, and DECIMAL is a string there unless ``formats: {col: nu
   server drops from the index a hash whose NUMERIC field is not a number;
 * TAG: the other index columns and ``search.tag``; ``CASESENSITIVE`` unless the column's
   collation is ``_ci``; ``SEPARATOR "\\x1f"`` so a value holding a comma stays one tag.
+* VECTOR: the columns of ``search.vector``, ``FLAT|HNSW n TYPE FLOAT32 DIM d
+  DISTANCE_METRIC m ...`` (plan/search_vectors.py).
 
 Only the columns the row hash holds can be indexed; others are left out (``skipped``).
 A document's nested children (plan/nesting.py) are indexed through a path named in
@@ -33,11 +35,12 @@ from dataclasses import dataclass
 
 from migrator.errors import MappingError
 from migrator.mapping.kinds import Kind
-from migrator.mapping.model import Mapping
+from migrator.mapping.model import Mapping, VectorField
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import Column
 from migrator.mapping.shape import suggest
 from migrator.plan.nesting import parent_of
+from migrator.plan.search_vectors import vector_args
 
 TAG_SEPARATOR = "\x1f"
 NUMERIC_FORMATS = ("epoch", "epoch_ms", "number")
@@ -65,9 +68,13 @@ class Attribute:
     #: a nested child's column: the nestings from the document's table down to the child's
     #: table, whose ``column`` it is (empty: a column of the table's own)
     via: tuple[Hop, ...] = dataclasses.field(default=(), compare=False)
+    #: VECTOR only: what follows the type (``FLAT 6 TYPE FLOAT32 DIM 32 DISTANCE_METRIC L2``)
+    vector: tuple[str, ...] = ()
 
     def args(self) -> list[str]:
         name = [self.field] if self.path is None else [self.path, "AS", self.field]
+        if self.type == "VECTOR":
+            return [*name, "VECTOR", *self.vector]
         if self.type == "TAG":
             out = [*name, "TAG", "SEPARATOR", TAG_SEPARATOR]
             return out + (["CASESENSITIVE"] if self.case_sensitive else [])
@@ -105,6 +112,9 @@ class SearchIndex:
     def version(self) -> str:
         """This definition's own index name; the alias points to it."""
         return f"{self.alias}:{self.digest}"
+
+    def vectors(self) -> tuple[Attribute, ...]:
+        return tuple(a for a in self.attributes if a.type == "VECTOR")
 
     def tags(self) -> tuple[Attribute, ...]:
         return tuple(a for a in self.attributes if a.type == "TAG")
@@ -194,6 +204,22 @@ def definition(r: Resolved, tables: Tables[str, Resolved] | None = None) -> Sear
         field = fields.get(column, column)
         json_path = "$" + _member(field) if doc else None
         attrs.append(Attribute(column, field, kind, sensitive, json_path))
+    for vec in search.vector:
+        where = f"{path}.vector.{vec.column}"
+        if vec.column not in ts.column_names:
+            attrs.append(_nested(r, vec.column, None, tables or {}, where, vec))
+            continue
+        if vec.column not in r.columns:
+            raise MappingError(
+                f"column {vec.column} of table {r.name} is not in its "
+                + ("document" if doc else "row hash") + ", so it cannot be a vector field",
+                path=where, hint=f"add it to tables.{r.name}.columns",
+            )  # fmt: skip
+        col = ts.column(vec.column)
+        field = fields.get(vec.column, vec.column)
+        json_path = "$" + _member(field) if doc else None
+        spec = vector_args(r.name, col, vec, where, own=True)
+        attrs.append(Attribute(vec.column, field, "VECTOR", False, json_path, vector=spec))
     if not attrs:
         raise MappingError(
             f"the search index of table {r.name} would index nothing: no index, unique, "
@@ -247,7 +273,12 @@ def _typed(
 
 
 def _nested(
-    r: Resolved, entry: str, forced: str | None, tables: Tables[str, Resolved], path: str
+    r: Resolved,
+    entry: str,
+    forced: str | None,
+    tables: Tables[str, Resolved],
+    path: str,
+    vec: VectorField | None = None,
 ) -> Attribute:
     """The attribute of a nested child's column that ``entry`` names (``tags.tagname``: the
     field ``tags`` of the documents, then a column of the table nested there)."""
@@ -299,11 +330,14 @@ def _nested(
             else suggest(rest, child.columns) or f"its columns: {', '.join(child.columns)}",
         )
     col = child.schema.column(rest)
-    formats = dict(child.table.formats)
-    kind, sensitive = _typed(child.name, col, forced, formats.get(rest), True, path, entry)
     field_name = dict(child.table.fields).get(rest, rest)
     json_path = "$" + "".join(_step(f, how) for f, how in steps) + _member(field_name)
     name = "_".join([*(f for f, _ in steps), field_name])
+    if vec is not None:
+        spec = vector_args(child.name, col, vec, path, own=False)
+        return Attribute(rest, name, "VECTOR", False, json_path, tuple(hops), spec)
+    formats = dict(child.table.formats)
+    kind, sensitive = _typed(child.name, col, forced, formats.get(rest), True, path, entry)
     return Attribute(rest, name, kind, sensitive, json_path, tuple(hops))
 
 

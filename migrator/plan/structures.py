@@ -203,6 +203,7 @@ class RowDocument(Structure):
             {plan.pos[c]: document_kind(schema.column(c)) for c in plan.resolved.columns},
             plan.formatters,
             {plan.pos[c]: f for c, f in plan.table.formats},
+            vector_positions(plan),
         )
         self.redisjson = plan.table.kind == "json"
 
@@ -224,6 +225,25 @@ class RowDocument(Structure):
 
     def patterns(self) -> list[str]:
         return [self.plan.resolved.key.text]
+
+
+def vector_positions(plan: TableLayout) -> frozenset[int]:
+    """The positions of the columns a document holds as arrays of numbers: MySQL's VECTOR
+    columns, and the columns the table's ``search.vector`` names (BLOBs of packed float32)."""
+    schema = plan.resolved.schema
+    named = {v.column for v in plan.table.search.vector} if plan.table.search else set()
+    return frozenset(
+        plan.pos[c]
+        for c in plan.resolved.columns
+        if schema.column(c).dimension is not None or c in named
+    )
+
+
+def vector_fields(plan: TableLayout) -> frozenset[str]:
+    """The names of the document fields ``vector_positions`` holds (verify compares their
+    arrays as float32 bytes)."""
+    at = vector_positions(plan)
+    return frozenset(plan.field(c).decode() for c in plan.resolved.columns if plan.pos[c] in at)
 
 
 def document_kind(column: Column) -> Kind:

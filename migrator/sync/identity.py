@@ -11,7 +11,7 @@ import os
 import zlib
 
 from migrator.errors import MigratorError
-from migrator.mapping.model import Mapping, Retries
+from migrator.mapping.model import Mapping, Retries, Table
 from migrator.urls import mask
 
 SERVER_ID_ENV = "MIGRATOR_SYNC_SERVER_ID"
@@ -45,8 +45,14 @@ def table_fingerprints(m: Mapping) -> dict[str, str]:
     ``mapping_fingerprint``). Stored with the position (``tables``) to tell, on the next run,
     which tables are new or changed in the mapping."""
     options = dataclasses.replace(m.options, batch_size=0, retries=Retries(0, 0.0, 0.0))
-    return {t.name: _digest((t, options, *(["no index sets"] if t.without_index_sets else [])))
-            for t in m.tables}  # fmt: skip
+    return {t.name: _digest((t, options, *_beyond_the_repr(t))) for t in m.tables}
+
+
+def _beyond_the_repr(t: Table) -> list[object]:
+    """What the keys depend on that the table's repr leaves out (``search``): the SET
+    indexes a search index stands in for, the columns documents hold as vectors."""
+    out: list[object] = ["no index sets"] if t.without_index_sets else []
+    return out + ([("document vectors", t.document_vectors)] if t.document_vectors else [])
 
 
 def _digest(value: object) -> str:

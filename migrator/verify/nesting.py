@@ -34,11 +34,16 @@ def check(
 
     present = 0
     side = SideCheck(top, reader, found)
+    vectors = frozenset(f for level in _levels(top) for f in documents.vectors(level.layout))
     for rows, groups in all_trees(src, top, size):
         cmds = commands(top, rows, groups)
-        present += documents.compare(cmds, reader.read(documents.reads(cmds)), found)
+        present += documents.compare(cmds, reader.read(documents.reads(cmds)), found, vectors)
         side.page(side_commands(top, rows, groups))
     side.rest()
     if fixer is not None:
         fixer.flush()
     return present
+
+
+def _levels(level: Level) -> list[Level]:
+    return [level, *(x for c in level.children for x in _levels(c))]

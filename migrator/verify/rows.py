@@ -253,7 +253,7 @@ class RowChecks:
                     add(vr.EXTRA_FIELD, key, f, None, h, [(b"HDEL", key, f)])
 
     def _documents(self, replies: list[Any], cmds: list[Command]) -> None:
-        present = documents.compare(cmds, replies, self.found)
+        present = documents.compare(cmds, replies, self.found, documents.vectors(self.plan))
         self.present += present
         self.rows_present += present
 
