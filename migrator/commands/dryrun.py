@@ -28,7 +28,7 @@ from migrator.commands.dryrun_notes import expiry_note, stream_note
 from migrator.commands.dryrun_sink import PlanSink
 from migrator.commands.nested import every_table, nesting_trees
 from migrator.commands.session import check_batch_size, load, opened, target_url
-from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError
+from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError, docs
 from migrator.mapping.resolve import Resolved
 from migrator.plan.estimate import Limits, keyspace
 from migrator.plan.finish import finish_commands
@@ -180,7 +180,7 @@ class DryRunReport:
 
 CLUSTER_STREAMS = (
     "sync refuses change streams on a Redis Cluster: the entries, the rows and the position "
-    "would not share one MULTI/EXEC (docs/sync.md#change-streams)"
+    f"would not share one MULTI/EXEC ({docs('sync.md#change-streams')})"
 )
 
 

@@ -5,7 +5,7 @@ and the mapping errors for a column that cannot be one."""
 
 from __future__ import annotations
 
-from migrator.errors import MappingError
+from migrator.errors import MappingError, docs
 from migrator.mapping.kinds import Kind
 from migrator.mapping.model import VectorField
 from migrator.mapping.schema import Column
@@ -52,7 +52,7 @@ def vector_args(table: str, col: Column, vec: VectorField, path: str, own: bool)
             path=path,
             hint="name a VECTOR column"
             + ("" if not own else ", or a BLOB/VARBINARY column with dim: n")
-            + (" (a nested child's BLOB cannot be one: see docs/mapping.md, vector fields)"
+            + (f" (a nested child's BLOB cannot be one: {docs('mapping.md#vector-fields')})"
                if not own and col.kind is Kind.BINARY else ""),
         )  # fmt: skip
     words = ["TYPE", "FLOAT32", "DIM", str(dim), "DISTANCE_METRIC", vec.metric]

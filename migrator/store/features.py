@@ -10,7 +10,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from migrator.errors import MigratorError
+from migrator.errors import MigratorError, docs
 from migrator.mapping.resolve import Resolved
 from migrator.plan.search import SearchIndex
 from migrator.store import search_index
@@ -64,8 +64,9 @@ def require_vector_sets(client: Any, resolved: Sequence[Resolved]) -> None:
     raise MigratorError(
         f"the target has no vector sets, which 'vector_sets:' needs ({', '.join(tables)}): "
         "it has no VADD command; nothing was written",
-        "use Redis 8 or later (vector sets are built into its server; scripts/redis-server.sh "
-        "--flavor redis8 start runs one here), or drop vector_sets: from the mapping",
+        "use Redis 8 or later (vector sets are built into its server: the redis:8 image, or "
+        "Debian's redis-server 8), or drop vector_sets: from the mapping "
+        f"({docs('mapping.md#vector_sets')})",
     )
 
 
