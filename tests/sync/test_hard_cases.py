@@ -435,12 +435,8 @@ def test_cascades_are_applied_from_the_parents_change(  # type: ignore[no-untype
      (FOLLOWED.replace("  child:\n    references: [{columns: [parent_id], table: parent}]\n"
                        "    indexes: [x]\n", ""), "grand", "fk_grand_child", "ON DELETE CASCADE",
       "the parent table child is not in the mapping and its own rows change by its foreign key "
-      "fk_child_parent -> parent ON DELETE CASCADE, ON UPDATE CASCADE"),
-     # a key under a _ci collation is found by its comparison key, in row images: a table
-     # with expire: keeps none (tests/sync/test_cascade_collations.py follows the others)
-     (_tables_mapping("named") + "  by_code:\n    references: [{columns: [code], table: named}]\n"
-      "    expire: {ttl: 600}\n", "by_code", "fk_by_code", "ON DELETE CASCADE",
-      "code is varchar(5) under the collation utf8mb4_")],
+      "fk_child_parent -> parent ON DELETE CASCADE, ON UPDATE CASCADE")],
+    # (a _ci key of a child with expire: is followed since: tests/sync/test_cascade_expiry.py)
 )  # fmt: skip
 @pytest.mark.engine(
     "mariadb", why="MySQL 9.7 logs the rows its SQL-layer foreign keys' cascades change, so "
