@@ -19,15 +19,21 @@ from migrator.store import search_index
 PROBE = b"migrator:probe:json"
 
 
-def has_json(client: Any) -> bool:
-    """Whether the server knows the JSON type (``JSON.TYPE`` is a command there)."""
+def knows(client: Any, command: str) -> bool:
+    """Whether the server has ``command`` (asked of a key no table writes: a command of a
+    type that exists answers nil or 0 for it, an unknown one "unknown command")."""
     try:
-        client.execute_command("JSON.TYPE", PROBE)
+        client.execute_command(command, PROBE)
     except ResponseError as e:
         if "unknown command" in str(e).lower():
             return False
         raise
     return True
+
+
+def has_json(client: Any) -> bool:
+    """Whether the server knows the JSON type (``JSON.TYPE`` is a command there)."""
+    return knows(client, "JSON.TYPE")
 
 
 def require_json(client: Any, resolved: Sequence[Resolved]) -> None:
@@ -47,13 +53,7 @@ def require_json(client: Any, resolved: Sequence[Resolved]) -> None:
 
 def has_vector_sets(client: Any) -> bool:
     """Whether the server knows vector sets (``VCARD`` is a command there)."""
-    try:
-        client.execute_command("VCARD", PROBE)
-    except ResponseError as e:
-        if "unknown command" in str(e).lower():
-            return False
-        raise
-    return True
+    return knows(client, "VCARD")
 
 
 def require_vector_sets(client: Any, resolved: Sequence[Resolved]) -> None:
