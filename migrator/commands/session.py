@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from migrator.errors import MappingError, MappingErrors, MigratorError
 from migrator.mapping.build import MAX_BATCH_SIZE
 from migrator.mapping.loader import load_mapping
-from migrator.mapping.model import Mapping, Retries
+from migrator.mapping.model import Mapping, Retries, Shard
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.mapping.schema import Schema
 from migrator.mapping.shape import suggest
@@ -23,7 +23,15 @@ DEFAULT_TARGET = "redis://127.0.0.1:6379/0"
 
 
 def source_url(mapping: Mapping, override: str | None = None) -> str:
-    """--source, else $MIGRATOR_SOURCE_URL, else the mapping's ``source``."""
+    """--source, else $MIGRATOR_SOURCE_URL, else the mapping's ``source``; a sharded mapping
+    (``sources:``) has no one source: ``shards`` gives its servers."""
+    if mapping.sources and not override:
+        names = ", ".join(s.name for s in mapping.sources)
+        raise MappingError(
+            f"the mapping names a sharded source ({names}): this command reads one server",
+            file=mapping.file,
+            hint="name the shard to read with --shard NAME",
+        )
     url = override or os.environ.get("MIGRATOR_SOURCE_URL") or mapping.source
     if not url:
         raise MappingError(
@@ -32,6 +40,36 @@ def source_url(mapping: Mapping, override: str | None = None) -> str:
             hint="set 'source:' in the mapping, pass --source URL, or export MIGRATOR_SOURCE_URL",
         )
     return url
+
+
+def shards(mapping: Mapping, override: str | None = None, only: str | None = None) -> list[Shard]:
+    """The servers a command reads: a sharded mapping's ``sources`` (``only``: the one
+    ``--shard`` names), else one shard named "" at ``source_url``. ``--source`` and
+    $MIGRATOR_SOURCE_URL do not apply to a sharded mapping (each shard has its own URL)."""
+    if not mapping.sources:
+        if only is not None:
+            raise MigratorError(
+                f"--shard {only} names a shard, but the mapping has one source",
+                "drop --shard, or list the shards under 'sources:' in the mapping",
+            )
+        return [Shard("", source_url(mapping, override))]
+    if override:
+        raise MigratorError(
+            "--source names one server, but the mapping lists the shards of a sharded source "
+            "under 'sources:'",
+            "drop --source (each shard's URL is in the mapping, ${VAR} expanded); "
+            "--shard NAME reads one of them",
+        )
+    if only is None:
+        return list(mapping.sources)
+    for shard in mapping.sources:
+        if shard.name == only:
+            return [shard]
+    names = [s.name for s in mapping.sources]
+    raise MigratorError(
+        f"--shard {only}: the mapping has no shard of that name",
+        suggest(only, names) or f"its shards: {', '.join(names)}",
+    )
 
 
 def target_url(mapping: Mapping, override: str | None = None) -> str:

@@ -4,6 +4,7 @@ table maps to are read by ``build_structures``; the checks of scalars by ``shape
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +12,7 @@ from migrator.errors import MappingError, MappingErrors, docs
 from migrator.mapping.build_structures import StructureReader
 from migrator.mapping.expiry import Expiry, ExpirySyntaxError
 from migrator.mapping.expiry import parse as parse_expiry
-from migrator.mapping.model import KINDS, Mapping, Options, Retries, Table, Template
+from migrator.mapping.model import KINDS, Mapping, Options, Retries, Shard, Table, Template
 from migrator.mapping.shape import suggest
 from migrator.mapping.streams import StreamDefaults, Streams, StreamsSyntaxError
 from migrator.mapping.streams import parse_defaults as parse_stream_defaults
@@ -19,7 +20,11 @@ from migrator.mapping.streams import parse_table as parse_stream
 from migrator.mapping.where import Filter, FilterSyntaxError
 from migrator.mapping.where import parse as parse_filter
 
-TOP_KEYS = ("version", "source", "target", "options", "tables")
+TOP_KEYS = ("version", "source", "sources", "target", "options", "tables")
+SHARD_KEYS = ("name", "url")
+#: a shard's name: it goes into key names and metric labels
+SHARD_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+EXAMPLE = "'sources: [{name: east, url: mysql+pymysql://app@east:3306/shop}, ...]'"
 OPTION_KEYS = ("separator", "nulls", "batch_size", "ignore", "retries", "escape", "streams")
 RETRY_KEYS = ("attempts", "backoff", "max_backoff")
 ESCAPES = ("reject", "backslash")  # migrator/plan/escape.py
@@ -61,6 +66,14 @@ class Builder(StructureReader):
                 f"'version: 1' (the format: {docs('mapping.md')})",
             )
         source = top.get("source")
+        sources = self.shards(top.get("sources"), "sources")
+        if sources and source is not None:
+            raise self.error(
+                "sources",
+                "'source' and 'sources' exclude each other: 'sources' lists the servers of a "
+                "sharded source, 'source' names the one server of an unsharded one",
+                "keep one of the two (a single server: 'source: URL')",
+            )
         target = top.get("target")
         options = self.options(top.get("options"), "options")
         tables_raw = self.dict_of(top.get("tables"), "tables", tuple(top.get("tables") or ()))
@@ -83,10 +96,38 @@ class Builder(StructureReader):
             target=self.string(target, "target", expand=True) if target is not None else None,
             options=options,
             tables=tuple(tables),
+            sources=sources,
             name=name,
             file=self.file,
             lines=self.lines,
         )
+
+    def shards(self, value: Any, path: str) -> tuple[Shard, ...]:
+        """``sources:``: a list of ``{name, url}``, the servers of a sharded source."""
+        if value is None:
+            return ()
+        items = self.list_of(value, path)
+        if not items:
+            raise self.error(path, "'sources' lists no server", f"name each shard: {EXAMPLE}")
+        out: list[Shard] = []
+        for i, item in enumerate(items):
+            where = f"{path}[{i}]"
+            d = self.dict_of(item, where, SHARD_KEYS)
+            for key in SHARD_KEYS:
+                if key not in d:
+                    raise self.error(where, f"a shard needs '{key}'", f"e.g. {EXAMPLE}")
+            name = self.string(d["name"], f"{where}.name")
+            if not SHARD_NAME.fullmatch(name):
+                raise self.error(
+                    f"{where}.name",
+                    f"shard name {name!r} is not 1-32 letters, digits, '_' or '-'",
+                    "it goes into key names and metric labels: e.g. 'east', 'shard-01'",
+                )
+            if any(s.name == name for s in out):
+                raise self.error(f"{where}.name", f"two shards are named {name!r}",
+                                 "give each shard a name of its own")  # fmt: skip
+            out.append(Shard(name, self.string(d["url"], f"{where}.url", expand=True)))
+        return tuple(out)
 
     def options(self, value: Any, path: str) -> Options:
         d = self.dict_of(value, path, OPTION_KEYS)

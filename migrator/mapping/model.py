@@ -353,6 +353,16 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Shard:
+    """One of the servers of a sharded source (``sources:``): the same schema, some of the
+    rows. ``name`` is short (letters, digits, ``_``, ``-``): it names the shard in reports,
+    in the keys of its position and state, and in ``--shard``."""
+
+    name: str
+    url: str
+
+
+@dataclass(frozen=True)
 class Mapping:
     """One migration: where from, where to, how each table becomes keys."""
 
@@ -361,6 +371,7 @@ class Mapping:
     target: str | None
     options: Options
     tables: tuple[Table, ...]
+    sources: tuple[Shard, ...] = ()  # a sharded source: exclusive with ``source``
     name: str = "mapping"  # used for checkpoint keys: migrator:<name>:...
     file: str | None = None
     lines: abc.Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
