@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -35,11 +36,24 @@ from migrator.urls import mask
 
 
 def validate(
-    path: str | os.PathLike[str], source: str | None = None, environ: Any = None
+    path: str | os.PathLike[str],
+    source: str | None = None,
+    environ: Any = None,
+    for_sync: bool = False,
 ) -> ValidateReport:
     """Check the mapping file, and against the live schema when a source is known:
     ``source``, else ``$MIGRATOR_SOURCE_URL``, else the mapping's own ``source``.
+    ``for_sync``: what only ``sync`` refuses is an error too (exit 2), not a note.
     Raises ConnectError (exit 3) when a source is given but cannot be reached."""
+    report = _checked(path, source, environ)
+    if for_sync:  # the same problems, judged for sync: every refusal of it is an error
+        report.problems = [
+            dataclasses.replace(p, level="error") if p.brief else p for p in report.problems
+        ]
+    return report
+
+
+def _checked(path: str | os.PathLike[str], source: str | None, environ: Any) -> ValidateReport:
     report = ValidateReport(str(path))
     try:
         mapping = load_mapping(path, environ=environ)
@@ -91,6 +105,7 @@ def cluster_streams(mapping: Mapping, target: str | None) -> list[Problem]:
         "warning", f"sync refuses change streams on a Redis Cluster ({streamed[0]}): the "
         "entries, the rows and the position would not share one MULTI/EXEC", path, mapping.file,
         mapping.line_of(path), "sync to a single Redis server, or drop streams:",
+        "sync refuses change streams on a Redis Cluster",
     )]  # fmt: skip
 
 

@@ -149,6 +149,9 @@ def test_filters_sync_cannot_follow_are_refused_by_validate_and_sync_with_the_fi
     assert not report.errors and len(refusals) == 1, [str(p) for p in refusals]
     assert refusals[0].path == f"tables.{table}" and why in refusals[0].message
     assert fix in str(refusals[0].hint)
+    judged = validate(path, for_sync=True)  # validate --sync: the refusal is an error
+    assert [str(p) for p in judged.errors] == [str(p) for p in refusals], judged.errors
+    assert judged.exit_code == 2
     mapping = parse_mapping(text, name="refused")
     with pytest.raises(MigratorError) as e:
         sync(mapping, source=mariadb_db.url, target=redis_url, until_caught_up=True,
