@@ -31,7 +31,7 @@ from migrator.commands.session import (
     source_url,
     target_url,
 )
-from migrator.commands.shards import ShardPart, finished_on, run_shards
+from migrator.commands.shards import ShardPart, finished_on, reload_shard, run_shards
 from migrator.commands.startup import STARTING, lost_or_transient, start_up
 from migrator.errors import ConnectError, MigratorError, TargetError, TargetLost
 from migrator.mapping.model import Mapping, Retries
@@ -106,6 +106,14 @@ def migrate(
     each as a ``part`` of the run: its rows, its own snapshot and checkpoint."""
 
     m = load(mapping)
+    if m.sources and part is None and replace and shard is not None:
+        return reload_shard(m, shard, target_url(m, target), tables,
+                            Retrying(retry_policy(m, retries)), lambda p, _: migrate(
+            m, target=target, tables=tables, batch_size=batch_size, progress=progress,
+            workers=workers, retries=retries, resume_command=resume_command,
+            into_existing=True, memory_check=memory_check, chunk_rows=chunk_rows, dask=dask,
+            part=p,
+        ))  # fmt: skip
     if m.sources and part is None:
         done = finished_on(target_url(m, target)) if resume and not replace else None
         return run_shards(m, shard, source, replace, tables, lambda p, first: migrate(

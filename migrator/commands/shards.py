@@ -6,6 +6,7 @@ mapping's tables resolved. docs/sharding.md says what each command does over the
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,13 +18,16 @@ from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.mapping.schema import Schema
 from migrator.plan.owners import UNION
+from migrator.plan.planner import TablePlan
 from migrator.reports import MigrateReport
+from migrator.retry import Retrying
 from migrator.source.mysql import Source
 from migrator.source.shards import Union
 from migrator.source.where import clause
 from migrator.store.checkpoint import Checkpoint, removal_pending
 from migrator.store.claims import COLLISION
 from migrator.store.cluster import connect_any
+from migrator.store.shard_keys import refuse_irreversible, remove_shard_rows
 from migrator.urls import mask
 from migrator.verify.report import COLLIDING, TableCheck
 
@@ -169,16 +173,12 @@ def run_shards(
     """``migrate`` of a sharded mapping: every shard answers and holds one schema (else
     exit 3 / 2 before anything is written), then each shard (``only``: that one) is loaded
     in turn by ``load_one(part, first)``, in a snapshot of its own; ``replace`` removes the
-    mapping's keys once, before the first (``tables``: of these tables). ``finished``
+    mapping's keys once, before the first (``tables``: of these tables; ``replace`` with
+    ``only``: ``reload_shard``). ``finished``
     (``--resume``): whether a shard's checkpoint records a finished load of these tables:
     that shard is left as it is. The reports are merged: a table's rows per shard
     (``table@shard``), and a note per shard."""
     chosen = shards(m, source, only)
-    if replace and only is not None:
-        raise MigratorError(
-            f"--replace --shard {only}: removing one shard's keys alone is not done yet",
-            f"reload every shard with --replace and no --shard ({docs('sharding.md#limits')})",
-        )
     with opened_union(m, tables) as (union, resolved):
         names = tuple(run_name(m.name, s.name) for s in m.sources)
         parts = [ShardPart(s.name, s.url, m.name, union, names) for s in chosen]
@@ -215,6 +215,40 @@ def finished_on(target: str) -> Callable[[ShardPart, list[str]], bool]:
         return not removal_pending(states) and all(s is not None and s.done for s in done)
 
     return finished
+
+
+def reload_shard(
+    m: Mapping,
+    only: str,
+    target: str,
+    tables: list[str] | None,
+    retrying: Retrying,
+    load_one: Callable[[ShardPart, bool], MigrateReport],
+) -> MigrateReport:
+    """``migrate --replace --shard NAME``: NAME's rows removed from Redis, found by the owner
+    hash and undone write by write (store/shard_keys.py), then NAME loaded again by
+    ``load_one``; other shards' rows are not touched. Counters and latest lists are rebuilt
+    over every shard, as any load does."""
+    (chosen,) = shards(m, None, only)
+    with opened_union(m, tables) as (union, resolved):
+        names = tuple(run_name(m.name, s.name) for s in m.sources)
+        part = ShardPart(chosen.name, chosen.url, m.name, union, names)
+        plans = [TablePlan(dataclasses.replace(r, shard=chosen.name)) for r in resolved]
+        refuse_irreversible(plans)
+        client = connect_any(target)
+        try:
+            removed = remove_shard_rows(client, plans, chosen.name, retrying)
+        finally:
+            client.close()
+        loaded = load_one(part, False)
+    out = merged([(part, loaded)])
+    out.removed = removed
+    out.notes.append(
+        f"--replace --shard {only}: the {removed:,} row(s) Redis held from shard {only} were "
+        "removed (their keys and members), then the shard loaded again; other shards' rows "
+        "were not touched"
+    )
+    return out
 
 
 def merged(reports: list[tuple[ShardPart, MigrateReport]]) -> MigrateReport:
