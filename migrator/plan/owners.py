@@ -74,11 +74,14 @@ class Owners(Structure):
         return self.shard if self.shard != b"*" else CURRENT.get().encode()
 
     def entries(self, row: Row) -> list[tuple[str, bytes, bytes, bytes]]:
-        """The row's entry: ("h", key, primary key, shard), as plan/delta.py's ``h``."""
-        return [("h", self.key, self.field(row), self.owner())]
+        """The row's entry: ("h", key, primary key, shard), as plan/delta.py's ``h``; none
+        for a row of the union read outside of a shard's batches (its shard unknown)."""
+        owner = self.owner()
+        return [("h", self.key, self.field(row), owner)] if owner else []
 
     def add(self, row: Row, batch: Batch) -> None:
-        batch.hset(self.key, self.field(row), self.owner())
+        for _, key, field, owner in self.entries(row):
+            batch.hset(key, field, owner)
 
     def patterns(self) -> list[str]:
         return [self.key.decode("utf-8", "replace")]
