@@ -199,6 +199,7 @@ def test_collisions_are_reported_with_their_shards_and_sql(two, tmp_path, redis_
     _fill(west, [(2, "bob2", "bob2@x", "us", "2024-02-02 00:00:00"),
                  (103, "ann2", "ann@x", "eu", "2024-02-03 00:00:00"), *WEST])  # fmt: skip
     f = _mapping(tmp_path, {"east": east.url, "west": west.url}, redis_url)
+    assert sum(t.rows for t in dry_run(f).tables) == 5  # 7 rows, 2 colliding: left out
     result = CliRunner().invoke(app, ["migrate", str(f), "--json"])
     assert result.exit_code == 1, result.output
     report = migrate(f)  # a second run: the same collisions, again (exit 1)
