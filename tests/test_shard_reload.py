@@ -5,11 +5,14 @@ loaded again; another shard's keys stay as they were, even where its MySQL rows 
 from __future__ import annotations
 
 import pytest
+from redis.cluster import RedisCluster
 from typer.testing import CliRunner
 
 from migrator.cli import app
 from migrator.commands import migrate
 from migrator.commands.verify import verify
+from migrator.store.claims import COLLISION
+from migrator.verify import report as vr
 from tests import test_shards
 from tests.test_shards import EAST, WEST, _fill, _mapping, expected, held
 
@@ -60,3 +63,29 @@ def test_tables_it_cannot_undo_row_by_row_are_refused(
     assert result.exit_code == 2, result.output
     assert "cannot be removed one by one" in result.output
     assert redis_client.dbsize() == 0
+
+
+@pytest.mark.engine("mariadb", why="the target is what this test varies, not the engine")
+def test_a_cluster_target(two, tmp_path, redis_cluster):
+    """The same on a Redis Cluster: claims, the owner hash and one shard's reload are
+    commands on keys of many slots, each routed to its node."""
+    east, west = two
+    _fill(east, EAST)
+    _fill(west, [(2, "bob2", "bob2@x", "us", "2024-02-02 00:00:00"), *WEST])
+    f = _mapping(tmp_path, {"east": east.url, "west": west.url}, redis_cluster.url)
+    redis_cluster.flush()
+    rc = RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
+    try:
+        report = migrate(f)
+        assert report.exit_code == 1  # west's row 2: a collision, not written
+        assert sum(t.rejected.get(COLLISION, 0) for t in report.tables) == 1
+        assert held(rc) == expected({"east": EAST, "west": WEST})
+        assert dict(verify(f).tables[0].counts) == {vr.COLLIDING: 1}
+        east.run("DELETE FROM customer WHERE id = 3")
+        again = migrate(f, replace=True, shard="east")
+        assert again.exit_code == 0 and again.removed == 3
+        assert held(rc) == expected({"east": EAST[:2], "west": WEST})
+        assert dict(verify(f).tables[0].counts) == {vr.COLLIDING: 1}
+    finally:
+        rc.close()
+        redis_cluster.flush()

@@ -126,5 +126,5 @@ def _send(client: Client, commands: list[Command]) -> None:
     """One pipeline (each command on its own key: a cluster routes each)."""
     pipe = client.pipeline(transaction=False)
     for c in commands:
-        pipe.execute_command(*c)
+        pipe.execute_command(c[0].decode(), *c[1:])  # (a cluster routes by its name)
     pipe.execute()
