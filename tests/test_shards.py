@@ -148,11 +148,18 @@ def test_the_union_of_two_shards_is_loaded_and_verified_exactly(
     _fill(east, [(4, "fay", "fay@x", "eu", "2024-07-01 00:00:00")])
     redis_client.hset(b"migrator:shop:shard:customer", encode_row((b"1",)), b"west")
     redis_client.hset(b"customer:999", b"name", b"ghost")
+    redis_client.hset(b"migrator:shop:shard:customer", encode_row((b"555",)), b"north")
     found = verify(f)
     assert not found.ok
     keys = {d.key for t in found.tables for shown in t.examples.values() for d in shown}
     assert {"customer:999", "customer:102", "customer:4"} <= keys, keys
-    assert "migrator:shop:shard:customer" in keys, keys
+    (check,) = found.tables
+    owner = "migrator:shop:shard:customer"
+    assert [(d.key, d.field, d.redis) for d in check.examples[vr.DIFFERENT_VALUE]
+            if d.key == owner] == [(owner, "1:1", "west")]  # fmt: skip
+    # the owner of a row west no longer has, and one of a shard the mapping does not list
+    extra = {(d.field, d.redis) for d in check.examples[vr.EXTRA_FIELD] if d.key == owner}
+    assert extra == {("3:102", "west"), ("3:555", "north")}, extra
 
     fixed = verify(f, fix=True)
     assert fixed.ok

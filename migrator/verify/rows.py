@@ -9,7 +9,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from migrator.plan.owners import owners_of
 from migrator.plan.planner import Batch, KeyFn, Row, Stats, Structure, TablePlan
 from migrator.plan.row_images import RowImages
 from migrator.plan.structures import run_structure
@@ -17,6 +16,7 @@ from migrator.verify import documents
 from migrator.verify import report as vr
 from migrator.verify.expiry import ExpiryChecks
 from migrator.verify.keys import Reader
+from migrator.verify.owners import OwnerCheck
 from migrator.verify.repair import Repairer
 from migrator.verify.report import TableCheck
 from migrator.verify.row_images import ImageCheck
@@ -67,10 +67,9 @@ class RowChecks:
         self.structures.pop("rows", None)  # a cascade child's row images: checked apart
         images = next((s for s in plan.structures if isinstance(s, RowImages)), None)
         self.images = None if images is None else ImageCheck(images, self.found)
+        self.structures.pop("shard", None)  # a sharded source's owner hash: verify/owners.py
+        self.owners = OwnerCheck.of(plan, self.found)
         #: checks of their own, each with ``reads(rows)`` and ``check(replies, context)``
-        owners = owners_of(plan)  # a sharded source's owner hash (plan/owners.py)
-        self.structures.pop("shard", None)
-        self.owners = None if owners is None else ImageCheck(owners, self.found)
         extra = (self.images, self.owners, VectorCheck.of(self))
         self.extra = [c for c in extra if c is not None]
 
