@@ -31,7 +31,7 @@ from migrator.commands.session import (
     source_url,
     target_url,
 )
-from migrator.commands.shards import ShardPart, finished_on, reload_shard, run_shards
+from migrator.commands.shard_loads import ShardPart, finished_on, reload_shard, run_shards
 from migrator.commands.startup import STARTING, lost_or_transient, start_up
 from migrator.errors import ConnectError, MigratorError, TargetError, TargetLost
 from migrator.mapping.model import Mapping, Retries
@@ -102,7 +102,7 @@ def migrate(
     ``replace``; with ``maxmemory`` set, a load that will not fit is refused unless not
     ``memory_check``. ``dask``: the address of a Dask scheduler whose workers run the chunks
     (scaleout/dask_tasks.py) instead of local processes. A sharded mapping (``sources:``)
-    is loaded shard by shard (commands/shards.py ``run_shards``; ``shard``: that one only),
+    is loaded shard by shard (commands/shard_loads.py ``run_shards``; ``shard``: that one only),
     each as a ``part`` of the run: its rows, its own snapshot and checkpoint."""
 
     m = load(mapping)

@@ -62,7 +62,7 @@ def start_up(
     checkpoint begun or resumed, what it vouches for checked, the guard attached. Repeatable
     as a whole, so the caller retries it when Redis goes away or loses the run's marker
     midway (each try begins the checkpoint afresh or resumes what the target holds then).
-    ``part``: a shard's load (commands/shards.py ``ShardPart``): its own checkpoint, and the
+    ``part``: a shard's load (commands/shard_loads.py ``ShardPart``): its own checkpoint, and the
     keys an earlier run of any shard wrote are no keys in the way."""
     plans = [TablePlan(r) for r in resolved]
     names = (m.name,) if part is None else part.checkpoints

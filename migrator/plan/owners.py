@@ -9,7 +9,7 @@ table, beside the table's own keys (``<m>``: the mapping's name):
 
 It is one more structure of the table (``Owners``, named ``shard``), present only when the
 table was resolved for a shard (``Resolved.shard``): ``migrate`` writes it with the rows (and
-claims each row's field first, to find a primary key two shards hold: commands/shards.py),
+claims each row's field first, to find a primary key two shards hold: store/claims.py),
 ``sync`` keeps it through plan/delta.py's ``h`` entries (``entries``), ``verify`` compares it
 and ``--fix`` repairs it; ``migrate --replace`` removes it with the mapping's keys
 (store/keys.py), and the stray-key scan leaves it alone (a ``migrator:`` key: plan/keyspace.py).
