@@ -3,12 +3,12 @@ a row another shard already wrote is reported, never overwritten (docs/sharding.
 
 For a batch of shard S's rows (plan/owners.py ``Owners``), before the batch is packed:
 
-1. its unique values (``unique:`` hashes and strings) are read; one held by another row (a
-   primary key that is not the row's own) whose owner is another shard T is a **unique
-   collision**: the row is left out;
-2. every other row's field in the owner hash is claimed with ``HSETNX`` (one pipeline, then
-   an ``HMGET`` of the fields): a field another shard T holds is a **key collision**: the
-   row is left out.
+1. its unique values are read (an ``HMGET`` per ``unique:`` hash, a ``GET`` per value of a
+   ``unique:`` string); one held by another row (a primary key that is not the row's own)
+   whose owner is another shard T is a **unique collision**: the row is left out;
+2. every other row's field in the owner hash is claimed with ``HSETNX``, by one script call
+   on the owner hash (``CLAIM``) that answers only the fields another shard holds: such a
+   field is a **key collision** (shard T holds the key): the row is left out.
 
 Either way Redis keeps T's row and entries as they were, and the row of S is counted as
 rejected (migrate exits 1) under ``COLLISION``, the first ``MAX_LISTED`` named with the SQL
@@ -28,6 +28,21 @@ from migrator.store.sink import Client, transient
 
 #: the reason rows are counted under
 COLLISION = "a primary key or unique value another shard holds (collision)"
+#: KEYS[1] the owner hash, ARGV[1] the shard, then the fields: HSETNX each; answers (the
+#: field's place, its owner) for each another shard holds
+CLAIM = """
+local out = {}
+for i = 2, #ARGV do
+  if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[1]) == 0 then
+    local owner = redis.call('HGET', KEYS[1], ARGV[i])
+    if owner ~= ARGV[1] then
+      out[#out + 1] = i - 2
+      out[#out + 1] = owner
+    end
+  end
+end
+return out
+"""
 
 
 def _numeric(plan: TableLayout, column: str) -> bool:
@@ -74,42 +89,29 @@ class Claims:
             return left
         fields = [self.owners.field(row) for row in left]
         key = self.owners.key
-
-        def claim() -> list[Any]:
-            pipe = self.client.pipeline(transaction=False)
-            for f in fields:
-                pipe.hsetnx(key, f, mine)
-            pipe.hmget(key, fields)
-            return list(pipe.execute()[-1])
-
-        held = retrying.call(claim, transient, "Redis")
-        out = []
-        for row, owner in zip(left, held):
-            if owner is None or owner == mine:
-                out.append(row)
-            else:
-                self._collide(row, stats, f"its primary key is on shard {owner.decode()} "
-                              "too", self.pk)  # fmt: skip
-        return out
+        taken = retrying.call(
+            lambda: self.client.eval(CLAIM, 1, key, mine, *fields), transient, "Redis"
+        )
+        others = dict(zip(taken[0::2], taken[1::2]))
+        for at, owner in others.items():
+            what = f"its primary key is on shard {owner.decode()} too"
+            self._collide(left[int(at)], stats, what, self.pk)
+        return [row for i, row in enumerate(left) if i not in others]
 
     def _uniques(self, rows: list[Row], mine: bytes, stats: Stats, retrying: Retrying) -> list[Row]:
-        reads: list[tuple[int, int, bytes]] = []  # (row, unique, its pk text)
-        pipe = self.client.pipeline(transaction=False)
+        wanted: list[tuple[int, int, bytes, bytes]] = []  # (row, unique, value, its pk text)
         for i, row in enumerate(rows):
             pk = self.plan.pk_text(row)
-            for j, (_, hash_key, of) in enumerate(self.uniques):
+            for j, (_, _, of) in enumerate(self.uniques):
                 value = of(row)
-                if value is None or pk is None:
-                    continue
-                if hash_key is None:
-                    pipe.get(value)
-                else:
-                    pipe.hget(hash_key, value)
-                reads.append((i, j, pk))
-        if not reads:
+                if value is not None and pk is not None:
+                    wanted.append((i, j, value, pk))
+        if not wanted:
             return rows
-        got = retrying.call(pipe.execute, transient, "Redis")
-        suspects = [(i, j, h) for (i, j, pk), h in zip(reads, got) if h is not None and h != pk]
+        got = retrying.call(lambda: self._holders(wanted), transient, "Redis")
+        suspects = [(i, j, h) for (i, j, _, pk), h in zip(wanted, got) if h is not None and h != pk]
+        if not suspects:
+            return rows
         fields = [self.holder_field(h) for _, _, h in suspects]
         asked = [f for f in fields if f is not None]
         owners: list[Any] = []
@@ -128,6 +130,28 @@ class Claims:
                           f"{owner.decode()} by another row", columns)  # fmt: skip
             out[i] = None
         return [row for row in out if row is not None]
+
+    def _holders(self, wanted: list[tuple[int, int, bytes, bytes]]) -> list[Any]:
+        """The primary key each wanted unique entry names now (None: no entry), in order: an
+        HMGET per unique hash, a GET per unique string (one pipeline)."""
+        pipe = self.client.pipeline(transaction=False)
+        plan: list[tuple[int, list[int]]] = []  # per command: (unique, places in ``wanted``)
+        for j, (_, hash_key, _) in enumerate(self.uniques):
+            places = [n for n, w in enumerate(wanted) if w[1] == j]
+            if not places:
+                continue
+            if hash_key is None:
+                for n in places:
+                    pipe.get(wanted[n][2])
+                    plan.append((j, [n]))
+            else:
+                pipe.hmget(hash_key, [wanted[n][2] for n in places])
+                plan.append((j, places))
+        out: list[Any] = [None] * len(wanted)
+        for (_, places), reply in zip(plan, pipe.execute()):
+            for n, held in zip(places, reply if isinstance(reply, list) else [reply]):
+                out[n] = held
+        return out
 
     def _collide(self, row: Row, stats: Stats, what: str, columns: Sequence[str]) -> None:
         stats.rejected[COLLISION] += 1
