@@ -248,6 +248,8 @@ def test_a_shard_that_does_not_answer_or_differs_stops_the_run(
     assert result.exit_code == 3, result.output
     assert "shard west" in result.output and "s3cret" not in result.output
     assert "127.0.0.1:1" in result.output
+    result = CliRunner().invoke(app, ["migrate", str(f), "--shard", "east"])
+    assert result.exit_code == 3 and "shard west" in result.output  # (the union's counters)
     assert redis_client.dbsize() == 0
     west.run("ALTER TABLE customer MODIFY region VARCHAR(20)")
     f = _mapping(tmp_path, {"east": east.url, "west": west.url}, redis_url)
