@@ -1,8 +1,11 @@
 """``migrate --replace --shard NAME`` (docs/sharding.md#migrate): one shard's rows removed from
 Redis through the owner hash, their members of shared structures with them, and the shard
-loaded again; another shard's keys stay as they were, even where its MySQL rows changed."""
+loaded again; another shard's keys stay as they were, even where its MySQL rows changed;
+``--resume`` per shard; a Redis Cluster target."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from redis.cluster import RedisCluster
@@ -89,3 +92,25 @@ def test_a_cluster_target(two, tmp_path, redis_cluster):
     finally:
         rc.close()
         redis_cluster.flush()
+
+
+def test_resume_continues_each_shard_from_its_own_checkpoint(
+    two, tmp_path, redis_url, redis_client
+):
+    """A run stopped in west's table (its checkpoint: one row done) resumes there, while east,
+    whose load finished, is left as it is: a table done on east is not done on west."""
+    east, west = two
+    _fill(east, EAST)
+    _fill(west, WEST)
+    f = _mapping(tmp_path, {"east": east.url, "west": west.url}, redis_url)
+    assert migrate(f).exit_code == 0
+    stopped = json.dumps({"after": [b"101".hex()], "rows": 1, "done": False})
+    redis_client.hset(b"migrator:shop@west:checkpoint", b"customer", stopped)
+    redis_client.delete(b"customer:102")  # what the stopped run had not written yet
+    report = migrate(f, resume=True)
+    assert report.exit_code == 0, report.tables
+    (table,) = report.tables
+    assert (table.table, table.resumed_from, table.rows) == ("customer@west", 1, 1)
+    assert any(n.startswith("shard east: its checkpoint records a finished load")
+               for n in report.notes), report.notes  # fmt: skip
+    assert held(redis_client) == expected({"east": EAST, "west": WEST})
