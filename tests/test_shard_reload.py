@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from migrator.cli import app
 from migrator.commands import migrate
 from migrator.commands.verify import verify
-from migrator.store.claims import COLLISION
+from migrator.plan.owners import COLLISION
 from migrator.verify import report as vr
 from tests import test_shards
 from tests.test_shards import EAST, WEST, _fill, _mapping, expected, held

@@ -223,6 +223,11 @@ def test_collisions_are_reported_with_their_shards_and_sql(two, tmp_path, redis_
     assert redis_client.hget(b"customer:uniques:email", b"ann@x") == b"1"
     assert not redis_client.exists(b"customer:103")
     assert any("collide with another shard" in n for n in report.notes)
+    shown = CliRunner().invoke(app, ["migrate", str(f)])
+    assert shown.exit_code == 1
+    said = " ".join(shown.output.split())
+    assert "each collides with another shard's row, which Redis keeps" in said, said
+    assert "SELECT * FROM `customer` WHERE `id` = 2" in said
     # verify names the same two, and nothing else differs: Redis holds east's rows
     for found in (verify(f), verify(f, fix=True)):
         assert found.exit_code == 1

@@ -19,7 +19,6 @@ from migrator.reports import MigrateReport
 from migrator.retry import Retrying
 from migrator.source.shards import Union
 from migrator.store.checkpoint import Checkpoint, removal_pending
-from migrator.store.claims import COLLISION
 from migrator.store.cluster import connect_any
 from migrator.store.shard_keys import refuse_irreversible, remove_shard_rows
 
@@ -156,7 +155,7 @@ def merged(reports: list[tuple[ShardPart, MigrateReport]]) -> MigrateReport:
         out.notes.append(f"shard {p.name} ({r.source}): {r.rows:,} rows; {r.consistency}")
         out.notes += [n for n in r.notes if n not in out.notes]
     out.consistency = "per shard: each shard in a snapshot of its own (see its note)"
-    collided = sum(t.rejected.get(COLLISION, 0) for t in out.tables)
+    collided = out.collided
     if collided:
         out.notes.append(
             f"{collided:,} row(s) collide with another shard's (a primary key or unique value "

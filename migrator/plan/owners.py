@@ -32,6 +32,9 @@ NAME = "shard"
 #: owner of a row is then the shard being read, ``CURRENT`` (source/shards.py sets it)
 UNION = "*"
 CURRENT: ContextVar[str] = ContextVar("shard", default="")
+#: the reason a row another shard holds (by its primary key or a unique value) is counted
+#: under when ``migrate`` leaves it out (store/claims.py)
+COLLISION = "a primary key or unique value another shard holds (collision)"
 
 
 def owners_key(mapping_name: str, table: str) -> bytes:

@@ -11,8 +11,8 @@ For a batch of shard S's rows (plan/owners.py ``Owners``), before the batch is p
    field is a **key collision** (shard T holds the key): the row is left out.
 
 Either way Redis keeps T's row and entries as they were, and the row of S is counted as
-rejected (migrate exits 1) under ``COLLISION``, the first ``MAX_LISTED`` named with the SQL
-that finds the rows on both shards. Nothing is kept in memory beyond the batch.
+rejected (migrate exits 1) under ``COLLISION`` (plan/owners.py), the first ``MAX_LISTED``
+named with the SQL that finds the rows on both shards. Nothing is kept in memory beyond the batch.
 """
 
 from __future__ import annotations
@@ -22,12 +22,10 @@ from typing import Any
 
 from migrator.plan.batch import MAX_LISTED, Reject, Row, Stats
 from migrator.plan.layout import TableLayout
-from migrator.plan.owners import Owners, finder, owner_field
+from migrator.plan.owners import COLLISION, Owners, finder, owner_field
 from migrator.retry import Retrying
 from migrator.store.sink import Client, transient
 
-#: the reason rows are counted under
-COLLISION = "a primary key or unique value another shard holds (collision)"
 #: KEYS[1] the owner hash, ARGV[1] the shard, then the fields: HSETNX each; answers (the
 #: field's place, its owner) for each another shard holds
 CLAIM = """
