@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError
 from migrator.plan.batch import Reject
+from migrator.plan.owners import COLLISION
 from migrator.source.shared import SharedValues
 from migrator.source.snapshot import Snapshot
 
@@ -92,6 +93,12 @@ class MigrateReport:
     @property
     def duplicate_rows(self) -> int:
         return sum(t.duplicate_rows for t in self.tables)
+
+    @property
+    def collided(self) -> int:
+        """Rows of a sharded source left out: another shard holds their key or unique value
+        (docs/sharding.md#collisions)."""
+        return sum(t.rejected.get(COLLISION, 0) for t in self.tables)
 
     @property
     def shared_rows(self) -> int:

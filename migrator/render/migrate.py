@@ -69,9 +69,12 @@ def render_migrate(report: MigrateReport) -> None:
             plain(f"  ... and {more:,} more rejected row(s) of {t.table}", to_stderr=True)
     if report.rejected:
         listed = f"listed in {report.rejects_file}" if report.rejects_file else "see above"
+        how = "options.escape: backslash writes them escaped"
+        if report.collided == report.rejected:  # a sharded source's (docs/sharding.md)
+            how = "each collides with another shard's row, which Redis keeps"
         rejected = Text.from_markup(
             f"[red]{report.rejected} row(s) were rejected[/] ({listed}; --rejects FILE lists "
-            "them, options.escape: backslash writes them escaped); exit code 1"
+            f"them, {how}); exit code 1"
         )
         line(rejected, to_stderr=True)
     if report.duplicate_rows:

@@ -12,6 +12,7 @@ from typing import Any
 
 from migrator.plan.batch import Command, Row
 from migrator.plan.keyspace import glob_escape
+from migrator.plan.owners import Owners
 from migrator.plan.row_images import RowImages
 from migrator.verify import report as vr
 
@@ -19,11 +20,14 @@ Found = Callable[..., None]
 
 
 class ImageCheck:
-    """The row images of one table (``RowImages``), compared batch by batch."""
+    """The row images of one table (``RowImages``), compared batch by batch; a sharded
+    source's owner hash (plan/owners.py ``Owners``: one image per row, no SETs) likewise
+    (verify/owners.py)."""
 
-    def __init__(self, structure: RowImages, found: Found) -> None:
+    def __init__(self, structure: RowImages | Owners, found: Found) -> None:
         self.s, self.found = structure, found
         self.fields: set[bytes] = set()  # every encoded primary key the rows explain
+        self.remember = True  # (verify/owners.py finds the fields beyond them otherwise)
         self.present = 0  # of those, the images Redis holds
         self.members: dict[bytes, set[bytes]] = {}  # SET key -> the members the rows explain
 
@@ -56,7 +60,8 @@ class ImageCheck:
         key = self.s.key
         if images:
             got, replies = replies[0], replies[1:]
-            self.fields.update(images)
+            if self.remember:
+                self.fields.update(images)
             for (pk, image), held in zip(images.items(), got):
                 if held is None:
                     self.found(vr.MISSING_FIELD, key, pk, image, None, [(b"HSET", key, pk, image)])

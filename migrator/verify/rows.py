@@ -16,6 +16,7 @@ from migrator.verify import documents
 from migrator.verify import report as vr
 from migrator.verify.expiry import ExpiryChecks
 from migrator.verify.keys import Reader
+from migrator.verify.owners import OwnerCheck
 from migrator.verify.repair import Repairer
 from migrator.verify.report import TableCheck
 from migrator.verify.row_images import ImageCheck
@@ -66,8 +67,11 @@ class RowChecks:
         self.structures.pop("rows", None)  # a cascade child's row images: checked apart
         images = next((s for s in plan.structures if isinstance(s, RowImages)), None)
         self.images = None if images is None else ImageCheck(images, self.found)
+        self.structures.pop("shard", None)  # a sharded source's owner hash: verify/owners.py
+        self.owners = OwnerCheck.of(plan, self.found)
         #: checks of their own, each with ``reads(rows)`` and ``check(replies, context)``
-        self.extra = [c for c in (self.images, VectorCheck.of(self)) if c is not None]
+        extra = (self.images, self.owners, VectorCheck.of(self))
+        self.extra = [c for c in extra if c is not None]
 
     def found(
         self,
