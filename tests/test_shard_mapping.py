@@ -51,11 +51,16 @@ def test_one_server_is_one_unnamed_shard(tmp_path):
         ("sources: [{name: a, url: x}, {name: a, url: y}]", "two shards are named 'a'"),
         ("sources: [{name: a, url: x, port: 3}]", "port"),
         ("source: x\nsources: [{name: a, url: x}]", "exclude each other"),
+        (
+            "sources: [{name: a, url: x}]\ntables:\n  c: {as: json, nest: {in: t, as: cs}}",
+            "not kept over a sharded source",
+        ),
     ],
 )
 def test_bad_sources_are_refused_with_their_line(tmp_path, body, message):
+    tables = "" if "tables:" in body else "\ntables: {t: {}}"
     with pytest.raises(MappingError, match=message) as e:
-        _load(tmp_path, f"version: 1\n{body}\ntables: {{t: {{}}}}\n")
+        _load(tmp_path, f"version: 1\n{body}{tables}\n")
     assert e.value.line is not None
 
 
