@@ -75,6 +75,12 @@ from migrator.sync.nesting import refuse as refuse_nesting
 from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS
 from migrator.sync.recovery import SyncRun
 from migrator.sync.schema_watch import Resnapshot
+from migrator.sync.shards import (
+    refuse_changed,
+    refuse_latest,
+    refuse_resnapshot,
+    shard_resnapshot,
+)
 from migrator.sync.snapshot_queue import FIELD, dump_queue, first_run_queue
 from migrator.urls import mask
 
@@ -99,6 +105,7 @@ class Options:
     asked: list[str] = field(default_factory=list)  # --resnapshot tables
     chunk_rows: int = SNAPSHOT_CHUNK_ROWS
     online_load: bool = True
+    shard: str = ""  # one shard of a sharded source (sync/shards.py), or ""
 
 
 def refuse_cluster_streams(resolved: list[Resolved], cluster: bool) -> None:
@@ -129,6 +136,10 @@ def coordinate(
     tops = trees({r.name: TablePlan(r) for r in resolved})  # nested documents
     online_load = o.online_load and not tops  # a tree is loaded whole, in one snapshot
     refuse_nesting(tops, cluster=False, logged=True)  # what needs no server: at once
+    shard = o.shard
+    refuse_latest(resolved, shard)
+    refuse_resnapshot(o.asked, shard)
+    resnapshot = o.resnapshot or (shard_resnapshot(shard) if shard else None)
     client: Any = connect_any(url)
     searches = definitions(resolved, m)
     features.require(client, resolved, searches)  # the server indexes what sync writes
@@ -149,15 +160,15 @@ def coordinate(
     parents = outside(src.schema().tables, plans)  # read for their cascades (plan/cascade.py)
     refuse_unfollowable(cascade_plans(plans, tops), is_cluster(client), logged, parents)
     ident = f"{src.url.host or 'localhost'}:{src.url.port or 3306}/{database}"
-    lock = SyncLock(connect_any(url), m.name, m.file or m.name)
+    lock = SyncLock(connect_any(url), m.name, m.file or m.name, shard)
     lock.acquire()  # before anything is written or the log is read
     try:
         search_index.build(client, m.name, searches, progress)
-        state = SyncState(client, m.name)
+        state = SyncState(client, m.name, shard)
         stored = state.load()
         server = surfaced(lambda: gtid.server_id(src.raw_connection()),
                           "reading the source's server id", src.close)  # fmt: skip
-        reader_id = o.server_id or default_server_id(m.name, url)
+        reader_id = o.server_id or default_server_id(m.name + (f":{shard}" if shard else ""), url)
         shape = mapping_fingerprint(m)
         if o.reload:
             stored = {}
@@ -169,6 +180,7 @@ def coordinate(
             )  # fmt: skip
             log.failed_over(before, stored)
         changed, dropped = mapping_changes(stored, m, shape)
+        refuse_changed(changed, shard)
         log.started(m.file or m.name, src.shown_url, mask(url), stored, o.reload, online_load)
         identity = {"mapping": shape, "tables": json.dumps(table_fingerprints(m))}
         report = SyncReport(
@@ -182,7 +194,8 @@ def coordinate(
             report.online_load = online_load
             if online_load:
                 return load_position(src, reader_id)
-            return load_snapshot(src, client, resolved, m, progress, o.stop, retrying, reader_id)
+            return load_snapshot(src, client, resolved, m, progress, o.stop, retrying, reader_id,
+                                 shard)  # fmt: skip
 
         run = SyncRun(
             m, src, client, state, resolved, report, o.stop, o.policy, lock,
@@ -192,11 +205,11 @@ def coordinate(
             follower=lambda start, **kw: Follower(
                 src, client, state, resolved, database, start, o.stop, o.heartbeat,
                 reader_id, on_status, o.status_interval, o.on_applied, mapping=m,
-                figures=o.figures, resnapshot=o.resnapshot, chunk_rows=o.chunk_rows,
+                figures=o.figures, resnapshot=resnapshot, chunk_rows=o.chunk_rows, shard=shard,
                 identity=identity, asked=once(o.asked, changed, dropped), progress=online,
                 others=others, **kw,
             ),
-            replan=lambda: replan(src, m, resolved),
+            replan=lambda: replan(src, m, resolved), shard=shard,
             fields={"source": ident, "server": server, **identity, **(
                 {FIELD: dump_queue(first_run_queue(resolved, o.chunk_rows))}
                 if online_load else {})},
@@ -207,7 +220,10 @@ def coordinate(
         except BaseException:
             hint.forget()
             raise
-        hint.record(run.others)
+        if shard:  # several writers: no one process knows the union's count
+            hint.forget()
+        else:
+            hint.record(run.others)
         log.ended(report)
     finally:
         lock.release()

@@ -5,6 +5,9 @@
   scrape time — nothing is counted twice;
 * ``/healthz``: 200 or 503, and one line saying why (``SyncFigures.health``).
 
+A shard's sync (``--shard NAME``, docs/sharding.md#sync) labels every metric
+``shard="NAME"`` besides ``mapping``, and its ``/healthz`` line begins ``shard NAME:``.
+
 Every metric is named ``migrator_sync_*``; the list is in docs/sync.md.
 """
 
@@ -150,11 +153,13 @@ class _Quiet(WSGIRequestHandler):
 class MetricsServer:
     """Serves ``/metrics`` and ``/healthz`` for ``figures`` until ``close()``."""
 
-    def __init__(self, address: str, figures: Figures, mapping: str) -> None:
+    def __init__(self, address: str, figures: Figures, mapping: str, shard: str = "") -> None:
         host, port = parse_address(address)
         self.figures = figures
+        self.shard = shard
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(FiguresCollector(figures, {"mapping": mapping}))
+        labels = {"mapping": mapping, **({"shard": shard} if shard else {})}
+        registry.register(FiguresCollector(figures, labels))
         self.metrics_app = make_wsgi_app(registry)
         server_class = _Server6 if ":" in host else _Server
         try:
@@ -177,7 +182,8 @@ class MetricsServer:
             ok, why = self.figures.health()
             status = "200 OK" if ok else "503 Service Unavailable"
             start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
-            return [f"{'ok' if ok else 'unhealthy'}: {why}\n".encode()]
+            who = f"shard {self.shard}: " if self.shard else ""
+            return [f"{who}{'ok' if ok else 'unhealthy'}: {why}\n".encode()]
         if path == "/metrics":
             return self.metrics_app(environ, start_response)
         start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])

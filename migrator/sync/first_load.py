@@ -29,6 +29,7 @@ from migrator.source.selects import selector_of
 from migrator.source.snapshot import Snapshot, gtid_snapshot, start_snapshot
 from migrator.source.where import clause
 from migrator.store.cluster_sink import sink_for, writer_for
+from migrator.sync.shards import counter_keys, raised
 
 
 def load_position(src: Source, reader_id: int) -> tuple[Snapshot, list[TableReport]]:
@@ -58,12 +59,14 @@ def load_snapshot(
     stop: threading.Event,
     retrying: Retrying | None = None,
     reader_id: int | None = None,
+    shard: str = "",
 ) -> tuple[Snapshot, list[TableReport]]:
     """Every mapped table read in one consistent snapshot and written as migrate writes it
     (on MySQL with GTIDs and a ``reader_id``, ``gtid_snapshot``'s, without a lock), with the
     ``snapshot`` entries of the streams that ask for them (as of the snapshot's position).
     A lost source connection is ``SourceLost`` (the load starts again from a new snapshot);
-    Redis writes are retried as ``retrying`` says."""
+    Redis writes are retried as ``retrying`` says. One ``shard``'s load raises the counters
+    (sync/shards.py)."""
     opened: list[Any] = []
 
     def begin() -> Snapshot:  # the connection opened inside the retries' reach too
@@ -108,7 +111,8 @@ def load_snapshot(
                     progress.advance(r.name, len(rows))
             finally:
                 writer.close()
-            sink_for(client, retrying).write(finish_commands(src, plan, r, clause(r)))
+            ends = finish_commands(src, plan, r, clause(r))
+            sink_for(client, retrying).write(raised(ends, counter_keys(plan)) if shard else ends)
             progress.finish(r.name)
             reports.append(
                 TableReport(

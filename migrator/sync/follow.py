@@ -105,8 +105,10 @@ class Follower(TableChanges, GroupApplier):
         identity: dict[str, str] | None = None,
         progress: Progress = NULL_PROGRESS,
         others: Progress = NULL_PROGRESS,
+        shard: str = "",
     ) -> None:
         self.src, self.client, self.state, self.stop = src, client, state, stop
+        self.shard = shard  # one shard of a sharded source (sync/shards.py), or ""
         self.check_target, self.retrying = check_target, retrying
         self.progressed = False  # the new reader delivered something (a retry succeeded)
         self.cluster = is_cluster(client)
@@ -172,7 +174,7 @@ class Follower(TableChanges, GroupApplier):
             self.snapshots = Snapshots(
                 src, client, mapping, self.resolved, self.plans, waiting,
                 chunk_rows, retrying, self._snapshotted, progress, others, stop=stop,
-                streams=snapshot_streams(dict(self.plans)),
+                streams=snapshot_streams(dict(self.plans)), shard=shard,
             )  # fmt: skip
         self.asked, self.identity = asked, identity or {}
         self.read_to = start  # how far the log is applied, or read with nothing to apply

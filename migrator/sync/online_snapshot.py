@@ -67,6 +67,7 @@ from migrator.source.snapshot import is_mariadb, start_snapshot, wait_visible
 from migrator.source.where import clause
 from migrator.store.cluster_sink import Writer, sink_for, writer_for
 from migrator.store.keys import remove_owned
+from migrator.sync.shards import counter_keys, raised
 from migrator.sync.snapshot_queue import (
     FIELD,
     FIRST_RUN,
@@ -131,6 +132,9 @@ class Snapshots:
     streams: dict[str, ChangeStream] = field(default_factory=dict)
     #: the rows written since the progress was last stored, each with its stream (``entries``)
     snapped: list[tuple[ChangeStream, Row]] = field(default_factory=list)
+    #: the shard this sync follows (sync/shards.py): it removes no other shard's keys and
+    #: raises the counters it finishes
+    shard: str = ""
 
     # -- what the follow loop asks ---------------------------------------------------------
     def observe(self, change: Change) -> None:
@@ -245,7 +249,8 @@ class Snapshots:
 
     def _clear(self, p: Pending) -> None:
         """The table's old keys removed before its first chunk (again after a crash: the
-        chunks read after this see every row the log wrote meanwhile)."""
+        chunks read after this see every row the log wrote meanwhile). One shard's sync
+        removes none: the table's keys hold the other shards' rows too (sync/shards.py)."""
         space = KeySpace(list(self.plans.values()), self.mapping.kept())
         bar, said = self._bar(p), [0.0]
 
@@ -254,8 +259,9 @@ class Snapshots:
                 said[0] = time.monotonic()
                 bar.note(p.table, f"removing its old keys: {n:,} removed")
 
-        remove_owned(self.client, space, [p.table], retrying=self.retrying, stop=self.stop,
-                     removing=removing)  # fmt: skip
+        if not self.shard:
+            remove_owned(self.client, space, [p.table], retrying=self.retrying,
+                         stop=self.stop, removing=removing)  # fmt: skip
         r = self.resolved[p.table]
         estimate = r.schema.row_estimate or 0
         p.cleared, p.chunk, p.rows, p.after = True, 0, 0, None
@@ -397,6 +403,8 @@ class Snapshots:
                             f"finishing {p.table}", self.src.close)  # fmt: skip
         with suppress(Exception):
             self.src.raw_connection().rollback()
+        if self.shard:  # the highest key over every shard wins
+            commands = raised(commands, counter_keys(plan))
         sink_for(self.client, self.retrying).write(commands)
         self.queue.pop(0)
         self._bar(p).finish(p.table)

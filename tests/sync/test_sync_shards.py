@@ -1,0 +1,279 @@
+"""``sync`` over a sharded source, one process per shard (docs/sharding.md#sync): a private
+Oracle MySQL and a private MariaDB each hold a shard of one schema; a ``sync --shard`` process
+follows each while both take random writes; one process is killed with -9 and started again,
+one shard is reloaded; Redis then equals an independent rebuild (``migrate`` of the union of
+the shards' rows into another database) and ``verify`` of the union answers 0. Also: what
+is refused, and each shard's own state, lock and metrics label."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from migrator.commands.migrate import migrate
+from migrator.commands.verify import verify
+from migrator.commands.sync import sync
+from migrator.errors import MigratorError
+from migrator.store.sync_lock import SyncLock
+from tests.binlog_server import PrivateMariaDB, missing
+from tests.faults import wait_for
+from tests.mysql_server import PrivateMySQL, mysql_problem
+from tests.services import create_database
+from tests.sync.helpers import cli, following
+
+SCHEMA = """
+CREATE TABLE item (id INT PRIMARY KEY, email VARCHAR(60), cat VARCHAR(10), price INT,
+                   UNIQUE KEY (email), KEY (cat));
+CREATE TABLE tag (item_id INT NOT NULL, tag VARCHAR(20) NOT NULL, PRIMARY KEY (item_id, tag));
+"""
+
+TABLES = """
+tables:
+  item:
+    counter: true
+    unique: [email]
+    indexes: [cat]
+    sorted:
+      - key: "item:by:price"
+        score: price
+  tag:
+    as: none
+    sets:
+      - key: "tag:{tag}"
+        member: "{item_id}"
+"""
+
+#: each shard's primary keys: east from 1,000,000 (MySQL), west from 1 (MariaDB)
+BASE = {"east": 1_000_000, "west": 0}
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, Any]]:
+    """The two shards' servers: Oracle MySQL 9.7 (east) and MariaDB (west), private."""
+    problem = mysql_problem() or missing()
+    if problem:
+        pytest.skip(problem)
+    east, west = PrivateMySQL(), PrivateMariaDB()
+    east.start()
+    try:
+        west.start()
+        try:
+            yield {"east": east, "west": west}
+        finally:
+            west.stop()
+    finally:
+        east.stop()
+
+
+@pytest.fixture
+def shards(servers: dict[str, Any]) -> dict[str, Any]:
+    """A fresh database on each server with the schema and a few rows of its own."""
+    out = {}
+    for name, server in servers.items():
+        db = create_database(server.url, f"shard_{name}_{random.randrange(10**8)}")
+        db.run(SCHEMA)
+        base = BASE[name]
+        db.run(";".join(f"INSERT INTO item VALUES ({base + i}, 'e{base + i}', 'c{i % 3}', {i})"
+                        for i in range(1, 21)))  # fmt: skip
+        out[name] = db
+    return out
+
+
+def _mapping(tmp_path: Path, shards: dict[str, Any]) -> str:
+    lines = "".join(f"  - {{name: {n}, url: \"{db.url}\"}}\n" for n, db in shards.items())
+    path = tmp_path / "sharded" / "shop.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"version: 1\nsources:\n{lines}{TABLES}")
+    return str(path)
+
+
+def _write(db: Any, name: str, seed: int, steps: int) -> None:
+    """Random transactions on one shard, inside its own key range: inserts, updates of the
+    unique, indexed and scored columns, primary-key moves, deletes, tags."""
+    rng = random.Random(seed)
+    base = BASE[name]
+    conn = db.connect(autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for _ in range(steps):
+                cur.execute("SELECT id FROM item")
+                ids = [r[0] for r in cur.fetchall()] or [base + 1]
+                i, op = rng.choice(ids), rng.random()
+                new = base + rng.randint(1, 5000)
+                cur.execute("START TRANSACTION")
+                if op < 0.3:
+                    cur.execute("INSERT IGNORE INTO item VALUES (%s, %s, %s, %s)",
+                                (new, rng.choice([None, f"n{new}"]), rng.choice(["c0", "c1", None]),
+                                 rng.choice([None, rng.randint(-50, 500)])))  # fmt: skip
+                elif op < 0.6:
+                    cur.execute("UPDATE item SET price = %s, cat = %s WHERE id = %s",
+                                (rng.randint(0, 900), rng.choice(["c0", "c2"]), i))  # fmt: skip
+                elif op < 0.7:
+                    cur.execute("UPDATE IGNORE item SET email = %s WHERE id = %s",
+                                (f"u{seed}_{rng.randrange(10**9)}", i))  # fmt: skip
+                elif op < 0.8:
+                    cur.execute("UPDATE IGNORE item SET id = %s WHERE id = %s", (new, i))
+                elif op < 0.9:
+                    cur.execute("DELETE FROM item WHERE id = %s", (i,))
+                    cur.execute("DELETE FROM tag WHERE item_id = %s", (i,))
+                else:
+                    cur.execute("INSERT IGNORE INTO tag VALUES (%s, %s)",
+                                (i, rng.choice(["a", "b", "c"])))  # fmt: skip
+                cur.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _dump(client: redis.Redis) -> dict[bytes, Any]:
+    """Every key but the tool's own (``migrator:``) with its value."""
+    out: dict[bytes, Any] = {}
+    for key in client.scan_iter(count=1000):
+        if key.startswith(b"migrator:"):
+            continue
+        kind = client.type(key)
+        out[key] = {
+            b"string": client.get, b"hash": client.hgetall, b"set": client.smembers,
+            b"zset": lambda k: client.zrange(k, 0, -1, withscores=True),
+        }[kind](key)  # fmt: skip
+    return out
+
+
+def _union(servers: dict[str, Any], shards: dict[str, Any], tmp_path: Path) -> str:
+    """An unsharded mapping over a database holding every shard's rows (on the west server)."""
+    db = create_database(servers["west"].url, f"shard_union_{random.randrange(10**8)}")
+    db.run(SCHEMA)
+    conn = db.connect(autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for shard in shards.values():
+                src = shard.connect()
+                try:
+                    with src.cursor() as read:
+                        for table in ("item", "tag"):
+                            read.execute(f"SELECT * FROM {table}")
+                            rows = read.fetchall()
+                            if rows:
+                                marks = ",".join(["%s"] * len(rows[0]))
+                                cur.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+                finally:
+                    src.close()
+    finally:
+        conn.close()
+    path = tmp_path / "union" / "shop.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"version: 1\nsource: \"{db.url}\"\n{TABLES}")
+    return str(path)
+
+
+def _caught_up(mapping: str, shard: str, url: str, *more: str) -> None:
+    done = subprocess.run(cli("sync", mapping, "--shard", shard, "--target", url,
+                              "--until-caught-up", *more), capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def test_two_shards_two_processes_kill_and_reload_equal_a_rebuild(
+    servers: dict[str, Any], shards: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    mapping = _mapping(tmp_path, shards)
+    env = dict(os.environ)
+    args = {n: ["sync", mapping, "--shard", n, "--target", redis_url] for n in shards}
+    client = redis.Redis.from_url(redis_url)
+    writers: list[threading.Thread] = []
+
+    def writing(seed: int, steps: int) -> None:
+        for n, (name, db) in enumerate(shards.items()):
+            t = threading.Thread(target=_write, args=(db, name, seed + n, steps))
+            t.start()
+            writers.append(t)
+
+    with following(args["east"], env) as east:
+        with following(args["west"], env) as west:
+            writing(1, 150)
+            wait_for("west applying", lambda: client.hget(b"migrator:shop:sync:west", b"file"), 60)
+            os.kill(west.pid, signal.SIGKILL)  # a crash: its position stays with its changes
+            west.wait()
+            assert east.poll() is None, "east's process is the west's crash's business"
+        for t in writers:
+            t.join()
+        writing(11, 100)
+        with following(args["west"], env):  # restarted: resumes from its own position
+            for t in writers:
+                t.join()
+        east.send_signal(signal.SIGTERM)
+        assert east.wait(60) == 0, east.stderr.read() if east.stderr else ""
+    _write(shards["east"], "east", 21, 60)
+    _caught_up(mapping, "east", redis_url, "--reload")  # this shard's rows only, loaded again
+    _caught_up(mapping, "west", redis_url)
+    _caught_up(mapping, "east", redis_url)
+    state = {n: client.hgetall(f"migrator:shop:sync:{n}") for n in shards}
+    assert all(s.get(b"file") for s in state.values()), state
+    union = _union(servers, shards, tmp_path)
+    checked = verify(union, target=redis_url)
+    assert checked.exit_code == 0, json.dumps(checked.as_dict(), default=str)[:3000]
+    synced = _dump(client)
+    counter = int(synced.pop(b"item:id"))
+    for key in list(client.scan_iter()):
+        client.delete(key)
+    migrate(union, target=redis_url)
+    rebuilt = _dump(client)
+    assert counter >= int(rebuilt.pop(b"item:id"))  # raised by both shards, never lowered
+    assert counter >= BASE["east"]  # east's keys are the highest: west never lowered it
+    assert synced == rebuilt
+
+
+def test_a_sharded_mapping_is_synced_one_shard_per_process(
+    shards: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    mapping = _mapping(tmp_path, shards)
+    done = subprocess.run(cli("sync", mapping, "--target", redis_url), capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.returncode == 2
+    said = " ".join(done.stderr.split())
+    assert "--shard east" in said and "--shard west" in said
+    assert "migrator-sync@.service" in said
+    with pytest.raises(MigratorError, match="no shard of that name"):
+        sync(mapping, target=redis_url, shard="north", until_caught_up=True)
+    with pytest.raises(MigratorError, match="--resnapshot item would remove"):
+        sync(mapping, target=redis_url, shard="east", resnapshot_tables=["item"],
+             until_caught_up=True)  # fmt: skip
+    latest = Path(mapping).read_text().replace(
+        "    counter: true\n", "    latest: [{key: 'item:latest', order_by: price, limit: 3}]\n"
+    )
+    Path(mapping).write_text(latest)
+    with pytest.raises(MigratorError, match="latest lists"):
+        sync(mapping, target=redis_url, shard="east", until_caught_up=True)
+
+
+def test_each_shard_has_its_own_lock_and_state(
+    shards: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    mapping = _mapping(tmp_path, shards)
+    client = redis.Redis.from_url(redis_url)
+    held = SyncLock(redis.Redis.from_url(redis_url), "shop", mapping, "east")
+    held.acquire()
+    try:
+        with pytest.raises(MigratorError, match="another sync of .* --shard east"):
+            sync(mapping, target=redis_url, shard="east", until_caught_up=True)
+        report = sync(mapping, target=redis_url, shard="west", until_caught_up=True)
+        assert report.stopped == "caught up"
+    finally:
+        held.release()
+    assert client.exists(b"migrator:shop:sync:west")
+    assert not client.exists(b"migrator:shop:sync:east")  # west wrote nothing of east's
+    assert not client.exists(b"migrator:shop:sync")
+    assert client.scard(b"item:indices:cat:c0") > 0
+    west_keys = set(client.scan_iter("item:*"))
+    sync(mapping, target=redis_url, shard="east", until_caught_up=True)
+    sync(mapping, target=redis_url, shard="west", until_caught_up=True, reload=True)
+    assert west_keys <= set(client.scan_iter("item:*"))
+    assert client.exists(f"item:{BASE['east'] + 1}")  # the west's reload left east's rows
