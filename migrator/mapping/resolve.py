@@ -20,6 +20,9 @@ class Resolved:
     separator: str
     escape: str = "reject"  # a separator inside a composite's value: reject or backslash
     mapping_name: str = "mapping"  # for the keys migrator keeps of its own (expiry schedule)
+    #: the shard of a sharded source (``sources:``) whose rows this is ("": not sharded);
+    #: its tables keep an owner hash (plan/owners.py)
+    shard: str = ""
 
     @property
     def name(self) -> str:
@@ -78,8 +81,11 @@ def _escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def resolve(mapping: Mapping, schema: Schema, only: list[str] | None = None) -> list[Resolved]:
-    """Complete every table of the mapping against the live schema; all problems at once."""
+def resolve(
+    mapping: Mapping, schema: Schema, only: list[str] | None = None, shard: str = ""
+) -> list[Resolved]:
+    """Complete every table of the mapping against the live schema; all problems at once.
+    ``shard``: the shard of a sharded source whose schema this is (``Resolved.shard``)."""
     errors: list[MappingError] = []
     out: list[Resolved] = []
     for table in mapping.tables:
@@ -129,7 +135,7 @@ def resolve(mapping: Mapping, schema: Schema, only: list[str] | None = None) -> 
             table, primary_key=tuple(pk), key=key, columns=columns, counter=counter
         )
         escape = table.escape or mapping.options.escape
-        out.append(Resolved(resolved, ts, sep, escape, mapping.name))
+        out.append(Resolved(resolved, ts, sep, escape, mapping.name, shard))
     if errors:
         raise MappingErrors(errors) if len(errors) > 1 else errors[0]
     return out

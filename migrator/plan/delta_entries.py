@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from migrator.plan.batch import Row
 from migrator.plan.delta_code import Collect, Entries
+from migrator.plan.owners import Owners
 from migrator.plan.planner import TablePlan
 from migrator.plan.row_images import RowImages
 from migrator.plan.structures import (
@@ -97,7 +98,7 @@ def collector(plan: TablePlan, structure: object) -> Collect | None:
     pk_text = plan.pk_text
     if isinstance(structure, RowColumns):
         return _row_columns(plan, structure)
-    if isinstance(structure, RowImages):
+    if isinstance(structure, (RowImages, Owners)):  # (plan/owners.py: ``h`` entries too)
         images = structure.entries
 
         def row_images(row: Row, out: Entries) -> None:

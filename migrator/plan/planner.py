@@ -17,6 +17,7 @@ from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Batch, Command, KeyFn, Row, Stats, compile_template, joiner
 from migrator.plan.expiry import RowExpiry
 from migrator.plan.layout import TableLayout
+from migrator.plan.owners import Owners, sharded
 from migrator.plan.packer import Packer
 from migrator.plan.resp import resp
 from migrator.plan.row_images import RowImages
@@ -50,6 +51,8 @@ class TablePlan(TableLayout):
         self.structures = [cls(self) for cls in STRUCTURES.values() if cls.wanted(self.table)]
         if images_wanted(self):  # what sync's cascades read (plan/row_images.py)
             self.structures.append(RowImages(self))
+        if sharded(self.resolved):  # which shard each row came from (plan/owners.py)
+            self.structures.append(Owners(self))
         self._packer: Packer | None = None
         rule = self.table.expire
         #: the table's expiry (expire:): TTLs of the row's own keys and its schedule

@@ -15,6 +15,7 @@ from migrator.errors import MigratorError
 from migrator.plan.keyspace import KeyPattern, KeySpace, glob_escape, glob_regex
 from migrator.plan.nesting import trees
 from migrator.plan.nesting_side import side_keys
+from migrator.plan.owners import owners_of
 from migrator.plan.row_images import images_of
 from migrator.retry import Retrying, Stopped
 from migrator.store.sink import Client, retry
@@ -122,6 +123,9 @@ def remove_owned(
         if images is not None:
             pending.append(images.key)
             prefixes += [prefix for prefix, _ in images.by]
+        owners = owners_of(plan) if wanted is None or name in wanted else None
+        if owners is not None:  # a sharded source's owner hash (plan/owners.py)
+            pending.append(owners.key)
     for prefix in prefixes:
         pending += retry(partial(_scan, client, glob_escape(prefix) + "*"), retrying=retrying)
     if pending:

@@ -51,7 +51,7 @@ def usable(checks: RowChecks) -> bool:
         return False
     if checks.expiry is not None:  # expire: rows judged by their moment, TTLs read
         return False
-    if checks.images is not None:  # a cascade child's row images (verify/row_images.py)
+    if checks.images is not None or checks.owners is not None:  # row images, owner hash
         return False
     return bool(getattr(checks.reader, "packed", False)) and names <= {"hash", "unique", "index"}
 

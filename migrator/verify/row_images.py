@@ -12,6 +12,7 @@ from typing import Any
 
 from migrator.plan.batch import Command, Row
 from migrator.plan.keyspace import glob_escape
+from migrator.plan.owners import Owners
 from migrator.plan.row_images import RowImages
 from migrator.verify import report as vr
 
@@ -19,9 +20,10 @@ Found = Callable[..., None]
 
 
 class ImageCheck:
-    """The row images of one table (``RowImages``), compared batch by batch."""
+    """The row images of one table (``RowImages``), compared batch by batch; a sharded
+    source's owner hash (plan/owners.py ``Owners``: one image per row, no SETs) likewise."""
 
-    def __init__(self, structure: RowImages, found: Found) -> None:
+    def __init__(self, structure: RowImages | Owners, found: Found) -> None:
         self.s, self.found = structure, found
         self.fields: set[bytes] = set()  # every encoded primary key the rows explain
         self.present = 0  # of those, the images Redis holds

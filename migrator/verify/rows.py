@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from migrator.plan.owners import owners_of
 from migrator.plan.planner import Batch, KeyFn, Row, Stats, Structure, TablePlan
 from migrator.plan.row_images import RowImages
 from migrator.plan.structures import run_structure
@@ -67,7 +68,11 @@ class RowChecks:
         images = next((s for s in plan.structures if isinstance(s, RowImages)), None)
         self.images = None if images is None else ImageCheck(images, self.found)
         #: checks of their own, each with ``reads(rows)`` and ``check(replies, context)``
-        self.extra = [c for c in (self.images, VectorCheck.of(self)) if c is not None]
+        owners = owners_of(plan)  # a sharded source's owner hash (plan/owners.py)
+        self.structures.pop("shard", None)
+        self.owners = None if owners is None else ImageCheck(owners, self.found)
+        extra = (self.images, self.owners, VectorCheck.of(self))
+        self.extra = [c for c in extra if c is not None]
 
     def found(
         self,

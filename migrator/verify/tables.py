@@ -200,6 +200,8 @@ class TableVerifier(RowChecks):
         self.foreign(self.cardinalities())
         if self.images is not None:  # images and members no row explains
             self.images.rest(self.c.reader.client)
+        if self.owners is not None:  # owner fields no row explains (plan/owners.py)
+            self.owners.rest(self.c.reader.client)
         self.check.redis_rows = self.rows_present if self.plan.table.kind != "none" else None
 
     def flush(self) -> None:
