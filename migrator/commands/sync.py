@@ -23,6 +23,7 @@ from migrator.sync.figures import HealthRules, SyncFigures
 from migrator.sync.log import Ticker
 from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS
 from migrator.sync.schema_watch import Resnapshot
+from migrator.sync.shard_rows import Collisions
 from migrator.sync.shards import refuse_unsharded
 
 
@@ -93,12 +94,15 @@ def sync(
         status_interval=status_interval, progress=progress, on_applied=on_applied,
         heartbeat=heartbeat, reload=reload, again=again, resnapshot=resnapshot, asked=asked,
         chunk_rows=chunk_rows, online_load=online_load, shard=picked.name,
+        collisions=Collisions(picked.name),
     )  # fmt: skip
     with (
-        serving(metrics, figures, m.name, picked.name),
+        serving(metrics, figures, m.name, picked.name, options.collisions),
         Ticker(figures.as_dict, log_interval),
         opened(m, source) as (src, resolved),
     ):
+        if picked.name:  # its tables keep the owner hash (plan/owners.py)
+            resolved = [dataclasses.replace(r, shard=picked.name) for r in resolved]
         report = coordinate(m, src, resolved, target_url(m, target), options)
     report.seconds = time.perf_counter() - started
     return report
@@ -123,7 +127,11 @@ def refuse_unknown(m: Mapping, tables: Sequence[str]) -> list[str]:
 
 @contextmanager
 def serving(
-    address: str | None, figures: SyncFigures, mapping: str, shard: str = ""
+    address: str | None,
+    figures: SyncFigures,
+    mapping: str,
+    shard: str = "",
+    collisions: Collisions | None = None,
 ) -> Iterator[None]:
     """``/metrics`` and ``/healthz`` on ``address`` (none when None) while the block runs,
     labelled with the ``shard`` when one; the figures say ``stopped`` after it.
@@ -132,7 +140,7 @@ def serving(
     if address:
         from migrator.sync.exporter import MetricsServer
 
-        server = MetricsServer(address, figures, mapping, shard)
+        server = MetricsServer(address, figures, mapping, shard, collisions)
     try:
         yield
     finally:

@@ -29,6 +29,7 @@ from migrator.sync.figures import SyncFigures
 from migrator.sync.nesting import NestSync
 from migrator.sync.online_snapshot import Snapshots
 from migrator.sync.schema_watch import SchemaWatch
+from migrator.sync.shard_rows import ShardRows
 from migrator.sync.shared_uniques import shared_entries
 
 
@@ -60,10 +61,14 @@ class GroupApplier:
     #: tables with weighed columns: (collation, position) of each (``_weigh``)
     weighed: dict[str, list[tuple[str, int]]]
     weights: Weights
+    #: a shard's claims: rows another shard owns left out of the group (sync/shard_rows.py)
+    claims: ShardRows | None
 
     def _apply(self, group: list[Transaction]) -> None:
         if self.weighed:
             self._weigh(group)
+        if self.claims is not None:
+            self.claims.group(group)
         total = Delta()
         deltas = self.deltas
         snap = self.snapshots

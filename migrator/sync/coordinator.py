@@ -75,6 +75,7 @@ from migrator.sync.nesting import refuse as refuse_nesting
 from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS
 from migrator.sync.recovery import SyncRun
 from migrator.sync.schema_watch import Resnapshot
+from migrator.sync.shard_rows import Collisions, ShardRows
 from migrator.sync.shards import (
     refuse_changed,
     refuse_latest,
@@ -106,6 +107,7 @@ class Options:
     chunk_rows: int = SNAPSHOT_CHUNK_ROWS
     online_load: bool = True
     shard: str = ""  # one shard of a sharded source (sync/shards.py), or ""
+    collisions: Collisions | None = None  # its collisions, counted (sync/shard_rows.py)
 
 
 def refuse_cluster_streams(resolved: list[Resolved], cluster: bool) -> None:
@@ -140,6 +142,7 @@ def coordinate(
     refuse_latest(resolved, shard)
     refuse_resnapshot(o.asked, shard)
     resnapshot = o.resnapshot or (shard_resnapshot(shard) if shard else None)
+    collisions = o.collisions or Collisions(shard)
     client: Any = connect_any(url)
     searches = definitions(resolved, m)
     features.require(client, resolved, searches)  # the server indexes what sync writes
@@ -194,8 +197,10 @@ def coordinate(
             report.online_load = online_load
             if online_load:
                 return load_position(src, reader_id)
+            claims = ShardRows(client, {r.name: TablePlan(r) for r in resolved}, shard,
+                               collisions) if shard else None  # fmt: skip
             return load_snapshot(src, client, resolved, m, progress, o.stop, retrying, reader_id,
-                                 shard)  # fmt: skip
+                                 shard, claims)  # fmt: skip
 
         run = SyncRun(
             m, src, client, state, resolved, report, o.stop, o.policy, lock,
@@ -206,10 +211,11 @@ def coordinate(
                 src, client, state, resolved, database, start, o.stop, o.heartbeat,
                 reader_id, on_status, o.status_interval, o.on_applied, mapping=m,
                 figures=o.figures, resnapshot=resnapshot, chunk_rows=o.chunk_rows, shard=shard,
+                collisions=collisions,
                 identity=identity, asked=once(o.asked, changed, dropped), progress=online,
                 others=others, **kw,
             ),
-            replan=lambda: replan(src, m, resolved), shard=shard,
+            replan=lambda: replan(src, m, resolved, shard), shard=shard,
             fields={"source": ident, "server": server, **identity, **(
                 {FIELD: dump_queue(first_run_queue(resolved, o.chunk_rows))}
                 if online_load else {})},
@@ -231,11 +237,11 @@ def coordinate(
     return report
 
 
-def replan(src: Source, m: Mapping, resolved: list[Resolved]) -> None:
+def replan(src: Source, m: Mapping, resolved: list[Resolved], shard: str = "") -> None:
     """After a DDL that re-snapshots a table: the mapping resolved again, in place, against
     the schema the server has now (the followers to come read it; recovery.py)."""
     names = [r.name for r in resolved]
-    resolved[:] = resolve(m, src.schema(names), names)  # read afresh, not the cached one
+    resolved[:] = resolve(m, src.schema(names), names, shard)  # afresh, not the cached one
 
 
 def once(

@@ -59,6 +59,7 @@ from migrator.sync.nesting import NestSync, cascade_plans
 from migrator.sync.nesting import refuse as refuse_nesting
 from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS, Snapshots
 from migrator.sync.schema_watch import Resnapshot, SchemaWatch, resnapshot_by_hand
+from migrator.sync.shard_rows import Collisions, ShardRows
 from migrator.sync.snapshot_queue import FIRST_RUN, load_queue
 from migrator.sync.table_changes import TableChanges
 
@@ -106,6 +107,7 @@ class Follower(TableChanges, GroupApplier):
         progress: Progress = NULL_PROGRESS,
         others: Progress = NULL_PROGRESS,
         shard: str = "",
+        collisions: Collisions | None = None,
     ) -> None:
         self.src, self.client, self.state, self.stop = src, client, state, stop
         self.shard = shard  # one shard of a sharded source (sync/shards.py), or ""
@@ -113,6 +115,9 @@ class Follower(TableChanges, GroupApplier):
         self.progressed = False  # the new reader delivered something (a retry succeeded)
         self.cluster = is_cluster(client)
         self.plans = {r.name: TablePlan(r) for r in resolved}
+        #: a shard's claims on its rows' primary keys (sync/shard_rows.py)
+        self.claims = ShardRows(client, self.plans, shard, collisions or Collisions(shard)) \
+            if shard else None  # fmt: skip
         self.deltas = {name: table_delta(plan) for name, plan in self.plans.items()}
         self.expiring = expiring(self.deltas)  # tables with expire: (expiry_sweep.py)
         self.streams = streams_of(dict(self.plans))  # change streams (plan/stream.py)
@@ -174,7 +179,7 @@ class Follower(TableChanges, GroupApplier):
             self.snapshots = Snapshots(
                 src, client, mapping, self.resolved, self.plans, waiting,
                 chunk_rows, retrying, self._snapshotted, progress, others, stop=stop,
-                streams=snapshot_streams(dict(self.plans)), shard=shard,
+                streams=snapshot_streams(dict(self.plans)), shard=shard, claims=self.claims,
             )  # fmt: skip
         self.asked, self.identity = asked, identity or {}
         self.read_to = start  # how far the log is applied, or read with nothing to apply

@@ -67,6 +67,7 @@ from migrator.source.snapshot import is_mariadb, start_snapshot, wait_visible
 from migrator.source.where import clause
 from migrator.store.cluster_sink import Writer, sink_for, writer_for
 from migrator.store.keys import remove_owned
+from migrator.sync.shard_rows import ShardRows
 from migrator.sync.shards import counter_keys, raised
 from migrator.sync.snapshot_queue import (
     FIELD,
@@ -133,8 +134,10 @@ class Snapshots:
     #: the rows written since the progress was last stored, each with its stream (``entries``)
     snapped: list[tuple[ChangeStream, Row]] = field(default_factory=list)
     #: the shard this sync follows (sync/shards.py): it removes no other shard's keys and
-    #: raises the counters it finishes
+    #: raises the counters it finishes; ``claims``: its rows' primary keys claimed, those
+    #: another shard owns left out (sync/shard_rows.py)
     shard: str = ""
+    claims: ShardRows | None = None
 
     # -- what the follow loop asks ---------------------------------------------------------
     def observe(self, change: Change) -> None:
@@ -373,7 +376,9 @@ class Snapshots:
         npk = len(r.primary_key)
         if not chunk.written:
             seen = self.seen
-            self._write(plan, [row for row in chunk.rows if tuple(row[:npk]) not in seen])
+            rows = [row for row in chunk.rows if tuple(row[:npk]) not in seen]
+            claims = self.claims
+            self._write(plan, rows if claims is None else claims.rows(p.table, rows))
         if chunk.tail is not None:
             p.after = [(v or b"").hex() for v in chunk.tail[:npk]]
         p.chunk += 1

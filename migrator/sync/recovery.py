@@ -58,6 +58,7 @@ from migrator.sync.figures import SyncFigures
 from migrator.sync.follow import Follower
 from migrator.sync.log import event
 from migrator.sync.schema_watch import Replan, loaded_columns
+from migrator.sync.shard_rows import remove_own
 
 Load = Callable[[Retrying], tuple[Snapshot, list[TableReport]]]
 #: at most one note a second on the removal of old keys
@@ -229,7 +230,11 @@ class SyncRun:
             self.on_status(SyncStatus("loading", "snapshot"))
         self._arm(new=True)
         space = KeySpace([TablePlan(r) for r in self.resolved], self.m.kept())
-        if not self.shard:  # a shard's: the keys hold the other shards' rows (shards.py)
+        if self.shard:  # only the rows the owner hashes name for it (shard_rows.py)
+            plans = {r.name: TablePlan(r) for r in self.resolved}
+            report.removed = remove_own(self.client, plans, self.shard, self.redis,
+                                        self._removing())  # fmt: skip
+        else:
             report.removed = remove_owned(
                 self.client, space, [r.name for r in self.resolved], stop=self.stop,
                 removing=self._removing(),

@@ -21,8 +21,8 @@ import pytest
 import redis
 
 from migrator.commands.migrate import migrate
-from migrator.commands.verify import verify
 from migrator.commands.sync import sync
+from migrator.commands.verify import verify
 from migrator.errors import MigratorError
 from migrator.store.sync_lock import SyncLock
 from tests.binlog_server import PrivateMariaDB, missing
@@ -90,7 +90,7 @@ def shards(servers: dict[str, Any]) -> dict[str, Any]:
 
 
 def _mapping(tmp_path: Path, shards: dict[str, Any]) -> str:
-    lines = "".join(f"  - {{name: {n}, url: \"{db.url}\"}}\n" for n, db in shards.items())
+    lines = "".join(f'  - {{name: {n}, url: "{db.url}"}}\n' for n, db in shards.items())
     path = tmp_path / "sharded" / "shop.yaml"
     path.parent.mkdir(exist_ok=True)
     path.write_text(f"version: 1\nsources:\n{lines}{TABLES}")
@@ -171,13 +171,13 @@ def _union(servers: dict[str, Any], shards: dict[str, Any], tmp_path: Path) -> s
         conn.close()
     path = tmp_path / "union" / "shop.yaml"
     path.parent.mkdir(exist_ok=True)
-    path.write_text(f"version: 1\nsource: \"{db.url}\"\n{TABLES}")
+    path.write_text(f'version: 1\nsource: "{db.url}"\n{TABLES}')
     return str(path)
 
 
 def _caught_up(mapping: str, shard: str, url: str, *more: str) -> None:
-    done = subprocess.run(cli("sync", mapping, "--shard", shard, "--target", url,
-                              "--until-caught-up", *more), capture_output=True, text=True)  # fmt: skip
+    line = cli("sync", mapping, "--shard", shard, "--target", url, "--until-caught-up", *more)
+    done = subprocess.run(line, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
@@ -246,8 +246,12 @@ def test_a_sharded_mapping_is_synced_one_shard_per_process(
     with pytest.raises(MigratorError, match="--resnapshot item would remove"):
         sync(mapping, target=redis_url, shard="east", resnapshot_tables=["item"],
              until_caught_up=True)  # fmt: skip
-    latest = Path(mapping).read_text().replace(
-        "    counter: true\n", "    latest: [{key: 'item:latest', order_by: price, limit: 3}]\n"
+    latest = (
+        Path(mapping)
+        .read_text()
+        .replace(
+            "    counter: true\n", "    latest: [{key: 'item:latest', order_by: price, limit: 3}]\n"
+        )
     )
     Path(mapping).write_text(latest)
     with pytest.raises(MigratorError, match="latest lists"):
@@ -262,7 +266,7 @@ def test_each_shard_has_its_own_lock_and_state(
     held = SyncLock(redis.Redis.from_url(redis_url), "shop", mapping, "east")
     held.acquire()
     try:
-        with pytest.raises(MigratorError, match="another sync of .* --shard east"):
+        with pytest.raises(MigratorError, match=r"another sync of .* --shard east"):
             sync(mapping, target=redis_url, shard="east", until_caught_up=True)
         report = sync(mapping, target=redis_url, shard="west", until_caught_up=True)
         assert report.stopped == "caught up"
