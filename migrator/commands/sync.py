@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from migrator.commands.session import load, opened, shards, target_url
 from migrator.errors import MigratorError
-from migrator.mapping.model import Mapping
+from migrator.mapping.model import Mapping, Shard
 from migrator.mapping.shape import suggest
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import SyncReport, SyncStatus
@@ -75,7 +75,8 @@ def sync(
     (its own position, lock and progress; sync/shards.py); without it, exit 2."""
     m = load(mapping)
     refuse_unsharded(m, shard)
-    picked = shards(m, source, shard)[0]
+    # (an unsharded mapping's source is checked when it is opened)
+    picked = shards(m, source, shard)[0] if m.sources or shard else Shard("", "")
     source = picked.url if m.sources else source
     asked = refuse_unknown(m, resnapshot_tables)
     reader_kind()  # MIGRATOR_SYNC_READER, refused before anything is done

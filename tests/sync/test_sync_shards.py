@@ -8,11 +8,13 @@ is refused, and each shard's own state, lock and metrics label."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import signal
 import subprocess
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,12 @@ from migrator.commands.migrate import migrate
 from migrator.commands.sync import sync
 from migrator.commands.verify import verify
 from migrator.errors import MigratorError
+from migrator.plan.expiry import encode_row
+from migrator.plan.planner import TablePlan
 from migrator.store.sync_lock import SyncLock
+from migrator.sync.exporter import MetricsServer
+from migrator.sync.figures import SyncFigures
+from migrator.sync.shard_rows import Collisions
 from tests.binlog_server import PrivateMariaDB, missing
 from tests.faults import wait_for
 from tests.mysql_server import PrivateMySQL, mysql_problem
@@ -281,3 +288,59 @@ def test_each_shard_has_its_own_lock_and_state(
     sync(mapping, target=redis_url, shard="west", until_caught_up=True, reload=True)
     assert west_keys <= set(client.scan_iter("item:*"))
     assert client.exists(f"item:{BASE['east'] + 1}")  # the west's reload left east's rows
+
+
+def test_a_primary_key_on_two_shards_is_reported_and_the_owner_row_kept(
+    shards: dict[str, Any], redis_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    mapping = _mapping(tmp_path, shards)
+    client = redis.Redis.from_url(redis_url)
+    shards["east"].run("INSERT INTO item VALUES (5, 'east5', 'c9', 999)")  # west holds id 5
+    sync(mapping, target=redis_url, shard="west", until_caught_up=True)
+    west_row = client.hgetall(b"item:5")
+    with caplog.at_level(logging.WARNING, logger="migrator.sync"):
+        sync(mapping, target=redis_url, shard="east", until_caught_up=True)  # its load
+        shards["east"].run(
+            "INSERT INTO item VALUES (6, 'east6', 'c9', 1); "
+            "UPDATE item SET price = 7 WHERE id = 5; DELETE FROM item WHERE id = 5"
+        )
+        sync(mapping, target=redis_url, shard="east", until_caught_up=True)  # following
+    assert client.hgetall(b"item:5") == west_row  # the owner's row, whatever east did
+    assert client.hget(b"item:6", b"email") == b"e6"
+    assert client.hget(b"migrator:shop:shard:item", encode_row((b"5",))) == b"west"
+    assert client.hget(b"item:uniques:email", b"east5") is None
+    assert not client.sismember(b"item:indices:cat:c9", b"5")
+    said = [r.getMessage() for r in caplog.records if getattr(r, "event", "") == "collision"]
+    # once per key and run: 5 by the load; 6, and 5 (its UPDATE and DELETE) while following
+    heads = sorted(m.split(")")[0] for m in said)
+    assert heads == ["collision: item (id=5"] * 2 + ["collision: item (id=6"], said
+    assert "shard east and on shard west" in said[0]
+    assert "SELECT * FROM `item` WHERE `id` = '5'" in said[0]
+    collisions = Collisions("east")
+    collisions.found(TablePlan(resolved_item(mapping, shards["east"])), encode_row((b"6",)),
+                     "west")  # fmt: skip
+    server = MetricsServer("127.0.0.1:0", SyncFigures(), "shop", "east", collisions)
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        text = urllib.request.urlopen(f"{base}/metrics").read().decode()
+        assert (
+            'migrator_sync_collisions_total{mapping="shop",shard="east",table="item"} 1.0' in text
+        )
+        assert 'migrator_sync_transactions_total{mapping="shop",shard="east"}' in text
+        health = urllib.request.urlopen(f"{base}/healthz").read().decode()
+        assert health.startswith("shard east: ok: starting"), health
+    finally:
+        server.close()
+
+
+def resolved_item(mapping: str, db: Any) -> Any:
+    """The table item of the mapping, resolved against a shard's schema."""
+    from migrator.mapping.loader import load_mapping
+    from migrator.mapping.resolve import resolve
+    from migrator.source.mysql import Source
+
+    src = Source(db.url)
+    try:
+        return resolve(load_mapping(mapping), src.schema(), ["item"], "east")[0]
+    finally:
+        src.close()
