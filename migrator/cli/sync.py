@@ -42,8 +42,6 @@ def sync(
             help="The shard of a sharded source (the mapping's sources:) this sync follows; "
             "one sync per shard, each with its own position, e.g. migrator sync shop.yaml "
             "--shard east.",
-            envvar="MIGRATOR_SYNC_SHARD",
-            show_envvar=True,
         ),
     ] = None,
     until_caught_up: Annotated[

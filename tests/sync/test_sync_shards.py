@@ -15,7 +15,6 @@ import signal
 import subprocess
 import threading
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,76 +31,12 @@ from migrator.store.sync_lock import SyncLock
 from migrator.sync.exporter import MetricsServer
 from migrator.sync.figures import SyncFigures
 from migrator.sync.shard_rows import Collisions
-from tests.binlog_server import PrivateMariaDB, missing
 from tests.faults import wait_for
-from tests.mysql_server import PrivateMySQL, mysql_problem
 from tests.services import create_database
 from tests.sync.helpers import cli, following
+from tests.sync.shard_scene import BASE, SCHEMA, TABLES, mapping_of, servers, shards
 
-SCHEMA = """
-CREATE TABLE item (id INT PRIMARY KEY, email VARCHAR(60), cat VARCHAR(10), price INT,
-                   UNIQUE KEY (email), KEY (cat));
-CREATE TABLE tag (item_id INT NOT NULL, tag VARCHAR(20) NOT NULL, PRIMARY KEY (item_id, tag));
-"""
-
-TABLES = """
-tables:
-  item:
-    counter: true
-    unique: [email]
-    indexes: [cat]
-    sorted:
-      - key: "item:by:price"
-        score: price
-  tag:
-    as: none
-    sets:
-      - key: "tag:{tag}"
-        member: "{item_id}"
-"""
-
-#: each shard's primary keys: east from 1,000,000 (MySQL), west from 1 (MariaDB)
-BASE = {"east": 1_000_000, "west": 0}
-
-
-@pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, Any]]:
-    """The two shards' servers: Oracle MySQL 9.7 (east) and MariaDB (west), private."""
-    problem = mysql_problem() or missing()
-    if problem:
-        pytest.skip(problem)
-    east, west = PrivateMySQL(), PrivateMariaDB()
-    east.start()
-    try:
-        west.start()
-        try:
-            yield {"east": east, "west": west}
-        finally:
-            west.stop()
-    finally:
-        east.stop()
-
-
-@pytest.fixture
-def shards(servers: dict[str, Any]) -> dict[str, Any]:
-    """A fresh database on each server with the schema and a few rows of its own."""
-    out = {}
-    for name, server in servers.items():
-        db = create_database(server.url, f"shard_{name}_{random.randrange(10**8)}")
-        db.run(SCHEMA)
-        base = BASE[name]
-        db.run(";".join(f"INSERT INTO item VALUES ({base + i}, 'e{base + i}', 'c{i % 3}', {i})"
-                        for i in range(1, 21)))  # fmt: skip
-        out[name] = db
-    return out
-
-
-def _mapping(tmp_path: Path, shards: dict[str, Any]) -> str:
-    lines = "".join(f'  - {{name: {n}, url: "{db.url}"}}\n' for n, db in shards.items())
-    path = tmp_path / "sharded" / "shop.yaml"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(f"version: 1\nsources:\n{lines}{TABLES}")
-    return str(path)
+__all__ = ["servers", "shards"]  # the fixtures
 
 
 def _write(db: Any, name: str, seed: int, steps: int) -> None:
@@ -191,7 +126,7 @@ def _caught_up(mapping: str, shard: str, url: str, *more: str) -> None:
 def test_two_shards_two_processes_kill_and_reload_equal_a_rebuild(
     servers: dict[str, Any], shards: dict[str, Any], redis_url: str, tmp_path: Path
 ) -> None:
-    mapping = _mapping(tmp_path, shards)
+    mapping = mapping_of(tmp_path, shards)
     env = dict(os.environ)
     args = {n: ["sync", mapping, "--shard", n, "--target", redis_url] for n in shards}
     client = redis.Redis.from_url(redis_url)
@@ -241,7 +176,7 @@ def test_two_shards_two_processes_kill_and_reload_equal_a_rebuild(
 def test_a_sharded_mapping_is_synced_one_shard_per_process(
     shards: dict[str, Any], redis_url: str, tmp_path: Path
 ) -> None:
-    mapping = _mapping(tmp_path, shards)
+    mapping = mapping_of(tmp_path, shards)
     done = subprocess.run(cli("sync", mapping, "--target", redis_url), capture_output=True,
                           text=True)  # fmt: skip
     assert done.returncode == 2
@@ -268,7 +203,7 @@ def test_a_sharded_mapping_is_synced_one_shard_per_process(
 def test_each_shard_has_its_own_lock_and_state(
     shards: dict[str, Any], redis_url: str, tmp_path: Path
 ) -> None:
-    mapping = _mapping(tmp_path, shards)
+    mapping = mapping_of(tmp_path, shards)
     client = redis.Redis.from_url(redis_url)
     held = SyncLock(redis.Redis.from_url(redis_url), "shop", mapping, "east")
     held.acquire()
@@ -293,7 +228,7 @@ def test_each_shard_has_its_own_lock_and_state(
 def test_a_primary_key_on_two_shards_is_reported_and_the_owner_row_kept(
     shards: dict[str, Any], redis_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    mapping = _mapping(tmp_path, shards)
+    mapping = mapping_of(tmp_path, shards)
     client = redis.Redis.from_url(redis_url)
     shards["east"].run("INSERT INTO item VALUES (5, 'east5', 'c9', 999)")  # west holds id 5
     sync(mapping, target=redis_url, shard="west", until_caught_up=True)
