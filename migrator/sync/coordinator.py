@@ -59,7 +59,7 @@ from migrator.store.checkpoint import KeysFollower
 from migrator.store.cluster import connect_any, is_cluster
 from migrator.store.sync_lock import SyncLock
 from migrator.store.sync_state import SyncState
-from migrator.sync import log
+from migrator.sync import log, shard_latest
 from migrator.sync.failover import failover
 from migrator.sync.figures import SyncFigures
 from migrator.sync.first_load import load_position, load_snapshot
@@ -78,7 +78,6 @@ from migrator.sync.schema_watch import Resnapshot
 from migrator.sync.shard_rows import Collisions, ShardRows
 from migrator.sync.shards import (
     refuse_changed,
-    refuse_latest,
     refuse_resnapshot,
     shard_resnapshot,
 )
@@ -139,7 +138,6 @@ def coordinate(
     online_load = o.online_load and not tops  # a tree is loaded whole, in one snapshot
     refuse_nesting(tops, cluster=False, logged=True)  # what needs no server: at once
     shard = o.shard
-    refuse_latest(resolved, shard)
     refuse_resnapshot(o.asked, shard)
     resnapshot = o.resnapshot or (shard_resnapshot(shard) if shard else None)
     collisions = o.collisions or Collisions(shard)
@@ -159,6 +157,7 @@ def coordinate(
                       "reading the source's settings", src.close)  # fmt: skip
     refuse_nesting(tops, is_cluster(client), logged)
     refuse_cluster_streams(resolved, is_cluster(client))
+    shard_latest.refuse(resolved, shard, is_cluster(client))  # merged over the shards
     plans = {r.name: TablePlan(r) for r in resolved}
     parents = outside(src.schema().tables, plans)  # read for their cascades (plan/cascade.py)
     refuse_unfollowable(cascade_plans(plans, tops), is_cluster(client), logged, parents)

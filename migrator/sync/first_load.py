@@ -30,7 +30,7 @@ from migrator.source.snapshot import Snapshot, gtid_snapshot, start_snapshot
 from migrator.source.where import clause
 from migrator.store.cluster_sink import sink_for, writer_for
 from migrator.sync.shard_rows import ShardRows
-from migrator.sync.shards import counter_keys, raised
+from migrator.sync.shards import shard_ends
 
 
 def load_position(src: Source, reader_id: int) -> tuple[Snapshot, list[TableReport]]:
@@ -116,7 +116,9 @@ def load_snapshot(
             finally:
                 writer.close()
             ends = finish_commands(src, plan, r, clause(r))
-            sink_for(client, retrying).write(raised(ends, counter_keys(plan)) if shard else ends)
+            if shard:  # counters raised, latest lists merged over the shards
+                ends = shard_ends(src, plan, ends, shard, m)
+            sink_for(client, retrying).write(ends)
             progress.finish(r.name)
             reports.append(
                 TableReport(

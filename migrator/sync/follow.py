@@ -111,6 +111,7 @@ class Follower(TableChanges, GroupApplier):
     ) -> None:
         self.src, self.client, self.state, self.stop = src, client, state, stop
         self.shard = shard  # one shard of a sharded source (sync/shards.py), or ""
+        self.shard_names = [s.name for s in mapping.sources] if mapping is not None else []
         self.check_target, self.retrying = check_target, retrying
         self.progressed = False  # the new reader delivered something (a retry succeeded)
         self.cluster = is_cluster(client)

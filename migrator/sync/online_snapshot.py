@@ -68,7 +68,7 @@ from migrator.source.where import clause
 from migrator.store.cluster_sink import Writer, sink_for, writer_for
 from migrator.store.keys import remove_owned
 from migrator.sync.shard_rows import ShardRows
-from migrator.sync.shards import counter_keys, raised
+from migrator.sync.shards import shard_ends
 from migrator.sync.snapshot_queue import (
     FIELD,
     FIRST_RUN,
@@ -408,8 +408,8 @@ class Snapshots:
                             f"finishing {p.table}", self.src.close)  # fmt: skip
         with suppress(Exception):
             self.src.raw_connection().rollback()
-        if self.shard:  # the highest key over every shard wins
-            commands = raised(commands, counter_keys(plan))
+        if self.shard:  # counters raised, latest lists merged over the shards
+            commands = shard_ends(self.src, plan, commands, self.shard, self.mapping)
         sink_for(self.client, self.retrying).write(commands)
         self.queue.pop(0)
         self._bar(p).finish(p.table)

@@ -11,8 +11,7 @@ structures, counters) each writes for its own rows only, so the union stays exac
 * a first load or ``--reload`` removes no other shard's keys, and a DDL whose effect would
   remove or re-read a table's keys for every shard (TRUNCATE, a re-snapshot) stops that
   shard's process (exit 1) with the fix, leaving the others following;
-* latest lists are rebuilt from one server's newest rows, which over shards would hold one
-  shard's: refused (exit 2) until they are merged across shards.
+* latest lists are merged over the shards' newest rows (sync/shard_latest.py).
 
 This module holds those rules, so the coordinator and the online snapshot only ask it.
 """
@@ -23,11 +22,14 @@ from collections.abc import Callable, Sequence
 
 from migrator.errors import MigratorError, docs
 from migrator.mapping.model import Mapping
-from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Command
 from migrator.plan.planner import TablePlan
 from migrator.reports import SchemaChanged
+from migrator.source.binlog.reconnect import surfaced
+from migrator.source.mysql import Source
+from migrator.source.where import clause
 from migrator.store.sync_state import raise_counter
+from migrator.sync.shard_latest import finish
 
 TEMPLATE = "migrator-sync@.service"
 
@@ -45,21 +47,6 @@ def refuse_unsharded(m: Mapping, shard: str | None) -> None:
         f"run one sync per shard: {per} (as a service: {TEMPLATE} with --shard %i, "
         f"{docs('sharding.md#sync')})",
     )
-
-
-def refuse_latest(resolved: list[Resolved], shard: str) -> None:
-    """Latest lists are rebuilt from MySQL's newest rows: one shard's process sees its own
-    only, so over shards they would not be the newest N of the union (exit 2)."""
-    if not shard:
-        return
-    for r in resolved:
-        if r.table.latest:
-            raise MigratorError(
-                f"table '{r.name}' has latest lists, which sync of a sharded source cannot "
-                f"keep exact yet: shard {shard}'s process sees only its own newest rows",
-                f"drop latest: from {r.name} for sync over shards, or sync one unsharded "
-                f"source ({docs('sharding.md#sync')})",
-            )
 
 
 def refuse_resnapshot(tables: Sequence[str], shard: str) -> None:
@@ -90,6 +77,18 @@ def refuse_changed(changed: Sequence[tuple[str, str]], shard: str) -> None:
             f"reload every shard: 'migrator sync MAPPING --shard NAME --reload' for each "
             f"({docs('sharding.md#sync')})",
         )
+
+
+def shard_ends(
+    src: Source, plan: TablePlan, ends: Sequence[Command], shard: str, m: Mapping
+) -> list[Command]:
+    """A table's end-of-load commands (plan/finish.py) for one shard: its latest lists merged
+    with the other shards' newest (sync/shard_latest.py), its counter raised."""
+    names = [s.name for s in m.sources]
+    where = clause(plan.resolved)
+    merged = surfaced(lambda: finish(src, plan, ends, shard, names, where),
+                      f"finishing {plan.table.name}", src.close)  # fmt: skip
+    return raised(merged, counter_keys(plan))
 
 
 def raised(commands: Sequence[Command], counters: set[bytes]) -> list[Command]:

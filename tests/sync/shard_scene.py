@@ -30,6 +30,10 @@ tables:
     sorted:
       - key: "item:by:price"
         score: price
+    latest:
+      - key: "item:latest"
+        order_by: price
+        limit: 5
   tag:
     as: none
     sets:
@@ -78,4 +82,31 @@ def mapping_of(tmp_path: Path, shards: dict[str, Any]) -> str:
     path = tmp_path / "sharded" / "shop.yaml"
     path.parent.mkdir(exist_ok=True)
     path.write_text(f"version: 1\nsources:\n{lines}{TABLES}")
+    return str(path)
+
+
+def union_of(servers: dict[str, Any], shards: dict[str, Any], tmp_path: Path) -> str:
+    """An unsharded mapping over a database holding every shard's rows (on the west server)."""
+    db = create_database(servers["west"].url, f"shard_union_{random.randrange(10**8)}")
+    db.run(SCHEMA)
+    conn = db.connect(autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for shard in shards.values():
+                src = shard.connect()
+                try:
+                    with src.cursor() as read:
+                        for table in ("item", "tag"):
+                            read.execute(f"SELECT * FROM {table}")
+                            rows = read.fetchall()
+                            if rows:
+                                marks = ",".join(["%s"] * len(rows[0]))
+                                cur.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+                finally:
+                    src.close()
+    finally:
+        conn.close()
+    path = tmp_path / "union" / "shop.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f'version: 1\nsource: "{db.url}"\n{TABLES}')
     return str(path)

@@ -12,8 +12,11 @@ import pytest
 import redis
 
 from migrator.commands.sync import sync
+from migrator.commands.verify import verify
+from migrator.errors import MigratorError
+from migrator.plan.expiry import encode_row
 from migrator.reports import SchemaChanged
-from tests.sync.shard_scene import BASE, mapping_of, servers, shards
+from tests.sync.shard_scene import BASE, mapping_of, servers, shards, union_of
 
 __all__ = ["servers", "shards"]  # the fixtures
 
@@ -56,3 +59,43 @@ def test_a_ddl_or_truncate_stops_its_shard_only_and_its_reload_removes_its_rows(
     sync(mapping, target=redis_url, shard="east", until_caught_up=True, reload=True)
     assert _keys(client) == east
     assert client.hget(f"item:{BASE['east'] + 1}", b"cat") == b"c1"
+
+
+def test_two_shards_into_a_redis_cluster(
+    servers: dict[str, Any], shards: dict[str, Any], redis_cluster: Any, tmp_path: Path
+) -> None:
+    """Claims, reloads and counters on a Cluster (each script names one key); a latest list,
+    merged from every shard's candidates in one script, is refused there (exit 2)."""
+    mapping = mapping_of(tmp_path, shards)
+    target = redis_cluster.url
+    redis_cluster.flush()
+    try:
+        with pytest.raises(MigratorError, match="a Redis Cluster cannot merge") as refused:
+            sync(mapping, target=target, shard="east", until_caught_up=True)
+        assert refused.value.exit_code == 2
+        text = Path(mapping).read_text()
+        Path(mapping).write_text(text[: text.index("    latest:")] + text[text.index("  tag:") :])
+        for name in shards:
+            sync(mapping, target=target, shard=name, until_caught_up=True)
+        shards["east"].run("UPDATE item SET price = price + 1; DELETE FROM item WHERE id % 3 = 0")
+        shards["west"].run("INSERT INTO item VALUES (5000, 'w5000', 'c1', 1); "
+                           "INSERT INTO tag VALUES (5000, 'a')")  # fmt: skip
+        shards["east"].run("INSERT INTO item VALUES (5, 'east5', 'c0', 1)")  # west's 5: collides
+        for name in shards:
+            sync(mapping, target=target, shard=name, until_caught_up=True)
+        sync(mapping, target=target, shard="east", until_caught_up=True, reload=True)
+        client = redis.RedisCluster.from_url(target)
+        try:  # the collision: west's row 5 kept, through east's load and reload
+            assert client.hget("item:5", "email") == b"e5"
+            assert client.hget("migrator:shop:shard:item", encode_row((b"5",))) == b"west"
+        finally:
+            client.close()
+        shards["east"].run("DELETE FROM item WHERE id = 5")  # so the union can hold the rows
+        sync(mapping, target=target, shard="east", until_caught_up=True)
+        union = Path(union_of(servers, shards, tmp_path))
+        latest = text[text.index("    latest:") : text.index("  tag:")]
+        union.write_text(union.read_text().replace(latest, ""))
+        checked = verify(str(union), target=target)
+        assert checked.exit_code == 0, checked.as_dict()
+    finally:
+        redis_cluster.flush()
