@@ -18,6 +18,7 @@ from migrator.cli.options import (
     JsonOpt,
     MappingArg,
     RetriesOpt,
+    ShardOpt,
     SourceOpt,
     TablesOpt,
     TargetOpt,
@@ -29,6 +30,7 @@ from migrator.cli.options import (
 def migrate(
     mapping: MappingArg,
     source: SourceOpt = None,
+    shard: ShardOpt = None,
     target: TargetOpt = None,
     tables: TablesOpt = None,
     batch_size: Annotated[
@@ -123,7 +125,7 @@ def migrate(
     again = resume_command(mapping, {
         "--source": source, "--target": target, "--tables": tables, "--batch-size": batch_size,
         "--workers": workers, "--chunk-rows": chunk_rows, "--dask": dask, "--retries": retries,
-        "--replace": replace, "--json": as_json,
+        "--replace": replace, "--json": as_json, "--shard": shard,
     })  # fmt: skip
 
     def go() -> int:
@@ -136,7 +138,7 @@ def migrate(
                 batch_size=batch_size, resume=resume, progress=progress, workers=workers,
                 replace=replace, retries=retries, resume_command=again,
                 into_existing=into_existing, memory_check=not no_memory_check,
-                chunk_rows=chunk_rows, dask=dask,
+                chunk_rows=chunk_rows, dask=dask, shard=shard,
             )  # fmt: skip
         if rejects:
             write_rejects(report, rejects)

@@ -28,6 +28,15 @@ SourceOpt = Annotated[
         show_envvar=True,
     ),
 ]
+ShardOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--shard",
+        metavar="NAME",
+        help="With a sharded mapping (sources:), read only the shard of that name "
+        "(default: every shard), e.g. --shard east.",
+    ),
+]
 TargetOpt = Annotated[
     str | None,
     typer.Option(

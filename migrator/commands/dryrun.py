@@ -27,7 +27,8 @@ from typing import IO, Any
 from migrator.commands.dryrun_notes import expiry_note, stream_note
 from migrator.commands.dryrun_sink import PlanSink
 from migrator.commands.nested import every_table, nesting_trees
-from migrator.commands.session import check_batch_size, load, opened, target_url
+from migrator.commands.session import check_batch_size, load, target_url
+from migrator.commands.shards import opened_any, shard_lines
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError, docs
 from migrator.mapping.resolve import Resolved
 from migrator.plan.estimate import Limits, keyspace
@@ -141,6 +142,7 @@ class DryRunReport:
     keyspace_bytes: int = 0  # the main dict's bucket array, for all keys together
     seconds: float = 0.0
     snapshot: Snapshot | None = None  # the moment of the source every table was read at
+    shards: list[str] = field(default_factory=list)  # a sharded source: a line per shard
 
     @property
     def keys(self) -> int:
@@ -175,6 +177,7 @@ class DryRunReport:
             "snapshot": self.snapshot.as_dict() if self.snapshot is not None else None,
             "rejected": self.rejected,
             "tables": [t.as_dict() for t in self.tables],
+            "shards": self.shards,
         }
 
 
@@ -209,7 +212,7 @@ def dry_run(
     size = batch_size or m.options.batch_size
     limits = limits or Limits()
     started = time.perf_counter()
-    with opened(m, source, tables) as (src, resolved), _atomic(resp_file) as out:
+    with opened_any(m, source, tables) as (src, resolved), _atomic(resp_file) as out:
         tops = nesting_trees(m, src, resolved)
         searches = {i.table: i for i in definitions(resolved, m, every_table(m, src, resolved))}
         wrong = wrong_database(database_of(target_url(m, target)), list(searches))
@@ -274,13 +277,14 @@ def dry_run(
             resp_bytes += sink.bytes
         result = DryRunReport(
             mapping=m.file or m.name,
-            source=mask(src.url),
+            source=src.shown_url,
             target=mask(target_url(m, target)),
             tables=reports,
             resp_file=str(resp_file) if resp_file is not None else None,
             resp_bytes=resp_bytes,
             commands=commands,
             snapshot=snapshot,
+            shards=shard_lines(src, resolved),
         )
     result.keyspace_bytes = keyspace(result.keys)
     result.seconds = time.perf_counter() - started

@@ -27,11 +27,12 @@ class Classifier:
             "hash": b"HSET", "unique": b"HSET", "columns": b"SET", "unique-string": b"SET",
             "counter": b"SET", "index": b"SADD", "set": b"SADD", "sorted": b"ZADD",
             "latest": b"RPUSH", "rows": b"HSET", "stream": b"XADD", "vector": b"VADD",
+            "shard": b"HSET",  # a sharded source's owner hash (plan/owners.py)
             "document": b"JSON.SET" if plan.table.kind == "json" else b"SET",
         }  # fmt: skip
-        literal = {"unique", "rows", "stream"}  # plain key names, not templates
+        literal = {"unique", "rows", "stream", "shard"}  # plain key names, not templates
         # exact names first, so a template cannot claim them
-        order = ["unique", "rows", "counter", "latest", *by_command]
+        order = ["unique", "rows", "shard", "counter", "latest", *by_command]
         patterns = dict(plan.patterns())
         if plan.table.streams is not None:  # the first load's snapshot entries
             patterns["stream"] = [plan.table.streams.key]

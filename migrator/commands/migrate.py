@@ -27,9 +27,11 @@ from migrator.commands.session import (
     load,
     opened,
     retry_policy,
+    shards,
     source_url,
     target_url,
 )
+from migrator.commands.shards import ShardPart, finished_on, reload_shard, run_shards
 from migrator.commands.startup import STARTING, lost_or_transient, start_up
 from migrator.errors import ConnectError, MigratorError, TargetError, TargetLost
 from migrator.mapping.model import Mapping, Retries
@@ -78,6 +80,8 @@ def migrate(
     memory_check: bool = True,
     chunk_rows: int | None = None,
     dask: str | None = None,
+    shard: str | None = None,
+    part: ShardPart | None = None,
 ) -> MigrateReport:
     """Load every mapped table into Redis. Returns a report; raises MigratorError.
 
@@ -97,9 +101,32 @@ def migrate(
     space that no earlier run of it wrote refuse the run unless ``into_existing`` or
     ``replace``; with ``maxmemory`` set, a load that will not fit is refused unless not
     ``memory_check``. ``dask``: the address of a Dask scheduler whose workers run the chunks
-    (scaleout/dask_tasks.py) instead of local processes."""
+    (scaleout/dask_tasks.py) instead of local processes. A sharded mapping (``sources:``)
+    is loaded shard by shard (commands/shards.py ``run_shards``; ``shard``: that one only),
+    each as a ``part`` of the run: its rows, its own snapshot and checkpoint."""
 
     m = load(mapping)
+    if m.sources and part is None and replace and shard is not None:
+        return reload_shard(m, shard, target_url(m, target), tables,
+                            Retrying(retry_policy(m, retries)), lambda p, _: migrate(
+            m, target=target, tables=tables, batch_size=batch_size, progress=progress,
+            workers=workers, retries=retries, resume_command=resume_command,
+            into_existing=True, memory_check=memory_check, chunk_rows=chunk_rows, dask=dask,
+            part=p,
+        ))  # fmt: skip
+    if m.sources and part is None:
+        done = finished_on(target_url(m, target)) if resume and not replace else None
+        return run_shards(m, shard, source, replace, tables, lambda p, first: migrate(
+            m, target=target, tables=tables, batch_size=batch_size, resume=resume,
+            progress=progress, workers=workers, replace=replace and first, retries=retries,
+            resume_command=resume_command, into_existing=into_existing or not first,
+            memory_check=memory_check, chunk_rows=chunk_rows, dask=dask, part=p,
+        ), finished=done)  # fmt: skip
+    if shard is not None:
+        shards(m, source, shard)  # the mapping has one source: refused, with the fix
+    run_name = m.name if part is None else part.run_name
+    if part is not None:
+        source = part.url
     check_batch_size(batch_size)
     if workers is None and os.environ.get("MIGRATOR_WORKERS"):
         raw = os.environ["MIGRATOR_WORKERS"]
@@ -121,7 +148,11 @@ def migrate(
     again = resume_command or f"migrator migrate {m.file or 'MAPPING'} --resume"
     started = time.perf_counter()
     first = BeforeWriting()  # until start-up is over: no --resume to suggest
-    with first, _cluster(dask) as connecting, opened(m, source, tables) as (src, resolved):
+    with (
+        first,
+        _cluster(dask) as connecting,
+        opened(m, source, tables, "" if part is None else part.name) as (src, resolved),
+    ):
         src.retrying = Retrying(policy)
         n_workers = workers or default_workers(sum(r.schema.row_estimate for r in resolved))
         if connecting is not None:  # every table in chunks, one snapshot each
@@ -146,14 +177,15 @@ def migrate(
         # a Redis that goes away from here on is retried as it is mid-load
         retrying = Retrying(policy, lambda text: progress.note(STARTING, text))
         # what an earlier run left (read once: a retried start-up has begun its own)
-        earlier = retrying.call(Checkpoint(client, m.name).load, transient, "Redis")
+        earlier = retrying.call(Checkpoint(client, run_name).load, transient, "Redis")
         cluster = None  # --dask: its scheduler and a worker answer before the first write
         if connecting is not None:
             cluster = connecting.client()
             n_workers = max(2, scaleout.threads(cluster))
         begun = retrying.call(
             lambda: start_up(client, m, src, resolved, replace=replace, resume=resume,
-                             into_existing=into_existing, memory_check=memory_check),
+                             into_existing=into_existing, memory_check=memory_check,
+                             part=part),
             lost_or_transient, "starting the run on Redis",
         )  # fmt: skip
         first.over()
@@ -163,7 +195,7 @@ def migrate(
         common: dict[str, Any] = {
             "source": source_url(m, source),
             "target": target_url(m, target),
-            "mapping": m.name,
+            "mapping": run_name,  # the checkpoint's name (a shard's own)
             "batch_size": size,
             "chunk_rows": chunk_rows or CHUNK_ROWS,
             "snapshot": n_workers > 1,
@@ -204,6 +236,7 @@ def migrate(
                         n_workers,
                         common,
                         engine=None if dask is None else lambda: scaleout.DaskPool(cluster, dask),
+                        ends=None if part is None else part.ends,
                     )
                     break
                 except TargetLost as e:
@@ -293,8 +326,9 @@ def _replace(
     removes again)."""
     sink = sink_for(client, retrying)
     sink.write([checkpoint.command(REPLACING, None, 0)])
+    shard = resolved[0].shard if resolved else ""
     try:  # every table's patterns say who owns a key
-        everything = resolve(m, src.schema())
+        everything = resolve(m, src.schema(), shard=shard)
     except MigratorError:  # another table does not resolve (--tables left it out)
         everything = resolved
     space = KeySpace([TablePlan(r) for r in everything], m.kept())

@@ -50,11 +50,18 @@ class Found:
 
 
 def check_target(
-    client: Any, mapping: Mapping, plans: Sequence[TablePlan], *, into_existing: bool = False
+    client: Any,
+    mapping: Mapping,
+    plans: Sequence[TablePlan],
+    *,
+    into_existing: bool = False,
+    names: Sequence[str] = (),
 ) -> None:
     """Refuse (exit 2) when keys in the mapping's key space are there and no earlier run of
-    this mapping wrote them; see the module docstring."""
-    if into_existing or int(client.exists(checkpoint_key(mapping.name))):
+    this mapping wrote them (``names``: its checkpoints' names, a sharded source's one per
+    shard; default the mapping's); see the module docstring."""
+    keys = [checkpoint_key(n) for n in names or (mapping.name,)]
+    if into_existing or int(client.exists(*keys)):
         return
     if int(client.dbsize()) == 0:
         return

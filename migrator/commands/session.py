@@ -121,15 +121,16 @@ def select_tables(mapping: Mapping, tables: list[str] | None) -> list[str] | Non
 
 @contextmanager
 def opened(
-    mapping: Mapping, source: str | None = None, tables: list[str] | None = None
+    mapping: Mapping, source: str | None = None, tables: list[str] | None = None, shard: str = ""
 ) -> Iterator[tuple[Source, list[Resolved]]]:
-    """The source, connected, and the mapping's tables resolved against its live schema."""
+    """The source, connected, and the mapping's tables resolved against its live schema
+    (``shard``: the name of the shard of ``sources:`` at ``source``, ``Resolved.shard``)."""
     only = select_tables(mapping, tables)
     src = Source(source_url(mapping, source))
     try:
         schema = src.schema()
         refuse_invalid(mapping, schema, only)
-        yield src, resolve(mapping, schema, only)
+        yield src, resolve(mapping, schema, only, shard=shard)
     finally:
         src.close()
 

@@ -56,17 +56,21 @@ def start_up(
     resume: bool,
     into_existing: bool,
     memory_check: bool,
+    part: Any = None,
 ) -> Begun:
     """Everything before the first batch: the target checked (keys in the way, memory), the
     checkpoint begun or resumed, what it vouches for checked, the guard attached. Repeatable
     as a whole, so the caller retries it when Redis goes away or loses the run's marker
-    midway (each try begins the checkpoint afresh or resumes what the target holds then)."""
+    midway (each try begins the checkpoint afresh or resumes what the target holds then).
+    ``part``: a shard's load (commands/shards.py ``ShardPart``): its own checkpoint, and the
+    keys an earlier run of any shard wrote are no keys in the way."""
     plans = [TablePlan(r) for r in resolved]
-    check_target(client, m, plans, into_existing=into_existing or replace)
+    names = (m.name,) if part is None else part.checkpoints
+    check_target(client, m, plans, into_existing=into_existing or replace, names=names)
     if memory_check and not resume and not replace:  # (--replace frees memory first)
         check_memory(client, src, resolved)
     run = {"mapping": fingerprint(m, resolved), "source": src.identity()}
-    checkpoint = Checkpoint(client, m.name)
+    checkpoint = Checkpoint(client, m.name if part is None else part.run_name)
     notes: list[str] = []
     state = begin(checkpoint, run, resume, m, resolved, replace=replace, notes=notes)
     recoveries = untrusted(src, client, checkpoint, resolved, state)

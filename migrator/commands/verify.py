@@ -8,12 +8,12 @@ from typing import Any
 from migrator.commands.session import (
     check_batch_size,
     load,
-    opened,
     retry_policy,
     source_url,
     target_url,
 )
-from migrator.errors import MigratorError
+from migrator.commands.shards import note_overlaps, opened_any
+from migrator.errors import MigratorError, docs
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.keyspace import KeySpace
@@ -84,12 +84,17 @@ def verify(
     policy = retry_policy(m, retries)
     mode = "counts-only" if counts_only else f"sample {sample}" if sample else "full"
     started = time.perf_counter()
-    with opened(m, source, tables) as (src, resolved):
+    if dask and m.sources:
+        raise MigratorError(
+            "verify --dask reads one server: the mapping lists the shards of a sharded source",
+            f"drop --dask: verify reads every shard in turn ({docs('sharding.md#verify')})",
+        )
+    with opened_any(m, source, tables) as (src, resolved):
         src.retrying = Retrying(policy)
         everything = resolved
         if tables:  # the other tables still own their keys, and may be parents
             try:
-                everything = resolve(m, src.schema())
+                everything = resolve(m, src.schema(), shard=resolved[0].shard)
             except MigratorError:
                 everything = resolved
         plans = {r.name: TablePlan(r) for r in everything}
@@ -188,6 +193,7 @@ def _pass(
         mapping=m.file or m.name, source="", target="", mode=mode,
         tables=[tv.check for tv in verifiers], snapshot=snapshot if cluster is None else None,
     )  # fmt: skip
+    note_overlaps(src, report.tables)  # a sharded source's collisions (commands/shards.py)
     report.changes = [tv.fixer.done for tv in verifiers if tv.fixer is not None]
     present = sum(tv.present + tv.keyed_present for tv in verifiers)
     if mode == "full":

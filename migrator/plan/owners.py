@@ -18,6 +18,8 @@ A ``--replace --shard NAME`` finds the rows of one shard by it.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Batch, Row
 from migrator.plan.expiry import decode_row, encode_row
@@ -26,6 +28,10 @@ from migrator.plan.structures import Structure
 
 #: the structure's name (dry-run's estimate, verify's reports)
 NAME = "shard"
+#: ``Resolved.shard`` of a table resolved for every shard at once (verify, dry-run): the
+#: owner of a row is then the shard being read, ``CURRENT`` (source/shards.py sets it)
+UNION = "*"
+CURRENT: ContextVar[str] = ContextVar("shard", default="")
 
 
 def owners_key(mapping_name: str, table: str) -> bytes:
@@ -63,12 +69,19 @@ class Owners(Structure):
     def field(self, row: Row) -> bytes:
         return encode_row(tuple(row[i] for i in self.pk))
 
+    def owner(self) -> bytes:
+        """The shard a row comes from: the table's, or, for the union, the one being read."""
+        return self.shard if self.shard != b"*" else CURRENT.get().encode()
+
     def entries(self, row: Row) -> list[tuple[str, bytes, bytes, bytes]]:
-        """The row's entry: ("h", key, primary key, shard), as plan/delta.py's ``h``."""
-        return [("h", self.key, self.field(row), self.shard)]
+        """The row's entry: ("h", key, primary key, shard), as plan/delta.py's ``h``; none
+        for a row of the union read outside of a shard's batches (its shard unknown)."""
+        owner = self.owner()
+        return [("h", self.key, self.field(row), owner)] if owner else []
 
     def add(self, row: Row, batch: Batch) -> None:
-        batch.hset(self.key, self.field(row), self.shard)
+        for _, key, field, owner in self.entries(row):
+            batch.hset(key, field, owner)
 
     def patterns(self) -> list[str]:
         return [self.key.decode("utf-8", "replace")]
@@ -83,3 +96,19 @@ def sharded(resolved: Resolved) -> bool:
 def owners_of(plan: object) -> Owners | None:
     """The table's ``Owners`` (a ``TablePlan``'s structure), None if it keeps none."""
     return next((s for s in getattr(plan, "structures", ()) if isinstance(s, Owners)), None)
+
+
+def literal(value: bytes | None, numeric: bool) -> str:
+    """A value as SQL text: a number as it is, text quoted (``'`` doubled), NULL."""
+    if value is None:
+        return "NULL"
+    text = value.decode("utf-8", "replace")
+    return text if numeric else "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def finder(table: str, columns: list[tuple[str, bytes | None, bool]]) -> str:
+    """The SQL that finds the rows holding these values: ``SELECT * FROM t WHERE id = 7``."""
+    where = " AND ".join(
+        f"`{c}` IS NULL" if v is None else f"`{c}` = {literal(v, n)}" for c, v, n in columns
+    )
+    return f"SELECT * FROM `{table}` WHERE {where}"

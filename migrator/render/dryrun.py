@@ -58,7 +58,9 @@ def render_dry_run(report: DryRunReport) -> None:
         f"{docs('commands.md#migrator-dry-run')}). "
         f"Target {report.target} was not contacted."
     )
-    if report.snapshot is not None:
+    for text in report.shards:  # a sharded source: each shard's rows and snapshot
+        plain(text)
+    if not report.shards and report.snapshot is not None:
         plain(f"read from {report.snapshot.describe()}")
     if report.resp_file:
         plain(

@@ -22,6 +22,7 @@ from typing import Any
 
 from migrator.mapping.model import Retries
 from migrator.mapping.resolve import Resolved
+from migrator.plan.owners import owners_of
 from migrator.plan.planner import Stats, TablePlan
 from migrator.plan.stream import snapshot_entries, with_entries
 from migrator.retry import Retrying
@@ -30,6 +31,7 @@ from migrator.source.mysql import Source
 from migrator.source.selects import keyset_value, selector_of
 from migrator.source.where import clause
 from migrator.store.checkpoint import Checkpoint, TableState
+from migrator.store.claims import Claims
 from migrator.store.cluster_sink import sink_for, writer_for
 from migrator.store.sink import Client
 
@@ -88,22 +90,25 @@ def run_task(
         entries.at(*_position(src))
         sink_for(client, retrying).write([entries.truncate()])
     done, total = task.rows, Stats()
+    owners = owners_of(plan)  # a shard's rows: claimed first (store/claims.py)
+    claims = None if owners is None else Claims(plan, owners, client)
     batches = src.batches(
         resolved.name, selector, pk, task.batch_size, after=after, until=until,
         retrying=retrying, where=clause(resolved),
     )  # fmt: skip
     try:
-        for rows in batches:
+        for read in batches:
+            rows = read if claims is None else claims.keep(read, total, retrying)
             payload, count, stats = writer.pack(plan, rows)
             if entries is not None:  # as of the snapshot the rows are read in (taken again
                 entries.at(*_position(src))  # after a lost connection)
                 payload, count = with_entries(payload, count, entries.of(plan.written(rows)))
-            done += len(rows)
-            mark = checkpoint.command(task.field, rows[-1][: len(pk)], done, until=task.until)
+            done += len(read)
+            mark = checkpoint.command(task.field, read[-1][: len(pk)], done, until=task.until)
             writer.put(payload, count, mark)
             total.add(stats)
-            total.readers[src.reader] += len(rows)
-            report(len(rows))
+            total.readers[src.reader] += len(read)
+            report(len(read))
     except BaseException:
         with suppress(Exception):  # end the read while its connection is still open
             batches.close()

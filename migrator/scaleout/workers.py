@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from migrator.mapping.resolve import Resolved
-from migrator.plan.finish import finish_commands
+from migrator.plan.finish import EndReader, finish_commands
 from migrator.plan.planner import Stats, TablePlan
 from migrator.progress import Progress
 from migrator.reports import TableReport
@@ -67,10 +67,12 @@ def load_tables(
     workers: int,
     common: dict[str, Any],
     engine: Callable[[], Any] | None = None,
+    ends: EndReader | None = None,
 ) -> list[TableReport]:
     """migrate's loop: every table's tasks on a pool of ``workers`` (or on the pool
     ``engine`` makes: a Dask cluster's, scaleout/dask_tasks.py), then each table's counter and
-    latest lists, once all its chunks are done."""
+    latest lists, once all its chunks are done (``ends``: read from there, every shard of a
+    sharded source: source/shards.py; default ``src``)."""
     reports = {r.name: TableReport(r.name) for r in resolved}
     by_name = {r.name: r for r in resolved}
     left: dict[str, int] = {}
@@ -94,7 +96,7 @@ def load_tables(
         src.retrying = retrying(name)  # the counter and latest queries
         if common["snapshot"]:  # N workers: the end of the table as of now
             snapshot_of(src, name)
-        commands = finish_commands(src, TablePlan(r), r, clause(r))
+        commands = finish_commands(ends or src, TablePlan(r), r, clause(r))
         sink(name).write([*commands, checkpoint.command(name, None, rows, done=True)])
         report.keys = total.all_keys + len({c[1] for c in commands if c[0] in ENDING_WRITES})
         report.rows, report.entries = total.rows, total.entries

@@ -14,10 +14,11 @@ source's is); a shard whose server is down keeps its last candidates, so its row
 where they were. A shard's first load and ``--reload`` write its candidates at the end of
 each table (plan/finish.py's place).
 
-Orders that a byte order can reproduce are supported: integers, decimals, floating-point
-numbers and dates (``DATE``, ``DATETIME``, ``TIMESTAMP``: the server's text, fixed-width),
-and a primary key of such columns; text, whose order is the collation's, is refused (exit 2),
-and so is a Redis Cluster, whose script could not read the shards' candidates in one slot.
+The order is the one ``migrate`` and ``verify`` merge the shards' newest rows in
+(source/shards.py ``sort_value``): numbers by value, every other value byte for byte (a
+collation that orders otherwise is a limit of docs/sharding.md). The sort key is hex, so the
+member's first NUL ends it. A Redis Cluster is refused (exit 2): its script could not read the
+shards' candidates in one slot.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from typing import Any
-
-import sqlalchemy as sa
 
 from migrator.errors import MigratorError, docs
 from migrator.mapping.kinds import Kind
@@ -36,7 +35,7 @@ from migrator.mapping.schema import Column
 from migrator.plan.batch import Command
 from migrator.plan.planner import TablePlan
 from migrator.source.mysql import Source
-from migrator.source.selects import column_expr
+from migrator.source.shards import ordered_latest
 
 #: KEYS[1] the list, KEYS[2..] every shard's candidates; ARGV[1] the list's length
 MERGE = (
@@ -50,8 +49,6 @@ MERGE = (
     b"out[#out + 1] = string.sub(m, string.find(m, '\\0', 1, true) + 1) end "
     b"if #out > 0 then redis.call('RPUSH', KEYS[1], unpack(out)) end return #out"
 )
-ORDERED = frozenset({Kind.INTEGER, Kind.YEAR, Kind.DECIMAL, Kind.FLOAT, Kind.DOUBLE,
-                     Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP})  # fmt: skip
 
 
 def candidates_key(mapping_name: str, shard: str, list_key: bytes) -> bytes:
@@ -59,29 +56,22 @@ def candidates_key(mapping_name: str, shard: str, list_key: bytes) -> bytes:
 
 
 def refuse(resolved: Sequence[Resolved], shard: str, cluster: bool) -> None:
-    """Exit 2 for a latest list a shard's sync cannot keep exact (see the module docstring)."""
-    if not shard:
+    """Exit 2 for a latest list a shard's sync cannot merge: on a Redis Cluster."""
+    if not shard or not cluster:
         return
     for r in resolved:
         for latest in r.table.latest:
-            if cluster:
-                why = "a Redis Cluster cannot merge the shards' candidates in one script"
-            else:
-                cols = [r.schema.column(c) for c in (latest.order_by, *r.primary_key)]
-                odd = [c for c in cols if c.kind not in ORDERED]
-                if not odd:
-                    continue
-                why = f"column {odd[0].name} ({odd[0].kind.value}) orders by its collation"
             raise MigratorError(
                 f"table '{r.name}': its latest list {latest.key.text} cannot be kept exact over "
-                f"shards: {why}",
-                f"order it by a number or a date, or drop it for sync over shards "
+                "shards on a Redis Cluster: the shards' candidates cannot be merged in one script",
+                f"sync into a single Redis server, or drop the list for sync over shards "
                 f"({docs('sharding.md#latest-lists-over-shards')})",
             )
 
 
 def _encode(raw: bytes, column: Column) -> bytes:
-    """Fixed-width bytes whose order is the value's (``ORDERED`` kinds)."""
+    """Bytes whose order is the value's, each a prefix of no other (numbers fixed-width, the
+    rest escaped and ended), so that a key of several columns compares column by column."""
     kind = column.kind
     if kind in (Kind.INTEGER, Kind.YEAR):
         return b"%021d" % (int(raw) + 2**64)
@@ -90,7 +80,7 @@ def _encode(raw: bytes, column: Column) -> bytes:
     if kind in (Kind.FLOAT, Kind.DOUBLE):
         (bits,) = struct.unpack(">Q", struct.pack(">d", float(raw)))
         return b"%016x" % (bits ^ 0xFFFFFFFFFFFFFFFF if bits >> 63 else bits | 1 << 63)
-    return raw  # dates: the server's text, fixed-width per column
+    return raw.replace(b"\0", b"\0\xff") + b"\0\0"  # byte for byte, a prefix first
 
 
 def commands(
@@ -101,22 +91,14 @@ def commands(
     r = plan.resolved
     pk = [r.schema.column(c) for c in r.primary_key]
     order = r.schema.column(latest.order_by)
-    t = sa.table(r.name, *(sa.column(c.name) for c in pk), sa.column(order.name))
-    o = t.c[order.name]
-    stmt = (
-        sa.select(*(column_expr(c, t) for c in pk), o)
-        .where(o.is_not(None), *([] if where is None else [where]))
-        .order_by(o.desc(), *(t.c[c.name].desc() for c in pk))
-        .limit(latest.limit)
-    )
     members: list[bytes] = []
-    for row in src.fetch_all(stmt):
-        values = [v if isinstance(v, bytes) else str(v).encode() for v in row]
-        text = plan.pk_text(tuple(values[: len(pk)]))
-        if text is None:
+    for row in ordered_latest(src, r.name, pk, order, latest.limit, where):
+        key, value = row[:-1], row[-1]
+        text = plan.pk_text(key)
+        if text is None or value is None or None in key:
             continue
-        sort = _encode(values[-1], order) + b"".join(_encode(v, c) for v, c in zip(values, pk))
-        members.append(sort + b"\0" + text)
+        sort = _encode(value, order) + b"".join(_encode(v or b"", c) for v, c in zip(key, pk))
+        members.append(sort.hex().encode() + b"\0" + text)
     list_key = latest.key.render({}).encode()
     mine = candidates_key(r.mapping_name, shard, list_key)
     out: list[Command] = [(b"DEL", mine)]

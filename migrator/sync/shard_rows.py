@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from migrator.errors import MigratorError, docs
@@ -34,10 +34,10 @@ from migrator.plan.expiry_delta import table_delta
 from migrator.plan.owners import Owners, owners_of, pk_of
 from migrator.plan.planner import TablePlan
 from migrator.plan.row_images import unreadable
-from migrator.plan.structures import RowHash
 from migrator.retry import Retrying
 from migrator.source.binlog.reader import Change, Transaction
 from migrator.store.cluster_sink import sink_for
+from migrator.store.shard_keys import read_back
 from migrator.store.sink import retry
 from migrator.sync.log import event
 
@@ -212,27 +212,14 @@ def _pages(client: Any, key: bytes, shard: bytes) -> Iterator[list[bytes]]:
         yield page
 
 
-def _read_back(client: Any, plan: TablePlan, fields: Iterable[bytes]) -> list[Row]:
-    """The rows of the encoded primary keys ``fields`` as Redis holds them (plan/cascade.py
-    reads child rows the same way): the primary key, and the row hash's fields."""
-    n = len(plan.resolved.primary_key)
-    rows: list[list[bytes | None]] = []
-    for f in fields:
-        row: list[bytes | None] = [None] * len(plan.row_names)
-        row[:n] = pk_of(f)
-        rows.append(row)
-    if plan.table.kind != "hash":
-        return [tuple(r) for r in rows]
-    keys = [plan.row_key(tuple(r)) for r in rows]
+def _read_back(client: Any, plan: TablePlan, fields: list[bytes]) -> list[Row]:
+    """The rows of the encoded primary keys ``fields`` as Redis holds them, read back as
+    ``migrate --replace --shard`` reads them (store/shard_keys.py)."""
+    pks = [pk_of(f) for f in fields]
+    keys = [plan.row_key(read_back(plan, [pk], [{}])[0]) for pk in pks]
+    if plan.table.kind != "hash":  # as: none: the row is its primary key
+        return read_back(plan, pks, [{} for _ in keys])
     pipe = client.pipeline(transaction=False)
     for k in keys:
-        pipe.hgetall(k if k is not None else b"")
-    hashes = pipe.execute()
-    fields_of = next(s.fields for s in plan.structures if isinstance(s, RowHash))
-    out: list[Row] = []
-    for row, held in zip(rows, hashes):
-        have = as_fields(held)
-        for name, i in fields_of:
-            row[i] = have.get(name)
-        out.append(tuple(row))
-    return out
+        pipe.hgetall(k or b"")
+    return read_back(plan, pks, [as_fields(h) for h in pipe.execute()])

@@ -39,6 +39,9 @@ STALE = "stale key"
 DANGLING = "dangling reference"
 SHARED_KEY = "row sharing its key"  # a declared primary_key MySQL does not keep unique
 SHARED_UNIQUE = "row sharing a unique value"  # a unique: MySQL does not keep unique
+#: a row of a sharded source whose primary key or unique value an earlier shard holds
+#: (docs/sharding.md#collisions): Redis holds the earlier shard's row
+COLLIDING = "row colliding across shards"
 #: a row migrate does not write by policy (a separator inside a composite's value under
 #: ``escape: reject``, a NULL in a row-key column): MySQL holds it, Redis does not
 REJECTED = "rejected row"
@@ -56,6 +59,7 @@ DIFFERENT_KINDS = frozenset(
         WRONG_TYPE,
         SHARED_KEY,
         SHARED_UNIQUE,
+        COLLIDING,
         MISSING_TTL,
         WRONG_TTL,
     }

@@ -70,7 +70,7 @@ def test_two_shards_into_a_redis_cluster(
     target = redis_cluster.url
     redis_cluster.flush()
     try:
-        with pytest.raises(MigratorError, match="a Redis Cluster cannot merge") as refused:
+        with pytest.raises(MigratorError, match="on a Redis Cluster: the shards") as refused:
             sync(mapping, target=target, shard="east", until_caught_up=True)
         assert refused.value.exit_code == 2
         text = Path(mapping).read_text()

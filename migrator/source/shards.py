@@ -1,0 +1,190 @@
+"""The shards of a sharded source (``sources:``) read as one: the union of their rows.
+
+``Union`` stands where verify, dry-run and the ends of migrate's tables (counter, latest lists)
+read one ``Source``: rows come from each shard in turn (each in its own snapshot), and what
+is computed over the rows is computed over all of them. The counter's ``MAX(pk)`` is the
+highest over the shards (compared as numbers for a numeric column); a latest list's newest N
+are each shard's newest N (the query one source runs) merged in the same order: the order
+column descending, then the primary key descending, values compared as numbers for numeric
+columns and as bytes otherwise (a text ``order_by`` under a collation that orders otherwise
+is a limit, docs/sharding.md#limits).
+
+While a shard's rows are read, ``CURRENT`` (plan/owners.py) names it: the owner hash's
+expected entries (``Owners`` of a table resolved for the union, ``UNION``) are that shard's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import sqlalchemy as sa
+
+from migrator.mapping.kinds import Kind
+from migrator.mapping.schema import Column
+from migrator.plan.owners import CURRENT
+from migrator.plan.values import converter
+from migrator.retry import Retrying
+from migrator.source.mysql import Source
+from migrator.source.overlaps import Overlaps
+from migrator.source.selects import RawRow, Selector, column_expr, convert_row
+from migrator.source.snapshot import Snapshot
+
+
+def sort_value(value: bytes | None, kind: Kind) -> Any:
+    """A value as MySQL orders it, near enough: numbers as numbers, the rest as bytes."""
+    if value is None:
+        return (0, b"")
+    if kind.numeric:
+        try:
+            return (1, Decimal(value.decode()))
+        except (InvalidOperation, UnicodeDecodeError):
+            pass
+    return (1, value)
+
+
+def highest(values: Sequence[bytes | None], kind: Kind) -> bytes | None:
+    """The greatest of each shard's ``MAX``, None when every shard's table is empty."""
+    held = [v for v in values if v is not None]
+    return max(held, key=lambda v: sort_value(v, kind)) if held else None
+
+
+class Union:
+    """The named shards' ``Source`` objects, read as one (see the module docstring)."""
+
+    def __init__(
+        self,
+        sources: Sequence[tuple[str, Source]],
+        uniques: dict[str, list[tuple[str, ...]]] | None = None,
+    ) -> None:
+        self.sources = list(sources)
+        self.first = self.sources[0][1]
+        self.snapshots: dict[str, Snapshot] = {}
+        #: per table, the columns of its ``unique:`` entries: a value two shards hold in two
+        #: rows is a collision (source/overlaps.py), as is a primary key
+        self.uniques = uniques or {}
+        self.overlaps = Overlaps()
+
+    # -- what is the same on every shard (the schema: checked equal), or the first's -------
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.first, name)
+
+    @property
+    def retrying(self) -> Retrying:
+        return self.first.retrying
+
+    @retrying.setter
+    def retrying(self, value: Retrying) -> None:
+        for _, src in self.sources:
+            src.retrying = value
+
+    @property
+    def shown_url(self) -> str:
+        return ", ".join(f"{name}: {src.shown_url}" for name, src in self.sources)
+
+    @property
+    def retaken(self) -> list[Snapshot]:
+        return [s for _, src in self.sources for s in src.retaken]
+
+    def close(self) -> None:
+        for _, src in self.sources:
+            src.close()
+
+    def snapshot(self, what: str = "starting a snapshot on MySQL") -> Snapshot:
+        """A snapshot on every shard (``snapshots``: each one's); returns the first's. The
+        collisions found are those of the rows read since."""
+        self.overlaps.clear()
+        for name, src in self.sources:
+            self.snapshots[name] = src.snapshot(f"{what} (shard {name})")
+        return self.snapshots[self.sources[0][0]]
+
+    # -- rows: each shard's in turn --------------------------------------------------------
+    def batches(
+        self, table: str, selector: Selector, pk: Sequence[str], *args: Any, **kwargs: Any
+    ) -> Generator[list[RawRow], None, None]:
+        """Each shard's rows in turn, less those colliding with an earlier shard's."""
+        uniques = self.uniques.get(table, [])
+        for k, (name, src) in enumerate(self.sources):
+            token = CURRENT.set(name)
+            try:
+                for rows in src.batches(table, selector, pk, *args, **kwargs):
+                    if k:
+                        rows = self.overlaps.apart(self.sources[:k], name, table, selector, pk,
+                                                   uniques, rows, kwargs.get("where"))  # fmt: skip
+                    CURRENT.set(name)  # (the consumer ran in between)
+                    if rows:
+                        yield rows
+            finally:
+                CURRENT.reset(token)
+
+    def _rows(self, method: str, *args: Any, **kwargs: Any) -> list[RawRow]:
+        out: list[RawRow] = []
+        for _, src in self.sources:
+            out += getattr(src, method)(*args, **kwargs)
+        return out
+
+    def rows_where(self, *args: Any, **kwargs: Any) -> list[RawRow]:
+        return self._rows("rows_where", *args, **kwargs)
+
+    def sharing_rows(self, *args: Any, **kwargs: Any) -> list[RawRow]:
+        return self._rows("sharing_rows", *args, **kwargs)
+
+    def random_keys(self, *args: Any, **kwargs: Any) -> list[RawRow]:
+        return self._rows("random_keys", *args, **kwargs)
+
+    def left_out(self, *args: Any, **kwargs: Any) -> set[tuple[bytes, ...]]:
+        out: set[tuple[bytes, ...]] = set()
+        for _, src in self.sources:
+            out |= src.left_out(*args, **kwargs)
+        return out
+
+    # -- what is computed over the rows: over all of them ------------------------------------
+    def count(self, table: str, where: Any = None) -> int:
+        return sum(src.count(table, where) for _, src in self.sources)
+
+    def shared_keys(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
+        got = [src.shared_keys(*args, **kwargs) for _, src in self.sources]
+        return sum(k for k, _ in got), sum(r for _, r in got)
+
+    def value_counts(self, *args: Any, **kwargs: Any) -> list[tuple[Any, int]]:
+        total: dict[Any, int] = {}
+        for _, src in self.sources:
+            for value, n in src.value_counts(*args, **kwargs):
+                total[value] = total.get(value, 0) + n
+        return list(total.items())
+
+    def max_of(self, table: str, column: Column) -> bytes | None:
+        return highest([src.max_of(table, column) for _, src in self.sources], column.kind)
+
+    def latest(
+        self, table: str, pk: Sequence[Column], order_by: Column, limit: int, where: Any = None
+    ) -> list[RawRow]:
+        """The primary keys of the newest ``limit`` rows over every shard (see above)."""
+        rows: list[tuple[Any, RawRow]] = []
+        for _, src in self.sources:
+            for row in ordered_latest(src, table, pk, order_by, limit, where):
+                order, key = row[-1], row[:-1]
+                rank = (sort_value(order, order_by.kind),
+                        *(sort_value(v, c.kind) for v, c in zip(key, pk)))  # fmt: skip
+                rows.append((rank, key))
+        rows.sort(key=lambda r: r[0], reverse=True)
+        return [key for _, key in rows[:limit]]
+
+
+def ordered_latest(
+    src: Source, table: str, pk: Sequence[Column], order_by: Column, limit: int, where: Any
+) -> list[RawRow]:
+    """``Source.latest``'s rows with the order column's value last (to merge shards by)."""
+    names = [c.name for c in pk]
+    t = sa.table(table, *(sa.column(n) for n in {*names, order_by.name}))
+    o = t.c[order_by.name]
+    stmt = (
+        sa.select(*(column_expr(c, t) for c in pk), column_expr(order_by, t))
+        .where(o.is_not(None), *([] if where is None else [where]))
+        .order_by(o.desc(), *(t.c[n].desc() for n in names))
+        .limit(limit)
+    )
+    cols = (*pk, order_by)
+    sel = Selector(tuple(c.name for c in cols), cols, tuple(converter(c.kind) for c in cols))
+    return [convert_row(r, sel) for r in src.fetch_all(stmt)]
