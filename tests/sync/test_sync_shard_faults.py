@@ -1,10 +1,15 @@
-"""One shard's schema changes under ``sync --shard`` (docs/sharding.md#one-shards-trouble): a
-DDL after which a table must be read again, and a TRUNCATE, stop that shard's process (exit 1)
-before the statement with its position kept, and touch no other shard's keys; that shard's
-``--reload`` then removes only its own rows and loads them again."""
+"""One shard's trouble under ``sync --shard`` (docs/sharding.md#one-shards-trouble): its server
+stopped and started again while the other shard follows on; a DDL after which a table must be
+read again, and a TRUNCATE, stop that shard's process (exit 1) before the statement with its
+position kept, and touch no other shard's keys; that shard's ``--reload`` then removes only
+its own rows and loads them again. And two shards into a Redis Cluster."""
 
 from __future__ import annotations
 
+import os
+import signal
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +21,9 @@ from migrator.commands.verify import verify
 from migrator.errors import MigratorError
 from migrator.plan.expiry import encode_row
 from migrator.reports import SchemaChanged
+from tests.binlog_server import free_port
+from tests.faults import wait_for
+from tests.sync.helpers import following
 from tests.sync.shard_scene import BASE, mapping_of, servers, shards, union_of
 
 __all__ = ["servers", "shards"]  # the fixtures
@@ -32,6 +40,8 @@ def test_a_ddl_or_truncate_stops_its_shard_only_and_its_reload_removes_its_rows(
     client = redis.Redis.from_url(redis_url)
     for name in shards:
         sync(mapping, target=redis_url, shard=name, until_caught_up=True)
+    # west loaded after east: its end of table raised the counter, it did not set west's MAX
+    assert client.get(b"item:id") == b"%d" % (BASE["east"] + 20)
     east = {k for k in _keys(client) if int(k[5:]) > BASE["east"]}
     west = _keys(client) - east
     assert len(east) == len(west) == 20
@@ -99,3 +109,46 @@ def test_two_shards_into_a_redis_cluster(
         assert checked.exit_code == 0, checked.as_dict()
     finally:
         redis_cluster.flush()
+
+
+def test_one_shards_server_down_leaves_the_other_following(
+    servers: dict[str, Any], shards: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    """West's server stops: west's process retries (its /healthz says so), east's applies on;
+    west's server back, west's process resumes from its own position; verify answers 0."""
+    mapping = mapping_of(tmp_path, shards)
+    Path(mapping).write_text(Path(mapping).read_text() + "options:\n  retries: "
+                             "{attempts: 200, backoff: 0.2, max_backoff: 1}\n")  # fmt: skip
+    client = redis.Redis.from_url(redis_url)
+    port = free_port()
+    args = {n: ["sync", mapping, "--shard", n, "--target", redis_url] for n in shards}
+    with (
+        following(args["east"], dict(os.environ)) as east,
+        following([*args["west"], "--metrics", f"127.0.0.1:{port}", "--health-retries", "2"],
+                  dict(os.environ)) as west,
+    ):  # fmt: skip
+        servers["west"].halt()
+        try:
+            wait_for("west's /healthz: retrying", lambda: "retrying" in _health(port), 60)
+            shards["east"].run("INSERT INTO item VALUES (1000500, 'e500', 'c1', 3)")
+            wait_for("east applying", lambda: client.exists("item:1000500"), 30)
+            assert west.poll() is None and east.poll() is None
+        finally:
+            servers["west"].start()
+        shards["west"].run("INSERT INTO item VALUES (500, 'w500', 'c1', 4)")
+        wait_for("west resumed", lambda: client.exists("item:500"), 60)
+        assert _health(port).startswith("shard west: ok")
+        for proc in (east, west):
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+    assert verify(mapping, target=redis_url).exit_code == 0
+
+
+def _health(port: int) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            return str(r.read().decode())
+    except urllib.error.HTTPError as e:
+        return str(e.read().decode())
+    except OSError:
+        return ""
