@@ -150,13 +150,21 @@ class Source:
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
 
-def sysbench(src: Source, command: str, threads: int, seconds: float = 0) -> float:
-    """Run sysbench ``oltp_write_only`` ``command``; for ``run``, the transactions per second."""
-    args = [ensure_sysbench(), "oltp_write_only", "--db-driver=mysql", "--mysql-host=127.0.0.1",
+def sysbench(
+    src: Source,
+    command: str,
+    threads: int,
+    seconds: float = 0,
+    script: str = "oltp_write_only",
+    env: dict[str, str] | None = None,
+) -> float:
+    """Run sysbench ``script`` ``command`` (``env``: more environment for a script of ours);
+    for ``run``, the transactions per second."""
+    args = [ensure_sysbench(), script, "--db-driver=mysql", "--mysql-host=127.0.0.1",
             f"--mysql-port={src.port}", "--mysql-user=root", "--mysql-db=sbtest",
             f"--tables={TABLES}", f"--table-size={ROWS}", f"--threads={threads}",
             f"--time={int(seconds)}", "--report-interval=0", command]  # fmt: skip
-    done = subprocess.run(args, capture_output=True, text=True)
+    done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if done.returncode != 0:
         raise SystemExit(f"sysbench {command} failed:\n{done.stdout[-1500:]}{done.stderr}")
     if command != "run":

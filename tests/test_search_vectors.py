@@ -337,23 +337,9 @@ def test_nested_childrens_vectors_answer_with_their_nearest_child(
     assert migrate(mapping, source=mysql_db.url, target=modules_redis_url).exit_code == 0
     client = redis.Redis.from_url(modules_redis_url)
     try:
-        rows = [
-            (int(p), bytes.fromhex(h))
-            for p, h in mysql_db.query("SELECT product_id, HEX(embedding) FROM variant")
-        ]
         for probe in range(10):
             query = pack([rnd.gauss(0, 1) for _ in range(dim)])
-            nearest: dict[int, float] = {}
-            for d, p in exact(rows, query, len(rows), "L2"):
-                nearest.setdefault(p, d)
-            want = sorted((d, p) for p, d in nearest.items())[:10]
-            found = client.ft("products").search(
-                Query("*=>[KNN 10 @variants_embedding $v AS d]").sort_by("d").return_field("d")
-                .paging(0, 10).dialect(2),
-                query_params={"v": query},
-            )  # fmt: skip
-            got = [(float(doc.d), int(str(doc.id).split(":")[1])) for doc in found.docs]
-            assert same_answer(got, want, nearest) is None, (probe, got, want)
+            assert variants_agree(client, mysql_db, query) is None, probe
         assert int(client.ft("products").info()["num_docs"]) == 200
         report = verify(mapping, source=mysql_db.url, target=modules_redis_url)
         assert report.exit_code == 0, json.dumps(report.as_dict(), default=str)[:3000]
@@ -413,3 +399,24 @@ def test_hnsw_recall_at_10_is_measured(mysql_db: MySQLDatabase, modules_redis_ur
         assert filtered >= 0.9 and every >= 0.9
     finally:
         client.close()
+
+
+def variants_agree(client: redis.Redis, db: MySQLDatabase, query: bytes) -> Any:
+    """The index's 10 products nearest ``query`` by their variants' embeddings (a nested
+    vector: a product's distance is its nearest variant's) against the exact answer over
+    MySQL's variant rows: None when they agree, else what differs."""
+    rows = [
+        (int(p), bytes.fromhex(h))
+        for p, h in db.query("SELECT product_id, HEX(embedding) FROM variant")
+    ]
+    nearest: dict[int, float] = {}
+    for d, p in exact(rows, query, len(rows), "L2"):
+        nearest.setdefault(p, d)
+    want = sorted((d, p) for p, d in nearest.items())[:10]
+    found = client.ft("products").search(
+        Query("*=>[KNN 10 @variants_embedding $v AS d]").sort_by("d").return_field("d")
+        .paging(0, 10).dialect(2),
+        query_params={"v": query},
+    )  # fmt: skip
+    got = [(float(doc.d), int(str(doc.id).split(":")[1])) for doc in found.docs]
+    return None if same_answer(got, want, nearest) is None else (got, want)

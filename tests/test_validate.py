@@ -252,8 +252,15 @@ def test_errors_come_first_and_what_concerns_sync_alone_is_one_line(
     assert "by value" not in text and "RESTRICT" not in text  # the why, the fix: --sync
     assert f"migrator validate --sync {path}" in text
     full = runner.invoke(app, ["validate", "--sync", str(path)])
-    assert full.exit_code == 2 and "note:" not in full.output
-    assert "warning:" in full.output and "compared by value" in full.output, full.output
+    assert full.exit_code == 2 and "note:" not in full.output and "warning:" not in full.output
+    said = " ".join(full.output.split())
+    assert said.count("error: ") == 3 and said.count("sync refuses this table") == 2, said
+    assert "compared by value" in full.output, full.output
+    # without the unknown column: validate passes (migrate is not concerned), --sync does not
+    path.write_text(path.read_text().replace("  q:\n    columns: [nope]\n", ""))
+    assert runner.invoke(app, ["validate", str(path)]).exit_code == 0
+    for_sync = runner.invoke(app, ["validate", "--sync", str(path)])
+    assert for_sync.exit_code == 2 and "2 errors" in for_sync.output, for_sync.output
     as_json = json.loads(runner.invoke(app, ["validate", "--json", str(path)]).stdout)
     warned = [p for p in as_json["problems"] if p["level"] == "warning"]
     assert len(warned) == 2 and all(w["brief"] in w["message"] for w in warned)

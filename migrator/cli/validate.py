@@ -26,7 +26,8 @@ def validate(
         bool,
         typer.Option(
             "--sync",
-            help="Say in full why sync would refuse a table, and the fix (else one line each).",
+            help="Check the mapping for sync: each table sync would refuse is an error (exit "
+            "2), said in full with the reason and the fix (else a one-line note, exit 0).",
         ),
     ] = False,
     debug: DebugOpt = False,
@@ -39,7 +40,7 @@ def validate(
         from migrator.render.mapping import render_validate
 
     def go() -> int:
-        report = check(mapping, source=source)
+        report = check(mapping, source=source, for_sync=sync)
         emit(report, as_json, lambda r: render_validate(r, sync_details=sync))
         return report.exit_code
 

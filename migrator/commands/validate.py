@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
+from migrator.commands.validate_shards import check_shards
 from migrator.errors import MappingError, MappingErrors, MigratorError
 from migrator.mapping.loader import load_mapping
 from migrator.mapping.model import Mapping
@@ -35,11 +37,24 @@ from migrator.urls import mask
 
 
 def validate(
-    path: str | os.PathLike[str], source: str | None = None, environ: Any = None
+    path: str | os.PathLike[str],
+    source: str | None = None,
+    environ: Any = None,
+    for_sync: bool = False,
 ) -> ValidateReport:
     """Check the mapping file, and against the live schema when a source is known:
     ``source``, else ``$MIGRATOR_SOURCE_URL``, else the mapping's own ``source``.
+    ``for_sync``: what only ``sync`` refuses is an error too (exit 2), not a note.
     Raises ConnectError (exit 3) when a source is given but cannot be reached."""
+    report = _checked(path, source, environ)
+    if for_sync:  # the same problems, judged for sync: every refusal of it is an error
+        report.problems = [
+            dataclasses.replace(p, level="error") if p.brief else p for p in report.problems
+        ]
+    return report
+
+
+def _checked(path: str | os.PathLike[str], source: str | None, environ: Any) -> ValidateReport:
     report = ValidateReport(str(path))
     try:
         mapping = load_mapping(path, environ=environ)
@@ -54,19 +69,33 @@ def validate(
     target = env.get("MIGRATOR_TARGET_URL") or mapping.target
     report.problems += search_database(mapping, target)
     report.problems += cluster_streams(mapping, target)
+    if mapping.sources:
+        if source:
+            report.problems.append(Problem(
+                "error", "--source names one server, but the mapping lists the shards of a "
+                "sharded source", "sources", mapping.file, mapping.line_of("sources"),
+                "drop --source: validate checks every shard the mapping lists",
+            ))  # fmt: skip
+            return report
+        return check_shards(report, mapping, against)
     url = source or env.get("MIGRATOR_SOURCE_URL") or mapping.source
     if not url:
         return report
     with Source(url) as src:
-        schema = src.schema()
         report.source = mask(url)
-        report.problems += check_schema(mapping, schema)
-        report.problems += check_collisions(mapping, schema)
-        report.problems += shared_keys(mapping, schema, src, report.problems)
-        report.problems += cascades(mapping, schema, cascades_logged(src.raw_connection()))
-        report.problems += searches(mapping, schema)
-        report.problems += nestings(mapping, schema, cascades_logged(src.raw_connection()))
+        report.problems += against(mapping, src, src.schema())
     return report
+
+
+def against(mapping: Mapping, src: Source, schema: Schema) -> list[Problem]:
+    """The problems of the mapping against one server's live schema."""
+    out = check_schema(mapping, schema)
+    out += check_collisions(mapping, schema)
+    out += shared_keys(mapping, schema, src, out)
+    out += cascades(mapping, schema, cascades_logged(src.raw_connection()))
+    out += searches(mapping, schema)
+    out += nestings(mapping, schema, cascades_logged(src.raw_connection()))
+    return out
 
 
 def search_database(mapping: Mapping, target: str | None) -> list[Problem]:
@@ -91,6 +120,7 @@ def cluster_streams(mapping: Mapping, target: str | None) -> list[Problem]:
         "warning", f"sync refuses change streams on a Redis Cluster ({streamed[0]}): the "
         "entries, the rows and the position would not share one MULTI/EXEC", path, mapping.file,
         mapping.line_of(path), "sync to a single Redis server, or drop streams:",
+        "sync refuses change streams on a Redis Cluster",
     )]  # fmt: skip
 
 

@@ -28,9 +28,8 @@ at start, naming the constraint): an unmapped parent as above; the
 foreign key's columns are not read by the mapping; the key's columns compare
 otherwise than byte-wise (``mapping.cascades.inexact_match``: a ``_ci`` collation, PAD SPACE on
 a VARCHAR, a type compared by value unless both sides have one same DECIMAL, temporal, YEAR
-or BIT type); a row filter that reads the foreign key's columns with a rule other than ON
-DELETE CASCADE, or one on a parent whose own rows change by a rule the log does not carry
-(``filtered``); a
+or BIT type); a row filter the rule can bring a row into (mapping/filter_rules.py), or one on
+a parent whose own rows change by a rule the log does not carry (``filtered``); a
 separator that may occur in a composite's values next to a column ``SET NULL`` empties; a
 Redis Cluster target (a replay of a half-applied group could read children of a later state).
 The child's primary key may be text: the members are read back (``TableLayout.read_joined``),
@@ -55,6 +54,7 @@ from migrator.mapping.cascades import (
     reaching,
     trx_versioned,
 )
+from migrator.mapping.filter_rules import admitting
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import ForeignKey
 from migrator.plan.batch import Command, Row
@@ -74,7 +74,10 @@ FIX = (
     "keep the foreign key's columns read (in columns:, or a references entry on them); "
     f"or make the rule RESTRICT, or {ASIDE}"
 )
-WHERE_FIX = f"keep where: off the foreign key's columns, or make the rule RESTRICT, or {ASIDE}"
+WHERE_FIX = (
+    "test the foreign key's columns only for NULL (crew_id IS NOT NULL), or, under SET NULL, "
+    f"only in tests a NULL cannot pass (crew_id IN (1, 2)); or make the rule RESTRICT, or {ASIDE}"
+)
 
 
 @dataclass(frozen=True)
@@ -178,17 +181,20 @@ def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], clust
 def filtered(fk: ForeignKey, child: Resolved, plans: dict[str, TablePlan]) -> tuple[str, str]:
     """Why a row filter (``where:``) keeps sync from finding every row the rule changes (("",
     "") when it does not), and the fix. A SET NULL or ON UPDATE CASCADE changes the foreign
-    key's columns only: under a filter that does not read them no row enters or leaves it, and
-    the rows Redis holds are all those it must change; one that reads them can bring in a row
-    Redis does not hold. A parent with a filter of its own holds no rows it leaves out, so
+    key's columns only: a changed row that leaves the filter is removed like any other, and one
+    the filter left out can come in only where ``admitting`` says (mapping/filter_rules.py):
+    Redis does not hold it. A parent with a filter of its own holds no rows it leaves out, so
     where its own rows change by a rule the log does not carry, the children of those it
     leaves out are unknown (a cascade of a cascade through rows sync does not hold)."""
     where = child.table.where
-    read = [] if where is None else [c for c in fk.columns if c in where.columns]
-    if read and set(fk.unlogged_rules) - {"ON DELETE CASCADE"}:
+    rule = "" if where is None else admitting(where, fk.columns, fk.unlogged_rules)
+    if where is not None and rule:
+        read = ", ".join(c for c in fk.columns if c in where.columns)
+        how = ("can keep a row whose foreign key is NULL" if rule.endswith("SET NULL")
+               else "compares the foreign key's values")  # fmt: skip
         why = (
-            f"the child's row filter (where:) reads the foreign key's columns ({', '.join(read)})"
-            ": a SET NULL or ON UPDATE CASCADE can bring into it a row Redis does not hold"
+            f"the child's row filter (where:) reads the foreign key's columns ({read}) and "
+            f"{how}: its {rule} can bring into it a row Redis does not hold"
         )
         return why, WHERE_FIX
     parent = plans.get(fk.parent)

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from migrator.errors import MigratorError
+from migrator.mapping.filter_rules import compares_values
 from migrator.mapping.schema import ForeignKey
 from migrator.plan.batch import Command, Row
 from migrator.plan.expiry import decode_row, encode_row
@@ -95,14 +96,15 @@ def refuse(tops: dict[str, Level], cluster: bool, logged: bool) -> None:
                         "write them when the key is set",
                         f"make {', '.join(cols)} NOT NULL in MySQL, or {FIX}",
                     )
-                read = [] if where is None else [c for c in fk.columns if c in where.columns]
+                # one that tests the key only for NULL answers the same after it moves
+                read = [] if where is None else compares_values(where, fk.columns)
                 if read and not logged and "ON UPDATE CASCADE" in fk.unlogged_rules:
                     raise MigratorError(  # (a row SET NULL empties is in no document)
-                        f"tables.{level.name}.where: the row filter reads the nesting foreign "
-                        f"key's columns ({', '.join(read)}): its ON UPDATE CASCADE can bring "
-                        "into it a row sync does not hold",
-                        "keep where: off the foreign key's columns, or make the rule RESTRICT, "
-                        f"or {FIX}",
+                        f"tables.{level.name}.where: the row filter compares the nesting "
+                        f"foreign key's values ({', '.join(read)}): its ON UPDATE CASCADE can "
+                        "bring into it a row sync does not hold",
+                        "test the foreign key's columns only for NULL in where: (or keep it off "
+                        f"them), or make the rule RESTRICT, or {FIX}",
                     )
             for fk in lay.resolved.schema.foreign_keys:
                 if logged or any(fk is o for o in own) or not fk.unlogged_rules:

@@ -72,9 +72,17 @@ class FilteredWrites(Writes):
         return super().step()
 
 
-def _filtered(db: Any, redis_url: str, redis_client: redis.Redis) -> None:
+#: filters that read the foreign key, in tests no rule can make true for a row they left out:
+#: link's SET NULL takes rows out of it (a NULL is not NOT NULL), watch's ON UPDATE CASCADE
+#: keeps a key NOT NULL
+ON_THE_KEY = FILTERED.replace(
+    "where: \"who = 'w'\"", "where: \"who = 'w' AND ticket_id IS NOT NULL\""
+).replace("where: \"label <> 'off'\"", "where: \"label <> 'off' AND ticket_id IS NOT NULL\"")
+
+
+def _filtered(db: Any, redis_url: str, redis_client: redis.Redis, text: str = FILTERED) -> None:
     db.run(TICKETS)
-    mapping = parse_mapping(FILTERED, name="filtered")
+    mapping = parse_mapping(text, name="filtered")
     sid = next(_ids)
     run = {"source": db.url, "target": redis_url, "until_caught_up": True}
     work = FilteredWrites(db, 4)
@@ -98,6 +106,18 @@ def _filtered(db: Any, redis_url: str, redis_client: redis.Redis) -> None:
     assert off and nulled, (off, nulled)
     assert len([k for k in keys if re.fullmatch(rb"watch:\d+", k)]) == watched > 3
     assert b"migrator:filtered:rows:comment" in keys and b"migrator:filtered:rows:link" in keys
+    held = len(redis_client.hkeys(b"migrator:filtered:rows:link"))
+    assert held == (db_count(db, "link", "label <> 'off'") - (nulled if text != FILTERED else 0))
+
+
+def db_count(db: Any, table: str, where: str) -> int:
+    conn = db.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}")
+            return int(cur.fetchone()[0])
+    finally:
+        conn.close()
 
 
 @pytest.mark.engine("mariadb", why=ONLY_MARIADB)
@@ -111,6 +131,22 @@ def test_filters_off_the_key_follow_set_null_and_update_cascade_on_mysql_with_in
     innodb_fk_mysql, redis_url: str, redis_client: redis.Redis
 ) -> None:
     _on_innodb_fk_mysql(innodb_fk_mysql, lambda db: _filtered(db, redis_url, redis_client))
+
+
+@pytest.mark.engine("mariadb", why=ONLY_MARIADB)
+def test_filters_on_the_key_no_rule_can_pass_follow_set_null_and_update_cascade(  # type: ignore[no-untyped-def]
+    mariadb_db, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """Rows the rules null leave link's filter; none comes in (mapping/filter_rules.py)."""
+    _filtered(mariadb_db, redis_url, redis_client, ON_THE_KEY)
+
+
+def test_filters_on_the_key_follow_the_rules_on_mysql_with_innodb_foreign_keys(  # type: ignore[no-untyped-def]
+    innodb_fk_mysql, redis_url: str, redis_client: redis.Redis
+) -> None:
+    _on_innodb_fk_mysql(
+        innodb_fk_mysql, lambda db: _filtered(db, redis_url, redis_client, ON_THE_KEY)
+    )
 
 
 # -- what stays refused -----------------------------------------------------------------------
@@ -127,7 +163,12 @@ CREATE TABLE shift (id INT PRIMARY KEY, crew_id INT NULL, KEY (crew_id),
 REFUSED = {
     # the filter reads the foreign key's columns: a SET NULL can bring a row into it
     "  team: {}\n  crew: {}\n  shift:\n    where: \"crew_id IS NULL\"\n":
-        ("shift", "reads the foreign key's columns (crew_id)", "keep where: off the foreign key"),
+        ("shift", "reads the foreign key's columns (crew_id) and can keep a row whose foreign "
+         "key is NULL: its ON DELETE SET NULL", "test the foreign key's columns only for NULL"),
+    # ... and compares its values: an ON UPDATE CASCADE can bring a row into it
+    "  team: {}\n  crew: {}\n  shift:\n    where: \"crew_id IN (1, 2)\"\n":
+        ("shift", "compares the foreign key's values: its ON UPDATE CASCADE",
+         "only in tests a NULL cannot pass"),
     # a filtered parent whose own rows go by ON DELETE CASCADE: its left-out rows' children
     "  team: {}\n  crew:\n    where: \"active = 1\"\n  shift: {}\n":
         ("shift", "the parent table crew has a row filter", "drop where: from crew"),
@@ -149,6 +190,9 @@ def test_filters_sync_cannot_follow_are_refused_by_validate_and_sync_with_the_fi
     assert not report.errors and len(refusals) == 1, [str(p) for p in refusals]
     assert refusals[0].path == f"tables.{table}" and why in refusals[0].message
     assert fix in str(refusals[0].hint)
+    judged = validate(path, for_sync=True)  # validate --sync: the refusal is an error
+    assert [str(p) for p in judged.errors] == [str(p) for p in refusals], judged.errors
+    assert judged.exit_code == 2
     mapping = parse_mapping(text, name="refused")
     with pytest.raises(MigratorError) as e:
         sync(mapping, source=mariadb_db.url, target=redis_url, until_caught_up=True,

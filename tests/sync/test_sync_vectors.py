@@ -14,12 +14,19 @@ from typing import Any
 
 import pytest
 import redis
-from redis.commands.search.query import Query
 
 from migrator.commands import verify
 from migrator.commands.sync import sync
 from tests.services import MySQLDatabase
-from tests.test_search_vectors import DIM, MAPPING, _load, _schema, agrees, embedding
+from tests.test_search_vectors import (
+    DIM,
+    MAPPING,
+    _load,
+    _schema,
+    agrees,
+    embedding,
+    variants_agree,
+)
 from tests.vector_sample import CATEGORIES, pack, products
 
 _ids = iter(range(38100, 38200))
@@ -120,7 +127,6 @@ def test_sync_keeps_nested_childrens_vectors(
     nearest child as MySQL's rows now say; verify 0."""
     from migrator.mapping.loader import parse_mapping
     from tests.test_search_vectors import NESTED, NESTED_MAPPING
-    from tests.vector_sample import exact, same_answer
 
     dim = 8
     rnd = random.Random(11)
@@ -138,23 +144,8 @@ def test_sync_keeps_nested_childrens_vectors(
     client = redis.Redis.from_url(modules_redis_url)
 
     def check() -> None:
-        rows = [
-            (int(p), bytes.fromhex(h))
-            for p, h in binlog_db.query("SELECT product_id, HEX(embedding) FROM variant")
-        ]
         for _ in range(5):
-            query = vec()
-            nearest: dict[int, float] = {}
-            for d, p in exact(rows, query, len(rows), "L2"):
-                nearest.setdefault(p, d)
-            want = sorted((d, p) for p, d in nearest.items())[:10]
-            found = client.ft("products").search(
-                Query("*=>[KNN 10 @variants_embedding $v AS d]").sort_by("d").return_field("d")
-                .paging(0, 10).dialect(2),
-                query_params={"v": query},
-            )  # fmt: skip
-            got = [(float(doc.d), int(str(doc.id).split(":")[1])) for doc in found.docs]
-            assert same_answer(got, want, nearest) is None, (got, want)
+            assert variants_agree(client, binlog_db, vec()) is None
 
     try:
         for r in range(3):

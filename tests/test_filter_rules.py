@@ -1,0 +1,53 @@
+"""Which unlogged foreign-key rules can bring a row into a row filter (mapping/filter_rules.py):
+MySQL's three-valued logic with the key's columns NULL, or compared by value. Pure."""
+
+from __future__ import annotations
+
+import pytest
+
+from migrator.mapping.filter_rules import admitting, compares_values, true_with_nulls
+from migrator.mapping.where import parse
+
+SET_NULL = ["ON DELETE SET NULL"]
+UPDATE = ["ON UPDATE CASCADE"]
+
+
+@pytest.mark.parametrize(
+    ("text", "can"),
+    [
+        ("crew_id IS NULL", True),
+        ("crew_id IS NOT NULL", False),
+        ("crew_id IN (1, 2)", False),  # unknown for a NULL: the row is not kept
+        ("crew_id NOT IN (1, 2)", False),
+        ("crew_id <> 5", False),
+        ("NOT crew_id = 5", False),  # NOT unknown is unknown
+        ("NOT (crew_id IS NOT NULL)", True),
+        ("active = 1 AND crew_id IS NOT NULL", False),
+        ("active = 1 OR crew_id <> 5", True),  # true by active alone
+        ("active = 1 AND (crew_id IS NULL OR crew_id = 3)", True),
+        ("(crew_id = 3 OR crew_id = 4) AND active = 1", False),
+        ("active = 1", True),  # but it does not read the key: admitting says no row comes in
+    ],
+)
+def test_a_set_null_can_bring_a_row_in_where_the_filter_can_be_true_with_nulls(
+    text: str, can: bool
+) -> None:
+    assert true_with_nulls(parse(text), ["crew_id"]) is can
+
+
+def test_an_update_cascade_brings_rows_in_only_where_the_values_are_compared() -> None:
+    assert compares_values(parse("crew_id IS NOT NULL AND active = 1"), ["crew_id"]) == []
+    assert compares_values(parse("crew_id > 3 OR crew_id IS NULL"), ["crew_id"]) == ["crew_id"]
+    assert admitting(parse("crew_id IS NOT NULL"), ["crew_id"], [*SET_NULL, *UPDATE]) == ""
+    assert admitting(parse("crew_id IN (1, 2)"), ["crew_id"], SET_NULL) == ""
+    assert admitting(parse("crew_id IN (1, 2)"), ["crew_id"], UPDATE) == "ON UPDATE CASCADE"
+    assert admitting(parse("crew_id IS NULL"), ["crew_id"], SET_NULL) == "ON DELETE SET NULL"
+    # a delete takes rows out only; a filter on other columns is never moved by the rule
+    assert admitting(parse("crew_id IS NULL"), ["crew_id"], ["ON DELETE CASCADE"]) == ""
+    assert admitting(parse("active = 1"), ["crew_id"], [*SET_NULL, *UPDATE]) == ""
+
+
+def test_a_composite_key_is_nulled_whole() -> None:
+    f = parse("a IS NULL AND b = 2")
+    assert not true_with_nulls(f, ["a", "b"])  # b = NULL is unknown
+    assert true_with_nulls(f, ["a"])  # b is not the key's: it may hold 2
