@@ -198,6 +198,8 @@ def coordinate(
                 return load_position(src, reader_id)
             claims = ShardRows(client, {r.name: TablePlan(r) for r in resolved}, shard,
                                collisions) if shard else None  # fmt: skip
+            if claims is not None:
+                claims.retrying = retrying
             return load_snapshot(src, client, resolved, m, progress, o.stop, retrying, reader_id,
                                  shard, claims)  # fmt: skip
 

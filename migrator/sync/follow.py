@@ -198,6 +198,8 @@ class Follower(TableChanges, GroupApplier):
         self.position = start
         self.figures = figures or SyncFigures()
         self.retrying = retrying or self.figures.retrying("Redis")
+        if self.claims is not None:
+            self.claims.retrying = self.retrying
 
     def _parents(self, followed: dict[str, TablePlan]) -> dict[str, TableSchema]:
         """The schemas, as the server has them now, of the parent tables of cascading foreign

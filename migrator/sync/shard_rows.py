@@ -1,17 +1,20 @@
 """One shard's rows among the others' in one Redis (docs/sharding.md#sync), by the owner
 hash of plan/owners.py (``migrator:<m>:shard:<table>``: encoded primary key -> shard name).
 
-* **Claims**: before a group of transactions is planned, every primary key its after-images
-  write is claimed for this shard (an ``HSETNX``-like script: the field is set when no shard
-  holds it, and the owner is answered), and the owners of its before-images are read. A row
-  whose primary key another shard owns is a **collision**: its image is left out of the group
-  (the other shard's row stays as it is), reported once per key in the log (``collision``:
-  the table, the key, both shards and the SQL that finds the rows) and counted
-  (``migrator_sync_collisions_total{shard=...,table=...}``). Rows an online chunk writes are
-  claimed the same way. The claim is atomic: of two shards writing one primary key, the first
-  claim wins, whichever process gets there first; the delta then keeps the field (``HSET`` on
-  insert and update, ``HDEL`` on delete) in the group's MULTI/EXEC. A claim made by a group
-  that then fails is this shard's, and the group's replay finds it so (it converges).
+* **Claims**: before a group of transactions is planned, the rows its after-images write are
+  claimed as ``migrate`` claims a batch (store/claims.py): a row whose unique value's entry
+  names a row another shard owns, or whose primary key another shard owns (``HSETNX`` of its
+  owner field, atomic: the first claim wins), is a **collision**: its after-image is left out
+  of the group (the other shard's row and entries stay as they are), said once per row in the
+  log (``collision``: the table, the key or value, both shards and the SQL that finds the
+  rows) and counted (``migrator_sync_collisions_total{shard=...,table=...}``). Then the
+  owners of its before-images are read: a before-image is applied only while the row is this
+  shard's in Redis (its owner field says so, or an earlier change of the group wrote it), so
+  a row held out — another shard's, or never written — is never removed from the structures
+  another shard's row fills. The delta then keeps the owner field (``HSET`` on insert and
+  update, ``HDEL`` on delete) in the group's MULTI/EXEC; a claim of a group that then fails is
+  this shard's, and the group's replay finds it so (it converges). An online chunk's rows are
+  claimed the same way.
 * **Removal of this shard's rows** (``remove_own``): a shard's first load and ``--reload``
   remove only the rows the owner hash names for it, each by its image read back from Redis
   (its row hash, or its primary key for an ``as: none`` table whose row is its key), planned
@@ -27,60 +30,40 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from migrator.errors import MigratorError, docs
-from migrator.plan.batch import Row
+from migrator.plan.batch import Row, Stats
 from migrator.plan.cascade import as_fields
 from migrator.plan.delta import Delta
 from migrator.plan.expiry_delta import table_delta
-from migrator.plan.owners import Owners, owners_of, pk_of
+from migrator.plan.owners import Owners, finder, owners_of, pk_of
 from migrator.plan.planner import TablePlan
 from migrator.plan.row_images import unreadable
 from migrator.retry import Retrying
 from migrator.source.binlog.reader import Change, Transaction
+from migrator.store.claims import Claims
 from migrator.store.cluster_sink import sink_for
 from migrator.store.shard_keys import read_back
 from migrator.store.sink import retry
 from migrator.sync.log import event
 
-#: KEYS[1] the owner hash; ARGV[1] this shard, ARGV[2] how many of the fields that follow are
-#: claimed (the rest only read): each field's owner after the claim ("" for none)
-CLAIM = (
-    b"local out = {} local n = tonumber(ARGV[2]) "
-    b"for i = 3, #ARGV do local o = redis.call('HGET', KEYS[1], ARGV[i]) "
-    b"if not o and i - 2 <= n then redis.call('HSET', KEYS[1], ARGV[i], ARGV[1]) o = ARGV[1] end "
-    b"out[#out + 1] = o or '' end return out"
-)
 R = TypeVar("R", bound=Sequence[bytes | None])
 #: primary keys read back per round trip when a shard's rows are removed
 PAGE = 1000
 
 
 class Collisions:
-    """Rows left out because another shard owns their primary key: counted per table (the
-    metric), and said once per key in the log."""
+    """Rows left out because another shard holds their primary key or a unique value: counted
+    per table (the metric), and said once per row in the log."""
 
     def __init__(self, shard: str) -> None:
         self.shard = shard
         self.counts: Counter[str] = Counter()
         self.said: set[tuple[str, bytes]] = set()
 
-    def found(self, plan: TablePlan, field: bytes, other: str) -> None:
-        table = plan.table.name
+    def found(self, table: str, field: bytes, message: str, **fields: Any) -> None:
         self.counts[table] += 1
-        if (table, field) in self.said:
-            return
-        self.said.add((table, field))
-        pk = dict(zip(plan.resolved.primary_key, pk_of(field)))
-        key = ", ".join(f"{c}={(v or b'').decode('utf-8', 'replace')}" for c, v in pk.items())
-        sql = f"SELECT * FROM `{table}` WHERE " + " AND ".join(
-            f"`{c}` = '{(v or b'').decode('utf-8', 'replace').replace(chr(39), chr(39) * 2)}'"
-            for c, v in pk.items()
-        )
-        event(
-            "collision",
-            f"collision: {table} ({key}) is on shard {self.shard} and on shard {other}, which "
-            f"Redis holds it from; shard {self.shard}'s row is not written (run on both: {sql})",
-            logging.WARNING, table=table, key=key, shard=self.shard, owner=other, sql=sql,
-        )  # fmt: skip
+        if (table, field) not in self.said:
+            self.said.add((table, field))
+            event("collision", message, logging.WARNING, table=table, shard=self.shard, **fields)
 
     def per_table(self) -> dict[str, int]:
         return dict(self.counts)
@@ -97,72 +80,98 @@ class ShardRows:
         self.owners: dict[str, Owners] = {
             name: o for name, plan in plans.items() if (o := owners_of(plan)) is not None
         }
+        #: the claims of each table's rows, as migrate makes them (store/claims.py)
+        self.claims = {name: Claims(plans[name], o, client) for name, o in self.owners.items()}
+        self.retrying: Retrying | None = None  # Redis's (the follower's), once it has one
 
-    def _owners(self, table: str, claim: list[bytes], look: list[bytes]) -> dict[bytes, bytes]:
-        if not claim and not look:
-            return {}
-        key = self.owners[table].key
-        got = self.client.eval(CLAIM, 1, key, self.shard, len(claim), *claim, *look)
-        return {f: bytes(o) if o else b"" for f, o in zip([*claim, *look], got)}
+    def _keep(self, table: str, rows: list[Row]) -> set[int]:
+        """Claim ``rows``: the ``id`` of each kept; the others said (store/claims.py)."""
+        if not rows:
+            return set()
+        stats = Stats()
+        kept = {id(r) for r in self.claims[table].keep(rows, stats, self.retrying or Retrying())}
+        reasons = {r.pk: r.reason for r in stats.rejects}  # (as store/claims.py names a row)
+        plan = self.plans[table]
+        for row in rows:
+            if id(row) not in kept:
+                pk = tuple((row[plan.pos[c]] or b"NULL").decode("utf-8", "replace")
+                           for c in plan.resolved.primary_key)  # fmt: skip
+                said = reasons.get(pk, "collision: a primary key or unique value another "
+                                   "shard holds")  # fmt: skip
+                self.collisions.found(table, self.owners[table].field(row), said)
+        return kept
 
-    def _foreign(self, table: str, owner: bytes, field: bytes) -> bool:
-        if owner in (b"", self.shard):
-            return False
-        self.collisions.found(self.plans[table], field, owner.decode("utf-8", "replace"))
-        return True
+    def _held(self, table: str, row: Row, owner: bytes) -> None:
+        """Say a before-image of a row another shard owns (its change is not applied)."""
+        plan = self.plans[table]
+        pk = plan.resolved.primary_key
+        values = [(c, row[plan.pos[c]], plan.resolved.schema.column(c).kind.numeric) for c in pk]
+        sql = finder(table, values)
+        key = ", ".join(f"{c}={(v or b'').decode('utf-8', 'replace')}" for c, v, _ in values)
+        other, mine = owner.decode("utf-8", "replace"), self.shard.decode()
+        self.collisions.found(
+            table, self.owners[table].field(row),
+            f"collision: {table} ({key}) is on shard {mine} and on shard {other}, which Redis "
+            f"holds it from; shard {mine}'s change of it is not applied (find the rows on each "
+            f"shard with: {sql})", key=key, owner=other, sql=sql,
+        )  # fmt: skip
 
     def group(self, group: Sequence[Transaction]) -> None:
-        """Leave out of ``group`` (in place) the images of rows another shard owns."""
-        claim: dict[str, dict[bytes, None]] = {}
-        look: dict[str, dict[bytes, None]] = {}
+        """Leave out of ``group`` (in place) what another shard's rows hold (see above)."""
+        afters: dict[str, list[Row]] = {}
         for txn in group:
+            for c in txn.changes:
+                if c.after is not None and c.table in self.owners:
+                    afters.setdefault(c.table, []).append(c.after)
+        kept = set().union(*(self._keep(t, rows) for t, rows in afters.items()))
+        fields: dict[str, dict[bytes, None]] = {}
+        for txn in group:
+            for c in txn.changes:
+                if c.before is not None and c.table in self.owners:
+                    fields.setdefault(c.table, {})[self.owners[c.table].field(c.before)] = None
+        owner: dict[tuple[str, bytes], bytes] = {}
+        for table, wanted in fields.items():
+            key, asked = self.owners[table].key, list(wanted)
+            got = retry(lambda: self.client.hmget(key, asked), retrying=self.retrying)  # noqa: B023
+            owner |= {(table, f): o or b"" for f, o in zip(asked, got)}
+        present: dict[tuple[str, bytes], bool] = {}  # a row of this shard's, as of this change
+        for txn in group:
+            out = []
             for c in txn.changes:
                 o = self.owners.get(c.table)
                 if o is None:
+                    out.append(c)
                     continue
-                if c.after is not None:
-                    claim.setdefault(c.table, {})[o.field(c.after)] = None
-                if c.before is not None:
-                    look.setdefault(c.table, {})[o.field(c.before)] = None
-        if not claim and not look:
-            return
-        owner: dict[str, dict[bytes, bytes]] = {}
-        for table in {*claim, *look}:
-            wanted = list(claim.get(table, {}))
-            read = [f for f in look.get(table, {}) if f not in claim.get(table, {})]
-            owner[table] = retry(lambda: self._owners(table, wanted, read))  # noqa: B023
-        for txn in group:
-            kept = []
-            for c in txn.changes:
-                o = self.owners.get(c.table)
-                if o is None:
-                    kept.append(c)
-                    continue
-                held = owner[c.table]
                 before, after = c.before, c.after
-                if before is not None and self._foreign(c.table, held[o.field(before)],
-                                                        o.field(before)):  # fmt: skip
-                    before = None
-                if after is not None and self._foreign(c.table, held[o.field(after)],
-                                                       o.field(after)):  # fmt: skip
-                    after = None
+                if before is not None:
+                    at = (c.table, o.field(before))
+                    held = owner.get(at, b"")
+                    if not present.get(at, held == self.shard):
+                        if held not in (b"", self.shard):
+                            self._held(c.table, before, held)
+                        before = None
+                    present[at] = False
+                if after is not None:
+                    if id(after) in kept:
+                        present[c.table, o.field(after)] = True
+                    else:
+                        after = None
                 if before is not None or after is not None:
-                    kept.append(c if (before, after) == (c.before, c.after)
-                                else Change(c.table, before, after))  # fmt: skip
-            txn.changes = kept
+                    out.append(c if (before, after) == (c.before, c.after)
+                               else Change(c.table, before, after))  # fmt: skip
+            txn.changes = out
 
     def rows(self, table: str, rows: Sequence[R]) -> list[R]:
-        """The rows of an online chunk this shard may write: each claimed, those another
-        shard owns left out (and reported)."""
-        o = self.owners.get(table)
-        if o is None or not rows:
+        """The rows of an online chunk this shard may write: claimed as ``migrate`` claims a
+        batch, those another shard holds left out (and said)."""
+        if table not in self.owners or not rows:
             return list(rows)
-        fields = [o.field(row) for row in rows]
-        held: dict[bytes, bytes] = {}
-        for i in range(0, len(fields), PAGE):
-            part = fields[i : i + PAGE]
-            held |= retry(lambda: self._owners(table, part, []))  # noqa: B023
-        return [row for row, f in zip(rows, fields) if not self._foreign(table, held[f], f)]
+        out: list[R] = []
+        for i in range(0, len(rows), PAGE):
+            part = list(rows[i : i + PAGE])
+            kept = self._keep(table, part)  # type: ignore[arg-type]
+            out += [row for row in part if id(row) in kept]
+        return out
 
 
 def remove_own(

@@ -26,7 +26,6 @@ from migrator.commands.sync import sync
 from migrator.commands.verify import verify
 from migrator.errors import MigratorError
 from migrator.plan.expiry import encode_row
-from migrator.plan.planner import TablePlan
 from migrator.store.sync_lock import SyncLock
 from migrator.sync.exporter import MetricsServer
 from migrator.sync.figures import SyncFigures
@@ -200,14 +199,20 @@ def test_a_primary_key_on_two_shards_is_reported_and_the_owner_row_kept(
 ) -> None:
     mapping = mapping_of(tmp_path, shards)
     client = redis.Redis.from_url(redis_url)
-    shards["east"].run("INSERT INTO item VALUES (5, 'east5', 'c9', 999)")  # west holds id 5
+    shards["east"].run(
+        "INSERT INTO item VALUES (5, 'east5', 'c9', 999); "  # west holds id 5
+        "INSERT INTO item VALUES (1000700, 'e4', 'c9', 2)"
+    )  # and email e4
     sync(mapping, target=redis_url, shard="west", until_caught_up=True)
     west_row = client.hgetall(b"item:5")
     with caplog.at_level(logging.WARNING, logger="migrator.sync"):
         sync(mapping, target=redis_url, shard="east", until_caught_up=True)  # its load
         shards["east"].run(
             "INSERT INTO item VALUES (6, 'east6', 'c9', 1); "
-            "UPDATE item SET price = 7 WHERE id = 5; DELETE FROM item WHERE id = 5"
+            "UPDATE item SET price = 7 WHERE id = 5; DELETE FROM item WHERE id = 5; "
+            "INSERT INTO item VALUES (1000600, 'e3', 'c9', 2); "  # west's row 3 holds e3
+            "UPDATE item SET price = 8 WHERE id = 1000600; "
+            "DELETE FROM item WHERE id = 1000700"  # held out at the load: e4 stays west's
         )
         sync(mapping, target=redis_url, shard="east", until_caught_up=True)  # following
     assert client.hgetall(b"item:5") == west_row  # the owner's row, whatever east did
@@ -215,15 +220,20 @@ def test_a_primary_key_on_two_shards_is_reported_and_the_owner_row_kept(
     assert client.hget(b"migrator:shop:shard:item", encode_row((b"5",))) == b"west"
     assert client.hget(b"item:uniques:email", b"east5") is None
     assert not client.sismember(b"item:indices:cat:c9", b"5")
+    for email, holder in ((b"e3", b"3"), (b"e4", b"4")):  # unique values west's rows hold
+        assert client.hget(b"item:uniques:email", email) == holder
+    assert not client.exists(b"item:1000600") and not client.exists(b"item:1000700")
     said = [r.getMessage() for r in caplog.records if getattr(r, "event", "") == "collision"]
-    # once per key and run: 5 by the load; 6, and 5 (its UPDATE and DELETE) while following
-    heads = sorted(m.split(")")[0] for m in said)
-    assert heads == ["collision: item (id=5"] * 2 + ["collision: item (id=6"], said
-    assert "shard east and on shard west" in said[0]
-    assert "SELECT * FROM `item` WHERE `id` = '5'" in said[0]
+    # once per row and run: 5 and 1000700 by the load; 6, 5 (its UPDATE and DELETE) and
+    # 1000600 (its INSERT and UPDATE) while following
+    keys = [m for m in said if "its primary key is on shard west too" in m]
+    assert [m.split("WHERE ")[1] for m in keys] == ["`id` = 5", "`id` = 6", "`id` = 5"], said
+    assert all(m.startswith("collision: not written from shard east") for m in keys)
+    uniques = [m for m in said if "its unique email value is held on shard west" in m]
+    assert len(uniques) == 2 and len(said) == 5, said
+    assert "WHERE `email` = 'e4'" in uniques[0] and "WHERE `email` = 'e3'" in uniques[1]
     collisions = Collisions("east")
-    collisions.found(TablePlan(resolved_item(mapping, shards["east"])), encode_row((b"6",)),
-                     "west")  # fmt: skip
+    collisions.found("item", encode_row((b"6",)), "collision: item (id=6) ...")
     server = MetricsServer("127.0.0.1:0", SyncFigures(), "shop", "east", collisions)
     try:
         base = f"http://127.0.0.1:{server.port}"
@@ -236,19 +246,6 @@ def test_a_primary_key_on_two_shards_is_reported_and_the_owner_row_kept(
         assert health.startswith("shard east: ok: starting"), health
     finally:
         server.close()
-
-
-def resolved_item(mapping: str, db: Any) -> Any:
-    """The table item of the mapping, resolved against a shard's schema."""
-    from migrator.mapping.loader import load_mapping
-    from migrator.mapping.resolve import resolve
-    from migrator.source.mysql import Source
-
-    src = Source(db.url)
-    try:
-        return resolve(load_mapping(mapping), src.schema(), ["item"], "east")[0]
-    finally:
-        src.close()
 
 
 def test_a_consistent_load_of_each_shard(
