@@ -42,7 +42,7 @@ tables:
 """
 
 #: each shard's primary keys: east from 1,000,000 (MySQL), west from 1 (MariaDB)
-BASE = {"east": 1_000_000, "west": 0}
+BASE = {"east": 1_000_000, "west": 0, "north": 2_000_000}
 
 
 @pytest.fixture(scope="module")
@@ -63,18 +63,34 @@ def servers() -> Iterator[dict[str, Any]]:
         east.stop()
 
 
+@pytest.fixture(scope="module")
+def north_server() -> Iterator[PrivateMariaDB]:
+    """A third shard's server (a second private MariaDB), for the tests that want three."""
+    problem = missing()
+    if problem:
+        pytest.skip(problem)
+    server = PrivateMariaDB()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def seeded(name: str, server: Any) -> Any:
+    """A fresh database on ``server`` with the schema and 20 rows in the shard's key range."""
+    db = create_database(server.url, f"shard_{name}_{random.randrange(10**8)}")
+    db.run(SCHEMA)
+    base = BASE[name]
+    db.run(";".join(f"INSERT INTO item VALUES ({base + i}, 'e{base + i}', 'c{i % 3}', {i})"
+                    for i in range(1, 21)))  # fmt: skip
+    return db
+
+
 @pytest.fixture
 def shards(servers: dict[str, Any]) -> dict[str, Any]:
     """A fresh database on each server with the schema and a few rows of its own."""
-    out = {}
-    for name, server in servers.items():
-        db = create_database(server.url, f"shard_{name}_{random.randrange(10**8)}")
-        db.run(SCHEMA)
-        base = BASE[name]
-        db.run(";".join(f"INSERT INTO item VALUES ({base + i}, 'e{base + i}', 'c{i % 3}', {i})"
-                        for i in range(1, 21)))  # fmt: skip
-        out[name] = db
-    return out
+    return {name: seeded(name, server) for name, server in servers.items()}
 
 
 def mapping_of(tmp_path: Path, shards: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import threading
 import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,17 @@ from migrator.sync.figures import SyncFigures
 from migrator.sync.shard_rows import Collisions
 from tests.faults import wait_for
 from tests.sync.helpers import cli, following
-from tests.sync.shard_scene import BASE, mapping_of, servers, shards, union_of
+from tests.sync.shard_scene import (
+    BASE,
+    mapping_of,
+    north_server,
+    seeded,
+    servers,
+    shards,
+    union_of,
+)
 
-__all__ = ["servers", "shards"]  # the fixtures
+__all__ = ["north_server", "servers", "shards"]  # the fixtures
 
 
 def _write(db: Any, name: str, seed: int, steps: int) -> None:
@@ -95,9 +104,18 @@ def _caught_up(mapping: str, shard: str, url: str, *more: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_two_shards_two_processes_kill_and_reload_equal_a_rebuild(
-    servers: dict[str, Any], shards: dict[str, Any], redis_url: str, tmp_path: Path
+@pytest.mark.parametrize("count", [2, 3])
+def test_shards_followed_by_a_process_each_kill_and_reload_equal_a_rebuild(
+    count: int,
+    servers: dict[str, Any],
+    shards: dict[str, Any],
+    redis_url: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
+    """Two shards (MySQL 9.7, MariaDB), or three (and a second MariaDB)."""
+    if count == 3:
+        shards = {**shards, "north": seeded("north", request.getfixturevalue("north_server"))}
     mapping = mapping_of(tmp_path, shards)
     env = dict(os.environ)
     args = {n: ["sync", mapping, "--shard", n, "--target", redis_url] for n in shards}
@@ -110,25 +128,27 @@ def test_two_shards_two_processes_kill_and_reload_equal_a_rebuild(
             t.start()
             writers.append(t)
 
-    with following(args["east"], env) as east:
-        with following(args["west"], env) as west:
-            writing(1, 150)
-            wait_for("west applying", lambda: client.hget(b"migrator:shop:sync:west", b"file"), 60)
-            os.kill(west.pid, signal.SIGKILL)  # a crash: its position stays with its changes
-            west.wait()
-            assert east.poll() is None, "east's process is the west's crash's business"
+    with ExitStack() as running:
+        procs = {n: running.enter_context(following(args[n], env)) for n in shards}
+        writing(1, 150)
+        wait_for("west applying", lambda: client.hget(b"migrator:shop:sync:west", b"file"), 60)
+        west = procs.pop("west")
+        os.kill(west.pid, signal.SIGKILL)  # a crash: its position stays with its changes
+        west.wait()
+        assert all(p.poll() is None for p in procs.values()), "the crash is west's business"
         for t in writers:
             t.join()
         writing(11, 100)
         with following(args["west"], env):  # restarted: resumes from its own position
             for t in writers:
                 t.join()
-        east.send_signal(signal.SIGTERM)
-        assert east.wait(60) == 0, east.stderr.read() if east.stderr else ""
+        for proc in procs.values():
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
     _write(shards["east"], "east", 21, 60)
     _caught_up(mapping, "east", redis_url, "--reload")  # this shard's rows only, loaded again
-    _caught_up(mapping, "west", redis_url)
-    _caught_up(mapping, "east", redis_url)
+    for name in shards:
+        _caught_up(mapping, name, redis_url)
     state = {n: client.hgetall(f"migrator:shop:sync:{n}") for n in shards}
     assert all(s.get(b"file") for s in state.values()), state
     union = union_of(servers, shards, tmp_path)
