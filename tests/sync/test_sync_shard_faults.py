@@ -152,3 +152,38 @@ def _health(port: int) -> str:
         return str(e.read().decode())
     except OSError:
         return ""
+
+
+def test_one_shards_purged_log_stops_it_alone_and_its_reload_is_exact(
+    shards: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    """West's binary log purged past its position: west's sync exits 2 with the fix, east's
+    follows on; west's --reload removes the rows deleted meanwhile (its own only)."""
+    mapping = mapping_of(tmp_path, shards)
+    client = redis.Redis.from_url(redis_url)
+    for name in shards:
+        sync(mapping, target=redis_url, shard=name, until_caught_up=True)
+    shards["west"].run("DELETE FROM item WHERE id IN (1, 2); UPDATE item SET cat = 'c7'")
+    with shards["west"].connect() as conn, conn.cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")
+        cur.execute("SHOW BINARY LOGS")
+        newest = [r[0] for r in cur.fetchall()][-1]
+        cur.execute("SHOW PROCESSLIST")  # a log a dump thread reads is not purged
+        for row in cur.fetchall():
+            if str(row[4]).startswith("Binlog Dump"):
+                cur.execute(f"KILL {row[0]}")
+        wait_for("the logs purged", lambda: cur.execute(f"PURGE BINARY LOGS TO '{newest}'")
+                 or cur.execute("SHOW BINARY LOGS") == 1, 30)  # fmt: skip
+    with pytest.raises(MigratorError) as purged:
+        sync(mapping, target=redis_url, shard="west", until_caught_up=True)
+    assert purged.value.exit_code == 2 and "--reload" in (purged.value.hint or "")
+    shards["east"].run(f"UPDATE item SET price = 77 WHERE id = {BASE['east'] + 1}")
+    sync(mapping, target=redis_url, shard="east", until_caught_up=True)  # east: its own log
+    assert client.hget(f"item:{BASE['east'] + 1}", "price") == b"77"
+    assert client.exists(b"item:1")  # west's gap: not applied yet
+    sync(mapping, target=redis_url, shard="west", until_caught_up=True, reload=True)
+    assert not client.exists(b"item:1") and not client.exists(b"item:2")
+    assert not client.sismember(b"item:indices:cat:c1", b"4")  # west's rows re-indexed
+    assert client.sismember(b"item:indices:cat:c1", str(BASE["east"] + 1).encode())
+    assert client.hlen(b"migrator:shop:shard:item") == 38
+    assert verify(mapping, target=redis_url).exit_code == 0
