@@ -58,14 +58,15 @@ def mapping_text(shards: list[tuple[str, Source]]) -> str:
 
 
 def migrator(*args: str) -> dict[str, Any]:
-    """``migrator ARGS --json``: its report (exit 0 expected)."""
+    """``migrator ARGS --json``: its report, the last line (``sync --json`` prints a status
+    object per second before it; exit 0 expected)."""
     done = subprocess.run(
         [str(ROOT / ".venv" / "bin" / "migrator"), *args, "--json"],
         capture_output=True, text=True,
     )  # fmt: skip
     if done.returncode != 0:
         raise SystemExit(f"migrator {' '.join(args)}: exit {done.returncode}\n{done.stderr}")
-    return dict(json.loads(done.stdout))
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def shift_ids(src: Source, offset: int) -> None:

@@ -34,6 +34,16 @@ def sync(
     mapping: MappingArg,
     source: SourceOpt = None,
     target: TargetOpt = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="NAME",
+            help="The shard of a sharded source (the mapping's sources:) this sync follows; "
+            "one sync per shard, each with its own position, e.g. migrator sync shop.yaml "
+            "--shard east.",
+        ),
+    ] = None,
     until_caught_up: Annotated[
         bool,
         typer.Option(
@@ -191,8 +201,8 @@ def sync(
 
     again = resume_command(
         mapping,
-        {"--source": source, "--target": target, "--server-id": server_id, "--retries": retries,
-         "--until-caught-up": until_caught_up, "--json": as_json,
+        {"--source": source, "--target": target, "--shard": shard, "--server-id": server_id,
+         "--retries": retries, "--until-caught-up": until_caught_up, "--json": as_json,
          "--consistent-load": consistent_load},
         "sync", "",
     )  # fmt: skip
@@ -227,6 +237,7 @@ def sync(
                     figures=SyncFigures(HealthRules(health_stall, health_retries)),
                     resnapshot_tables=tuple(resnapshot or ()), chunk_rows=chunk_rows,
                     online_load=not consistent_load, log_interval=log_interval if logs else 0,
+                    shard=shard,
                 )  # fmt: skip
         finally:  # the command's own process keeps them: a stop now is one sync ignores
             for sig, handler in previous.items() if not process_owned() else ():

@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from migrator.commands.session import load, opened, target_url
+from migrator.commands.session import load, opened, shards, target_url
 from migrator.errors import MigratorError
-from migrator.mapping.model import Mapping
+from migrator.mapping.model import Mapping, Shard
 from migrator.mapping.shape import suggest
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.reports import SyncReport, SyncStatus
@@ -23,6 +23,8 @@ from migrator.sync.figures import HealthRules, SyncFigures
 from migrator.sync.log import Ticker
 from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS
 from migrator.sync.schema_watch import Resnapshot
+from migrator.sync.shard_rows import Collisions
+from migrator.sync.shards import refuse_unsharded
 
 
 def sync(
@@ -48,6 +50,7 @@ def sync(
     chunk_rows: int = SNAPSHOT_CHUNK_ROWS,
     online_load: bool = True,
     log_interval: float = 0.0,
+    shard: str | None = None,
 ) -> SyncReport:
     """Load the tables on the first run (or with ``reload``), then apply the binary
     log until ``stop`` is set (or, with ``until_caught_up``, until nothing is pending). Raises
@@ -67,8 +70,14 @@ def sync(
     too, from the log's position (a stop before it is done: ``LoadInterrupted``, exit 130,
     and the next run resumes it); False: in one long consistent snapshot (a stop: exit 130,
     and the next run loads again). Its events go to the ``migrator.sync`` logger
-    (sync/log.py), with a ``status`` line every ``log_interval`` seconds (0: none)."""
+    (sync/log.py), with a ``status`` line every ``log_interval`` seconds (0: none).
+    A sharded mapping (``sources:``) is followed one shard per process: ``shard`` names it
+    (its own position, lock and progress; sync/shards.py); without it, exit 2."""
     m = load(mapping)
+    refuse_unsharded(m, shard)
+    # (an unsharded mapping's source is checked when it is opened)
+    picked = shards(m, source, shard)[0] if m.sources or shard else Shard("", "")
+    source = picked.url if m.sources else source
     asked = refuse_unknown(m, resnapshot_tables)
     reader_kind()  # MIGRATOR_SYNC_READER, refused before anything is done
     if chunk_rows < 1:
@@ -85,13 +94,16 @@ def sync(
         until_caught_up=until_caught_up, server_id=server_id, on_status=on_status,
         status_interval=status_interval, progress=progress, on_applied=on_applied,
         heartbeat=heartbeat, reload=reload, again=again, resnapshot=resnapshot, asked=asked,
-        chunk_rows=chunk_rows, online_load=online_load,
+        chunk_rows=chunk_rows, online_load=online_load, shard=picked.name,
+        collisions=Collisions(picked.name),
     )  # fmt: skip
     with (
-        serving(metrics, figures, m.name),
+        serving(metrics, figures, m.name, picked.name, options.collisions),
         Ticker(figures.as_dict, log_interval),
         opened(m, source) as (src, resolved),
     ):
+        if picked.name:  # its tables keep the owner hash (plan/owners.py)
+            resolved = [dataclasses.replace(r, shard=picked.name) for r in resolved]
         report = coordinate(m, src, resolved, target_url(m, target), options)
     report.seconds = time.perf_counter() - started
     return report
@@ -115,14 +127,21 @@ def refuse_unknown(m: Mapping, tables: Sequence[str]) -> list[str]:
 
 
 @contextmanager
-def serving(address: str | None, figures: SyncFigures, mapping: str) -> Iterator[None]:
-    """``/metrics`` and ``/healthz`` on ``address`` (none when None) while the block runs;
-    the figures say ``stopped`` after it. prometheus_client is imported only then."""
+def serving(
+    address: str | None,
+    figures: SyncFigures,
+    mapping: str,
+    shard: str = "",
+    collisions: Collisions | None = None,
+) -> Iterator[None]:
+    """``/metrics`` and ``/healthz`` on ``address`` (none when None) while the block runs,
+    labelled with the ``shard`` when one; the figures say ``stopped`` after it.
+    prometheus_client is imported only then."""
     server = None
     if address:
         from migrator.sync.exporter import MetricsServer
 
-        server = MetricsServer(address, figures, mapping)
+        server = MetricsServer(address, figures, mapping, shard, collisions)
     try:
         yield
     finally:

@@ -45,17 +45,19 @@ RELEASE = (
 )
 
 
-def lock_key(mapping_name: str) -> str:
-    return f"migrator:{mapping_name}:sync:lock"
+def lock_key(mapping_name: str, shard: str = "") -> str:
+    """``migrator:<m>:sync:lock``; a shard's: ``migrator:<m>:sync:<shard>:lock`` (one sync
+    per shard, docs/sharding.md#sync)."""
+    return f"migrator:{mapping_name}:sync{':' + shard if shard else ''}:lock"
 
 
 class SyncLock:
     """Taken with ``acquire()`` (or refused), renewed in the background, ``release()``d."""
 
-    def __init__(self, client: Any, mapping_name: str, mapping_file: str) -> None:
+    def __init__(self, client: Any, mapping_name: str, mapping_file: str, shard: str = "") -> None:
         self.client = client
-        self.key = lock_key(mapping_name)
-        self.what = mapping_file
+        self.key = lock_key(mapping_name, shard)
+        self.what = f"{mapping_file} --shard {shard}" if shard else mapping_file
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         self.value = json.dumps(
             {"host": socket.gethostname(), "pid": os.getpid(), "since": now, "id": new_token()}

@@ -43,8 +43,10 @@ POSITION_SCRIPT = (
 GONE = "its run marker is gone (restarted empty, flushed, or failed over to a replica without it)"
 
 
-def state_key(mapping_name: str) -> bytes:
-    return f"migrator:{mapping_name}:sync".encode()
+def state_key(mapping_name: str, shard: str = "") -> bytes:
+    """``migrator:<m>:sync``; a shard's of a sharded source (docs/sharding.md#sync):
+    ``migrator:<m>:sync:<shard>``."""
+    return f"migrator:{mapping_name}:sync{':' + shard if shard else ''}".encode()
 
 
 # raise a counter to a value, never lower it (Tab:id = MAX(pk), as migrate sets it)
@@ -60,9 +62,9 @@ def raise_counter(key: bytes, value: int) -> Command:
 
 
 class SyncState:
-    def __init__(self, client: redis.Redis, mapping_name: str) -> None:
+    def __init__(self, client: redis.Redis, mapping_name: str, shard: str = "") -> None:
         self.client = client
-        self.key = state_key(mapping_name)
+        self.key = state_key(mapping_name, shard)
         self.token: str | None = None  # the marker of the load this run follows
 
     def load(self) -> dict[str, str]:

@@ -25,10 +25,12 @@ from migrator.source.weights import Weights
 from migrator.source.where import clause
 from migrator.store.expiry_sweep import due
 from migrator.store.sync_state import SyncState, apply_group, raise_counter
+from migrator.sync import shard_latest
 from migrator.sync.figures import SyncFigures
 from migrator.sync.nesting import NestSync
 from migrator.sync.online_snapshot import Snapshots
 from migrator.sync.schema_watch import SchemaWatch
+from migrator.sync.shard_rows import ShardRows
 from migrator.sync.shared_uniques import shared_entries
 
 
@@ -60,10 +62,16 @@ class GroupApplier:
     #: tables with weighed columns: (collation, position) of each (``_weigh``)
     weighed: dict[str, list[tuple[str, int]]]
     weights: Weights
+    #: a shard's claims: rows another shard owns left out of the group (sync/shard_rows.py)
+    claims: ShardRows | None
+    shard: str  # the shard this sync follows ("": one source), of ``shard_names``
+    shard_names: list[str]
 
     def _apply(self, group: list[Transaction]) -> None:
         if self.weighed:
             self._weigh(group)
+        if self.claims is not None:
+            self.claims.group(group)
         total = Delta()
         deltas = self.deltas
         snap = self.snapshots
@@ -195,6 +203,10 @@ class GroupApplier:
             schema = r.schema
             pk_cols = [schema.column(c) for c in r.primary_key]
             order_by = schema.column(latest.order_by)
+            if self.shard:  # merged with the other shards' newest (sync/shard_latest.py)
+                out.append(shard_latest.commands(self.src, plan, latest, self.shard,
+                                                 self.shard_names, clause(r)))  # fmt: skip
+                continue
             rows = self.src.latest(table, pk_cols, order_by, latest.limit, clause(r))
             pks = [plan.sep.join(v for v in row if v is not None) for row in rows]
             rebuilt = plan.latest_commands(latest.key, pks)

@@ -59,7 +59,7 @@ from migrator.store.checkpoint import KeysFollower
 from migrator.store.cluster import connect_any, is_cluster
 from migrator.store.sync_lock import SyncLock
 from migrator.store.sync_state import SyncState
-from migrator.sync import log
+from migrator.sync import log, shard_latest
 from migrator.sync.failover import failover
 from migrator.sync.figures import SyncFigures
 from migrator.sync.first_load import load_position, load_snapshot
@@ -75,6 +75,12 @@ from migrator.sync.nesting import refuse as refuse_nesting
 from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS
 from migrator.sync.recovery import SyncRun
 from migrator.sync.schema_watch import Resnapshot
+from migrator.sync.shard_rows import Collisions, ShardRows
+from migrator.sync.shards import (
+    refuse_changed,
+    refuse_resnapshot,
+    shard_resnapshot,
+)
 from migrator.sync.snapshot_queue import FIELD, dump_queue, first_run_queue
 from migrator.urls import mask
 
@@ -99,6 +105,8 @@ class Options:
     asked: list[str] = field(default_factory=list)  # --resnapshot tables
     chunk_rows: int = SNAPSHOT_CHUNK_ROWS
     online_load: bool = True
+    shard: str = ""  # one shard of a sharded source (sync/shards.py), or ""
+    collisions: Collisions | None = None  # its collisions, counted (sync/shard_rows.py)
 
 
 def refuse_cluster_streams(resolved: list[Resolved], cluster: bool) -> None:
@@ -129,6 +137,10 @@ def coordinate(
     tops = trees({r.name: TablePlan(r) for r in resolved})  # nested documents
     online_load = o.online_load and not tops  # a tree is loaded whole, in one snapshot
     refuse_nesting(tops, cluster=False, logged=True)  # what needs no server: at once
+    shard = o.shard
+    refuse_resnapshot(o.asked, shard)
+    resnapshot = o.resnapshot or (shard_resnapshot(shard) if shard else None)
+    collisions = o.collisions or Collisions(shard)
     client: Any = connect_any(url)
     searches = definitions(resolved, m)
     features.require(client, resolved, searches)  # the server indexes what sync writes
@@ -145,19 +157,20 @@ def coordinate(
                       "reading the source's settings", src.close)  # fmt: skip
     refuse_nesting(tops, is_cluster(client), logged)
     refuse_cluster_streams(resolved, is_cluster(client))
+    shard_latest.refuse(resolved, shard, is_cluster(client))  # merged over the shards
     plans = {r.name: TablePlan(r) for r in resolved}
     parents = outside(src.schema().tables, plans)  # read for their cascades (plan/cascade.py)
     refuse_unfollowable(cascade_plans(plans, tops), is_cluster(client), logged, parents)
     ident = f"{src.url.host or 'localhost'}:{src.url.port or 3306}/{database}"
-    lock = SyncLock(connect_any(url), m.name, m.file or m.name)
+    lock = SyncLock(connect_any(url), m.name, m.file or m.name, shard)
     lock.acquire()  # before anything is written or the log is read
     try:
         search_index.build(client, m.name, searches, progress)
-        state = SyncState(client, m.name)
+        state = SyncState(client, m.name, shard)
         stored = state.load()
         server = surfaced(lambda: gtid.server_id(src.raw_connection()),
                           "reading the source's server id", src.close)  # fmt: skip
-        reader_id = o.server_id or default_server_id(m.name, url)
+        reader_id = o.server_id or default_server_id(m.name + (f":{shard}" if shard else ""), url)
         shape = mapping_fingerprint(m)
         if o.reload:
             stored = {}
@@ -169,6 +182,7 @@ def coordinate(
             )  # fmt: skip
             log.failed_over(before, stored)
         changed, dropped = mapping_changes(stored, m, shape)
+        refuse_changed(changed, shard)
         log.started(m.file or m.name, src.shown_url, mask(url), stored, o.reload, online_load)
         identity = {"mapping": shape, "tables": json.dumps(table_fingerprints(m))}
         report = SyncReport(
@@ -182,7 +196,12 @@ def coordinate(
             report.online_load = online_load
             if online_load:
                 return load_position(src, reader_id)
-            return load_snapshot(src, client, resolved, m, progress, o.stop, retrying, reader_id)
+            claims = ShardRows(client, {r.name: TablePlan(r) for r in resolved}, shard,
+                               collisions) if shard else None  # fmt: skip
+            if claims is not None:
+                claims.retrying = retrying
+            return load_snapshot(src, client, resolved, m, progress, o.stop, retrying, reader_id,
+                                 shard, claims)  # fmt: skip
 
         run = SyncRun(
             m, src, client, state, resolved, report, o.stop, o.policy, lock,
@@ -192,11 +211,12 @@ def coordinate(
             follower=lambda start, **kw: Follower(
                 src, client, state, resolved, database, start, o.stop, o.heartbeat,
                 reader_id, on_status, o.status_interval, o.on_applied, mapping=m,
-                figures=o.figures, resnapshot=o.resnapshot, chunk_rows=o.chunk_rows,
+                figures=o.figures, resnapshot=resnapshot, chunk_rows=o.chunk_rows, shard=shard,
+                collisions=collisions,
                 identity=identity, asked=once(o.asked, changed, dropped), progress=online,
                 others=others, **kw,
             ),
-            replan=lambda: replan(src, m, resolved),
+            replan=lambda: replan(src, m, resolved, shard), shard=shard,
             fields={"source": ident, "server": server, **identity, **(
                 {FIELD: dump_queue(first_run_queue(resolved, o.chunk_rows))}
                 if online_load else {})},
@@ -207,7 +227,10 @@ def coordinate(
         except BaseException:
             hint.forget()
             raise
-        hint.record(run.others)
+        if shard:  # several writers: no one process knows the union's count
+            hint.forget()
+        else:
+            hint.record(run.others)
         log.ended(report)
     finally:
         lock.release()
@@ -215,11 +238,11 @@ def coordinate(
     return report
 
 
-def replan(src: Source, m: Mapping, resolved: list[Resolved]) -> None:
+def replan(src: Source, m: Mapping, resolved: list[Resolved], shard: str = "") -> None:
     """After a DDL that re-snapshots a table: the mapping resolved again, in place, against
     the schema the server has now (the followers to come read it; recovery.py)."""
     names = [r.name for r in resolved]
-    resolved[:] = resolve(m, src.schema(names), names)  # read afresh, not the cached one
+    resolved[:] = resolve(m, src.schema(names), names, shard)  # afresh, not the cached one
 
 
 def once(

@@ -5,6 +5,11 @@
   scrape time — nothing is counted twice;
 * ``/healthz``: 200 or 503, and one line saying why (``SyncFigures.health``).
 
+A shard's sync (``--shard NAME``, docs/sharding.md#sync) labels every metric
+``shard="NAME"`` besides ``mapping``, and its ``/healthz`` line begins ``shard NAME:``;
+``migrator_sync_collisions_total{table}`` counts the rows it left out because another shard
+owns their primary key (sync/shard_rows.py).
+
 Every metric is named ``migrator_sync_*``; the list is in docs/sync.md.
 """
 
@@ -44,6 +49,28 @@ def parse_address(text: str) -> tuple[str, int]:
             "e.g. --metrics 127.0.0.1:9108 (0.0.0.0:9108 to be scraped from other hosts)",
         )
     return host, int(port)
+
+
+class Collided(Protocol):
+    """A shard's collisions (``migrator.sync.shard_rows.Collisions``): rows per table."""
+
+    def per_table(self) -> dict[str, int]: ...
+
+
+class CollisionsCollector(Collector):
+    """``migrator_sync_collisions_total``: a shard's rows left out, per table."""
+
+    def __init__(self, collisions: Collided, labels: dict[str, str]) -> None:
+        self.collisions, self.labels = collisions, labels
+
+    def collect(self) -> Iterator[Any]:
+        m = CounterMetricFamily(
+            P + "collisions", "Row changes of this shard left out because another shard owns "
+            "their primary key", labels=[*self.labels, "table"],
+        )  # fmt: skip
+        for table, n in sorted(self.collisions.per_table().items()):
+            m.add_metric([*self.labels.values(), table], n)
+        yield m
 
 
 class FiguresCollector(Collector):
@@ -150,11 +177,22 @@ class _Quiet(WSGIRequestHandler):
 class MetricsServer:
     """Serves ``/metrics`` and ``/healthz`` for ``figures`` until ``close()``."""
 
-    def __init__(self, address: str, figures: Figures, mapping: str) -> None:
+    def __init__(
+        self,
+        address: str,
+        figures: Figures,
+        mapping: str,
+        shard: str = "",
+        collisions: Collided | None = None,
+    ) -> None:
         host, port = parse_address(address)
         self.figures = figures
+        self.shard = shard
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(FiguresCollector(figures, {"mapping": mapping}))
+        labels = {"mapping": mapping, **({"shard": shard} if shard else {})}
+        registry.register(FiguresCollector(figures, labels))
+        if shard and collisions is not None:
+            registry.register(CollisionsCollector(collisions, labels))
         self.metrics_app = make_wsgi_app(registry)
         server_class = _Server6 if ":" in host else _Server
         try:
@@ -177,7 +215,8 @@ class MetricsServer:
             ok, why = self.figures.health()
             status = "200 OK" if ok else "503 Service Unavailable"
             start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
-            return [f"{'ok' if ok else 'unhealthy'}: {why}\n".encode()]
+            who = f"shard {self.shard}: " if self.shard else ""
+            return [f"{who}{'ok' if ok else 'unhealthy'}: {why}\n".encode()]
         if path == "/metrics":
             return self.metrics_app(environ, start_response)
         start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])

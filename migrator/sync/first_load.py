@@ -29,6 +29,8 @@ from migrator.source.selects import selector_of
 from migrator.source.snapshot import Snapshot, gtid_snapshot, start_snapshot
 from migrator.source.where import clause
 from migrator.store.cluster_sink import sink_for, writer_for
+from migrator.sync.shard_rows import ShardRows
+from migrator.sync.shards import shard_ends
 
 
 def load_position(src: Source, reader_id: int) -> tuple[Snapshot, list[TableReport]]:
@@ -58,12 +60,15 @@ def load_snapshot(
     stop: threading.Event,
     retrying: Retrying | None = None,
     reader_id: int | None = None,
+    shard: str = "",
+    claims: ShardRows | None = None,
 ) -> tuple[Snapshot, list[TableReport]]:
     """Every mapped table read in one consistent snapshot and written as migrate writes it
     (on MySQL with GTIDs and a ``reader_id``, ``gtid_snapshot``'s, without a lock), with the
     ``snapshot`` entries of the streams that ask for them (as of the snapshot's position).
     A lost source connection is ``SourceLost`` (the load starts again from a new snapshot);
-    Redis writes are retried as ``retrying`` says."""
+    Redis writes are retried as ``retrying`` says. One ``shard``'s load raises the counters
+    (sync/shards.py) and leaves out the rows another shard owns (``claims``)."""
     opened: list[Any] = []
 
     def begin() -> Snapshot:  # the connection opened inside the retries' reach too
@@ -97,6 +102,8 @@ def load_snapshot(
                 ):
                     if stop.is_set():
                         raise KeyboardInterrupt
+                    if claims is not None:  # (sync/shard_rows.py)
+                        rows = claims.rows(r.name, rows)
                     payload, count, stats = writer.pack(plan, rows)
                     if entries is not None:
                         payload, count = with_entries(
@@ -108,7 +115,10 @@ def load_snapshot(
                     progress.advance(r.name, len(rows))
             finally:
                 writer.close()
-            sink_for(client, retrying).write(finish_commands(src, plan, r, clause(r)))
+            ends = finish_commands(src, plan, r, clause(r))
+            if shard:  # counters raised, latest lists merged over the shards
+                ends = shard_ends(src, plan, ends, shard, m)
+            sink_for(client, retrying).write(ends)
             progress.finish(r.name)
             reports.append(
                 TableReport(

@@ -59,6 +59,7 @@ from migrator.sync.nesting import NestSync, cascade_plans
 from migrator.sync.nesting import refuse as refuse_nesting
 from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS, Snapshots
 from migrator.sync.schema_watch import Resnapshot, SchemaWatch, resnapshot_by_hand
+from migrator.sync.shard_rows import Collisions, ShardRows
 from migrator.sync.snapshot_queue import FIRST_RUN, load_queue
 from migrator.sync.table_changes import TableChanges
 
@@ -105,12 +106,19 @@ class Follower(TableChanges, GroupApplier):
         identity: dict[str, str] | None = None,
         progress: Progress = NULL_PROGRESS,
         others: Progress = NULL_PROGRESS,
+        shard: str = "",
+        collisions: Collisions | None = None,
     ) -> None:
         self.src, self.client, self.state, self.stop = src, client, state, stop
+        self.shard = shard  # one shard of a sharded source (sync/shards.py), or ""
+        self.shard_names = [s.name for s in mapping.sources] if mapping is not None else []
         self.check_target, self.retrying = check_target, retrying
         self.progressed = False  # the new reader delivered something (a retry succeeded)
         self.cluster = is_cluster(client)
         self.plans = {r.name: TablePlan(r) for r in resolved}
+        #: a shard's claims on its rows' primary keys (sync/shard_rows.py)
+        self.claims = ShardRows(client, self.plans, shard, collisions or Collisions(shard)) \
+            if shard else None  # fmt: skip
         self.deltas = {name: table_delta(plan) for name, plan in self.plans.items()}
         self.expiring = expiring(self.deltas)  # tables with expire: (expiry_sweep.py)
         self.streams = streams_of(dict(self.plans))  # change streams (plan/stream.py)
@@ -172,7 +180,7 @@ class Follower(TableChanges, GroupApplier):
             self.snapshots = Snapshots(
                 src, client, mapping, self.resolved, self.plans, waiting,
                 chunk_rows, retrying, self._snapshotted, progress, others, stop=stop,
-                streams=snapshot_streams(dict(self.plans)),
+                streams=snapshot_streams(dict(self.plans)), shard=shard, claims=self.claims,
             )  # fmt: skip
         self.asked, self.identity = asked, identity or {}
         self.read_to = start  # how far the log is applied, or read with nothing to apply
@@ -190,6 +198,8 @@ class Follower(TableChanges, GroupApplier):
         self.position = start
         self.figures = figures or SyncFigures()
         self.retrying = retrying or self.figures.retrying("Redis")
+        if self.claims is not None:
+            self.claims.retrying = self.retrying
 
     def _parents(self, followed: dict[str, TablePlan]) -> dict[str, TableSchema]:
         """The schemas, as the server has them now, of the parent tables of cascading foreign

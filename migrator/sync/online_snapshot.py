@@ -67,6 +67,8 @@ from migrator.source.snapshot import is_mariadb, start_snapshot, wait_visible
 from migrator.source.where import clause
 from migrator.store.cluster_sink import Writer, sink_for, writer_for
 from migrator.store.keys import remove_owned
+from migrator.sync.shard_rows import ShardRows
+from migrator.sync.shards import shard_ends
 from migrator.sync.snapshot_queue import (
     FIELD,
     FIRST_RUN,
@@ -131,6 +133,11 @@ class Snapshots:
     streams: dict[str, ChangeStream] = field(default_factory=dict)
     #: the rows written since the progress was last stored, each with its stream (``entries``)
     snapped: list[tuple[ChangeStream, Row]] = field(default_factory=list)
+    #: the shard this sync follows (sync/shards.py): it removes no other shard's keys and
+    #: raises the counters it finishes; ``claims``: its rows' primary keys claimed, those
+    #: another shard owns left out (sync/shard_rows.py)
+    shard: str = ""
+    claims: ShardRows | None = None
 
     # -- what the follow loop asks ---------------------------------------------------------
     def observe(self, change: Change) -> None:
@@ -245,7 +252,8 @@ class Snapshots:
 
     def _clear(self, p: Pending) -> None:
         """The table's old keys removed before its first chunk (again after a crash: the
-        chunks read after this see every row the log wrote meanwhile)."""
+        chunks read after this see every row the log wrote meanwhile). One shard's sync
+        removes none: the table's keys hold the other shards' rows too (sync/shards.py)."""
         space = KeySpace(list(self.plans.values()), self.mapping.kept())
         bar, said = self._bar(p), [0.0]
 
@@ -254,8 +262,9 @@ class Snapshots:
                 said[0] = time.monotonic()
                 bar.note(p.table, f"removing its old keys: {n:,} removed")
 
-        remove_owned(self.client, space, [p.table], retrying=self.retrying, stop=self.stop,
-                     removing=removing)  # fmt: skip
+        if not self.shard:
+            remove_owned(self.client, space, [p.table], retrying=self.retrying,
+                         stop=self.stop, removing=removing)  # fmt: skip
         r = self.resolved[p.table]
         estimate = r.schema.row_estimate or 0
         p.cleared, p.chunk, p.rows, p.after = True, 0, 0, None
@@ -367,7 +376,9 @@ class Snapshots:
         npk = len(r.primary_key)
         if not chunk.written:
             seen = self.seen
-            self._write(plan, [row for row in chunk.rows if tuple(row[:npk]) not in seen])
+            rows = [row for row in chunk.rows if tuple(row[:npk]) not in seen]
+            claims = self.claims
+            self._write(plan, rows if claims is None else claims.rows(p.table, rows))
         if chunk.tail is not None:
             p.after = [(v or b"").hex() for v in chunk.tail[:npk]]
         p.chunk += 1
@@ -397,6 +408,8 @@ class Snapshots:
                             f"finishing {p.table}", self.src.close)  # fmt: skip
         with suppress(Exception):
             self.src.raw_connection().rollback()
+        if self.shard:  # counters raised, latest lists merged over the shards
+            commands = shard_ends(self.src, plan, commands, self.shard, self.mapping)
         sink_for(self.client, self.retrying).write(commands)
         self.queue.pop(0)
         self._bar(p).finish(p.table)

@@ -58,6 +58,7 @@ from migrator.sync.figures import SyncFigures
 from migrator.sync.follow import Follower
 from migrator.sync.log import event
 from migrator.sync.schema_watch import Replan, loaded_columns
+from migrator.sync.shard_rows import remove_own
 
 Load = Callable[[Retrying], tuple[Snapshot, list[TableReport]]]
 #: at most one note a second on the removal of old keys
@@ -96,12 +97,14 @@ class SyncRun:
         fields: dict[str, str],
         figures: SyncFigures | None = None,
         replan: Callable[[], None] = lambda: None,
+        shard: str = "",
     ) -> None:
         self.m, self.src, self.client, self.state = m, src, client, state
         self.resolved, self.report, self.stop, self.policy = resolved, report, stop, policy
         self.lock, self.again, self.on_status, self.progress = lock, again, on_status, progress
         self.load, self.follower, self.fields = load, follower, fields
         self.replan = replan  # the mapping resolved again against the live schema
+        self.shard = shard  # one shard of a sharded source: it removes no other's keys
         self.figures = figures or SyncFigures()  # retries counted for /metrics and /healthz
         self.redis = self.figures.retrying("Redis", policy, stop, self.note)  # writes, waits
         self.guard: Guard | None = None
@@ -227,11 +230,16 @@ class SyncRun:
             self.on_status(SyncStatus("loading", "snapshot"))
         self._arm(new=True)
         space = KeySpace([TablePlan(r) for r in self.resolved], self.m.kept())
-        report.removed = remove_owned(
-            self.client, space, [r.name for r in self.resolved], stop=self.stop,
-            removing=self._removing(),
-        )  # fmt: skip
-        self.others = held_keys(self.client, self.m.name)
+        if self.shard:  # only the rows the owner hashes name for it (shard_rows.py)
+            plans = {r.name: TablePlan(r) for r in self.resolved}
+            report.removed = remove_own(self.client, plans, self.shard, self.redis,
+                                        self._removing())  # fmt: skip
+        else:
+            report.removed = remove_owned(
+                self.client, space, [r.name for r in self.resolved], stop=self.stop,
+                removing=self._removing(),
+            )  # fmt: skip
+            self.others = held_keys(self.client, self.m.name)
         self.figures.expect({r.name: r.schema.row_estimate for r in self.resolved})
         report.snapshot, report.loaded = self.load(self.redis)
         pos = snapshot_position(report.snapshot)

@@ -20,6 +20,7 @@ from migrator.sync.log import event
 from migrator.sync.nesting import NestSync
 from migrator.sync.online_snapshot import Snapshots
 from migrator.sync.schema_watch import Replan, Resnapshot, SchemaWatch, short_query, stopped
+from migrator.sync.shards import truncate_stops
 from migrator.sync.snapshot_queue import FIRST_RUN, Pending
 
 
@@ -37,6 +38,7 @@ class TableChanges:
     position: BinlogPosition
     read_to: BinlogPosition
     identity: dict[str, str]
+    shard: str  # one shard of a sharded source (sync/shards.py), or ""
     figures: SyncFigures
     retrying: Retrying | None
     on_status: Callable[[SyncStatus], None] | None
@@ -128,6 +130,9 @@ class TableChanges:
                     self.resnapshot_online(ddl.table, reason)
                 else:  # resnapshot_by_hand stops, the position kept
                     self.resnapshot(ddl.table, reason)
+            if effect.action == "truncate" and self.shard:  # every shard's rows: stop
+                self.figures.schema_changed("stop")
+                raise truncate_stops(self.shard, ddl.table, str(ddl.position))
             if effect.action == "truncate":
                 self._refuse_tree(ddl.table, f"{short_query(ddl.query)} at {ddl.position}")
             if effect.action != "stop" and ddl.after is not None:

@@ -1,0 +1,126 @@
+"""Latest lists over a sharded source (docs/sharding.md#latest-lists-over-shards): the newest N
+rows of the union, kept by one ``sync`` process per shard without reading another shard.
+
+One source rebuilds a touched latest list from MySQL's newest N rows (sync/apply.py). Over
+shards each process reads its own shard's newest N, with their order values, into a candidate
+sorted set of its own, ``migrator:<m>:latest:<shard>:<list key>`` (all scores 0; each member
+the row's sort key — the order value, then the primary key, each encoded so that byte order is
+MySQL's order — a NUL, then the primary key as the list holds it), and then rebuilds the list
+from every shard's candidates by a script (``MERGE``): the N greatest sort keys over every
+shard, newest first, as ``ORDER BY order_by DESC, pk DESC LIMIT N`` over the union orders
+them. Both go in the group's MULTI/EXEC. The newest N of the union are among the union of each
+shard's newest N, so the list is exact once every shard's process has caught up (as one
+source's is); a shard whose server is down keeps its last candidates, so its rows stay
+where they were. A shard's first load and ``--reload`` write its candidates at the end of
+each table (plan/finish.py's place).
+
+The order is the one ``migrate`` and ``verify`` merge the shards' newest rows in
+(source/shards.py ``sort_value``): numbers by value, every other value byte for byte (a
+collation that orders otherwise is a limit of docs/sharding.md). The sort key is hex, so the
+member's first NUL ends it. A Redis Cluster is refused (exit 2): its script could not read the
+shards' candidates in one slot.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from migrator.errors import MigratorError, docs
+from migrator.mapping.kinds import Kind
+from migrator.mapping.model import Latest
+from migrator.mapping.resolve import Resolved
+from migrator.mapping.schema import Column
+from migrator.plan.batch import Command
+from migrator.plan.planner import TablePlan
+from migrator.source.mysql import Source
+from migrator.source.shards import ordered_latest
+
+#: KEYS[1] the list, KEYS[2..] every shard's candidates; ARGV[1] the list's length
+MERGE = (
+    b"local n = tonumber(ARGV[1]) local all = {} "
+    b"for i = 2, #KEYS do "
+    b"for _, m in ipairs(redis.call('ZREVRANGEBYLEX', KEYS[i], '+', '-', 'LIMIT', 0, n)) do "
+    b"all[#all + 1] = m end end "
+    b"table.sort(all, function(a, b) return a > b end) "
+    b"redis.call('DEL', KEYS[1]) local out = {} "
+    b"for i = 1, math.min(n, #all) do local m = all[i] "
+    b"out[#out + 1] = string.sub(m, string.find(m, '\\0', 1, true) + 1) end "
+    b"if #out > 0 then redis.call('RPUSH', KEYS[1], unpack(out)) end return #out"
+)
+
+
+def candidates_key(mapping_name: str, shard: str, list_key: bytes) -> bytes:
+    return f"migrator:{mapping_name}:latest:{shard}:".encode() + list_key
+
+
+def refuse(resolved: Sequence[Resolved], shard: str, cluster: bool) -> None:
+    """Exit 2 for a latest list a shard's sync cannot merge: on a Redis Cluster."""
+    if not shard or not cluster:
+        return
+    for r in resolved:
+        for latest in r.table.latest:
+            raise MigratorError(
+                f"table '{r.name}': its latest list {latest.key.text} cannot be kept exact over "
+                "shards on a Redis Cluster: the shards' candidates cannot be merged in one script",
+                f"sync into a single Redis server, or drop the list for sync over shards "
+                f"({docs('sharding.md#latest-lists-over-shards')})",
+            )
+
+
+def _encode(raw: bytes, column: Column) -> bytes:
+    """Bytes whose order is the value's, each a prefix of no other (numbers fixed-width, the
+    rest escaped and ended), so that a key of several columns compares column by column."""
+    kind = column.kind
+    if kind in (Kind.INTEGER, Kind.YEAR):
+        return b"%021d" % (int(raw) + 2**64)
+    if kind is Kind.DECIMAL:  # the server's text has the column's scale: count its units
+        return b"%067d" % (int(raw.replace(b".", b"")) + 10**66)
+    if kind in (Kind.FLOAT, Kind.DOUBLE):
+        (bits,) = struct.unpack(">Q", struct.pack(">d", float(raw)))
+        return b"%016x" % (bits ^ 0xFFFFFFFFFFFFFFFF if bits >> 63 else bits | 1 << 63)
+    return raw.replace(b"\0", b"\0\xff") + b"\0\0"  # byte for byte, a prefix first
+
+
+def commands(
+    src: Source, plan: TablePlan, latest: Latest, shard: str, shards: Sequence[str], where: Any
+) -> list[Command]:
+    """The shard's candidates of ``latest`` read from its server, and the list merged from
+    every shard's: DEL + ZADD + EVAL, for the group's MULTI/EXEC (or a load's end)."""
+    r = plan.resolved
+    pk = [r.schema.column(c) for c in r.primary_key]
+    order = r.schema.column(latest.order_by)
+    members: list[bytes] = []
+    for row in ordered_latest(src, r.name, pk, order, latest.limit, where):
+        key, value = row[:-1], row[-1]
+        text = plan.pk_text(key)
+        if text is None or value is None or None in key:
+            continue
+        sort = _encode(value, order) + b"".join(_encode(v or b"", c) for v, c in zip(key, pk))
+        members.append(sort.hex().encode() + b"\0" + text)
+    list_key = latest.key.render({}).encode()
+    mine = candidates_key(r.mapping_name, shard, list_key)
+    out: list[Command] = [(b"DEL", mine)]
+    if members:
+        out.append((b"ZADD", mine, *(x for m in members for x in (b"0", m))))
+    every = [candidates_key(r.mapping_name, s, list_key) for s in shards]
+    out.append((b"EVAL", MERGE, b"%d" % (1 + len(every)), list_key, *every,
+                b"%d" % latest.limit))  # fmt: skip
+    return out
+
+
+def finish(
+    src: Source, plan: TablePlan, ends: Sequence[Command], shard: str, shards: Sequence[str],
+    where: Any,
+) -> list[Command]:  # fmt: skip
+    """A table's end-of-load commands (plan/finish.py) with its latest lists merged over the
+    shards instead of rebuilt from this shard's rows alone."""
+    lists = {latest.key.render({}).encode() for latest in plan.table.latest}
+    if not lists:
+        return list(ends)
+    kept = [c for c in ends if c[0] not in (b"MULTI", b"EXEC")
+            and not (c[0] in (b"DEL", b"RPUSH") and c[1] in lists)]  # fmt: skip
+    for latest in plan.table.latest:
+        kept += commands(src, plan, latest, shard, shards, where)
+    return kept

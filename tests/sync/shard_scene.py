@@ -1,0 +1,128 @@
+"""Two shards of one schema for the tests of ``sync --shard`` (docs/sharding.md#sync): a
+private Oracle MySQL 9.7 (``east``, primary keys from 1,000,000) and a private MariaDB
+(``west``, from 1), a fresh database on each per test, and the sharded mapping over them."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.binlog_server import PrivateMariaDB, missing
+from tests.mysql_server import PrivateMySQL, mysql_problem
+from tests.services import create_database
+
+SCHEMA = """
+CREATE TABLE item (id INT PRIMARY KEY, email VARCHAR(60), cat VARCHAR(10), price INT,
+                   UNIQUE KEY (email), KEY (cat));
+CREATE TABLE tag (item_id INT NOT NULL, tag VARCHAR(20) NOT NULL, PRIMARY KEY (item_id, tag));
+"""
+
+TABLES = """
+tables:
+  item:
+    counter: true
+    unique: [email]
+    indexes: [cat]
+    sorted:
+      - key: "item:by:price"
+        score: price
+    latest:
+      - key: "item:latest"
+        order_by: price
+        limit: 5
+  tag:
+    as: none
+    sets:
+      - key: "tag:{tag}"
+        member: "{item_id}"
+"""
+
+#: each shard's primary keys: east from 1,000,000 (MySQL), west from 1 (MariaDB)
+BASE = {"east": 1_000_000, "west": 0, "north": 2_000_000}
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, Any]]:
+    """The two shards' servers: Oracle MySQL 9.7 (east) and MariaDB (west), private."""
+    problem = mysql_problem() or missing()
+    if problem:
+        pytest.skip(problem)
+    east, west = PrivateMySQL(), PrivateMariaDB()
+    east.start()
+    try:
+        west.start()
+        try:
+            yield {"east": east, "west": west}
+        finally:
+            west.stop()
+    finally:
+        east.stop()
+
+
+@pytest.fixture(scope="module")
+def north_server() -> Iterator[PrivateMariaDB]:
+    """A third shard's server (a second private MariaDB), for the tests that want three."""
+    problem = missing()
+    if problem:
+        pytest.skip(problem)
+    server = PrivateMariaDB()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def seeded(name: str, server: Any) -> Any:
+    """A fresh database on ``server`` with the schema and 20 rows in the shard's key range."""
+    db = create_database(server.url, f"shard_{name}_{random.randrange(10**8)}")
+    db.run(SCHEMA)
+    base = BASE[name]
+    db.run(";".join(f"INSERT INTO item VALUES ({base + i}, 'e{base + i}', 'c{i % 3}', {i})"
+                    for i in range(1, 21)))  # fmt: skip
+    return db
+
+
+@pytest.fixture
+def shards(servers: dict[str, Any]) -> dict[str, Any]:
+    """A fresh database on each server with the schema and a few rows of its own."""
+    return {name: seeded(name, server) for name, server in servers.items()}
+
+
+def mapping_of(tmp_path: Path, shards: dict[str, Any]) -> str:
+    lines = "".join(f'  - {{name: {n}, url: "{db.url}"}}\n' for n, db in shards.items())
+    path = tmp_path / "sharded" / "shop.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"version: 1\nsources:\n{lines}{TABLES}")
+    return str(path)
+
+
+def union_of(servers: dict[str, Any], shards: dict[str, Any], tmp_path: Path) -> str:
+    """An unsharded mapping over a database holding every shard's rows (on the west server)."""
+    db = create_database(servers["west"].url, f"shard_union_{random.randrange(10**8)}")
+    db.run(SCHEMA)
+    conn = db.connect(autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for shard in shards.values():
+                src = shard.connect()
+                try:
+                    with src.cursor() as read:
+                        for table in ("item", "tag"):
+                            read.execute(f"SELECT * FROM {table}")
+                            rows = read.fetchall()
+                            if rows:
+                                marks = ",".join(["%s"] * len(rows[0]))
+                                cur.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+                finally:
+                    src.close()
+    finally:
+        conn.close()
+    path = tmp_path / "union" / "shop.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f'version: 1\nsource: "{db.url}"\n{TABLES}')
+    return str(path)

@@ -1,0 +1,291 @@
+"""``sync`` over a sharded source, one process per shard (docs/sharding.md#sync): a private
+Oracle MySQL and a private MariaDB each hold a shard of one schema; a ``sync --shard`` process
+follows each while both take random writes; one process is killed with -9 and started again,
+one shard is reloaded; Redis then equals an independent rebuild (``migrate`` of the union of
+the shards' rows into another database) and ``verify`` of the union answers 0. Also: what
+is refused, and each shard's own state, lock and metrics label."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import threading
+import urllib.request
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from migrator.commands.migrate import migrate
+from migrator.commands.sync import sync
+from migrator.commands.verify import verify
+from migrator.errors import MigratorError
+from migrator.plan.expiry import encode_row
+from migrator.store.sync_lock import SyncLock
+from migrator.sync.exporter import MetricsServer
+from migrator.sync.figures import SyncFigures
+from migrator.sync.shard_rows import Collisions
+from tests.faults import wait_for
+from tests.sync.helpers import cli, following
+from tests.sync.shard_scene import (
+    BASE,
+    mapping_of,
+    north_server,
+    seeded,
+    servers,
+    shards,
+    union_of,
+)
+
+__all__ = ["north_server", "servers", "shards"]  # the fixtures
+
+
+def _write(db: Any, name: str, seed: int, steps: int) -> None:
+    """Random transactions on one shard, inside its own key range: inserts, updates of the
+    unique, indexed and scored columns, primary-key moves, deletes, tags."""
+    rng = random.Random(seed)
+    base = BASE[name]
+    conn = db.connect(autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for _ in range(steps):
+                cur.execute("SELECT id FROM item")
+                ids = [r[0] for r in cur.fetchall()] or [base + 1]
+                i, op = rng.choice(ids), rng.random()
+                new = base + rng.randint(1, 5000)
+                cur.execute("START TRANSACTION")
+                if op < 0.3:
+                    cur.execute("INSERT IGNORE INTO item VALUES (%s, %s, %s, %s)",
+                                (new, rng.choice([None, f"n{new}"]), rng.choice(["c0", "c1", None]),
+                                 rng.choice([None, rng.randint(-50, 500)])))  # fmt: skip
+                elif op < 0.6:
+                    cur.execute("UPDATE item SET price = %s, cat = %s WHERE id = %s",
+                                (rng.randint(0, 900), rng.choice(["c0", "c2"]), i))  # fmt: skip
+                elif op < 0.7:
+                    cur.execute("UPDATE IGNORE item SET email = %s WHERE id = %s",
+                                (f"u{seed}_{rng.randrange(10**9)}", i))  # fmt: skip
+                elif op < 0.8:
+                    cur.execute("UPDATE IGNORE item SET id = %s WHERE id = %s", (new, i))
+                elif op < 0.9:
+                    cur.execute("DELETE FROM item WHERE id = %s", (i,))
+                    cur.execute("DELETE FROM tag WHERE item_id = %s", (i,))
+                else:
+                    cur.execute("INSERT IGNORE INTO tag VALUES (%s, %s)",
+                                (i, rng.choice(["a", "b", "c"])))  # fmt: skip
+                cur.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _dump(client: redis.Redis) -> dict[bytes, Any]:
+    """Every key but the tool's own (``migrator:``; the owner hashes kept) with its value."""
+    out: dict[bytes, Any] = {}
+    for key in client.scan_iter(count=1000):
+        if key.startswith(b"migrator:") and not key.startswith(b"migrator:shop:shard:"):
+            continue
+        kind = client.type(key)
+        out[key] = {
+            b"string": client.get, b"hash": client.hgetall, b"set": client.smembers,
+            b"zset": lambda k: client.zrange(k, 0, -1, withscores=True),
+            b"list": lambda k: client.lrange(k, 0, -1),
+        }[kind](key)  # fmt: skip
+    return out
+
+
+def _caught_up(mapping: str, shard: str, url: str, *more: str) -> None:
+    line = cli("sync", mapping, "--shard", shard, "--target", url, "--until-caught-up", *more)
+    done = subprocess.run(line, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_shards_followed_by_a_process_each_kill_and_reload_equal_a_rebuild(
+    count: int,
+    servers: dict[str, Any],
+    shards: dict[str, Any],
+    redis_url: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Two shards (MySQL 9.7, MariaDB), or three (and a second MariaDB)."""
+    if count == 3:
+        shards = {**shards, "north": seeded("north", request.getfixturevalue("north_server"))}
+    mapping = mapping_of(tmp_path, shards)
+    env = dict(os.environ)
+    args = {n: ["sync", mapping, "--shard", n, "--target", redis_url] for n in shards}
+    client = redis.Redis.from_url(redis_url)
+    writers: list[threading.Thread] = []
+
+    def writing(seed: int, steps: int) -> None:
+        for n, (name, db) in enumerate(shards.items()):
+            t = threading.Thread(target=_write, args=(db, name, seed + n, steps))
+            t.start()
+            writers.append(t)
+
+    with ExitStack() as running:
+        procs = {n: running.enter_context(following(args[n], env)) for n in shards}
+        writing(1, 150)
+        wait_for("west applying", lambda: client.hget(b"migrator:shop:sync:west", b"file"), 60)
+        west = procs.pop("west")
+        os.kill(west.pid, signal.SIGKILL)  # a crash: its position stays with its changes
+        west.wait()
+        assert all(p.poll() is None for p in procs.values()), "the crash is west's business"
+        for t in writers:
+            t.join()
+        writing(11, 100)
+        with following(args["west"], env):  # restarted: resumes from its own position
+            for t in writers:
+                t.join()
+        for proc in procs.values():
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+    _write(shards["east"], "east", 21, 60)
+    _caught_up(mapping, "east", redis_url, "--reload")  # this shard's rows only, loaded again
+    for name in shards:
+        _caught_up(mapping, name, redis_url)
+    state = {n: client.hgetall(f"migrator:shop:sync:{n}") for n in shards}
+    assert all(s.get(b"file") for s in state.values()), state
+    union = union_of(servers, shards, tmp_path)
+    for checking in (union, mapping):  # the union's rows, and the shards read one by one
+        checked = verify(checking, target=redis_url)
+        assert checked.exit_code == 0, json.dumps(checked.as_dict(), default=str)[:3000]
+    synced = _dump(client)
+    counter = int(synced.pop(b"item:id"))
+    for key in list(client.scan_iter()):
+        client.delete(key)
+    migrate(union, target=redis_url)  # an independent rebuild: one source, every row
+    rebuilt = _dump(client)
+    assert counter >= int(rebuilt.pop(b"item:id"))  # raised by both shards, never lowered
+    assert counter >= BASE["east"]  # east's keys are the highest: west never lowered it
+    assert {k: v for k, v in synced.items() if not k.startswith(b"migrator:")} == rebuilt
+    for key in list(client.scan_iter()):
+        client.delete(key)
+    migrate(mapping, target=redis_url)  # migrate of the shards: the owner hashes too
+    again = _dump(client)
+    again.pop(b"item:id")
+    assert synced == again
+
+
+def test_a_sharded_mapping_is_synced_one_shard_per_process(
+    shards: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    mapping = mapping_of(tmp_path, shards)
+    done = subprocess.run(cli("sync", mapping, "--target", redis_url), capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.returncode == 2
+    said = " ".join(done.stderr.split())
+    assert "--shard east" in said and "--shard west" in said
+    assert "migrator-sync@.service" in said
+    with pytest.raises(MigratorError, match="no shard of that name"):
+        sync(mapping, target=redis_url, shard="north", until_caught_up=True)
+    with pytest.raises(MigratorError, match="--resnapshot item would remove"):
+        sync(mapping, target=redis_url, shard="east", resnapshot_tables=["item"],
+             until_caught_up=True)  # fmt: skip
+
+
+def test_each_shard_has_its_own_lock_and_state(
+    shards: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    mapping = mapping_of(tmp_path, shards)
+    client = redis.Redis.from_url(redis_url)
+    held = SyncLock(redis.Redis.from_url(redis_url), "shop", mapping, "east")
+    held.acquire()
+    try:
+        with pytest.raises(MigratorError, match=r"another sync of .* --shard east"):
+            sync(mapping, target=redis_url, shard="east", until_caught_up=True)
+        report = sync(mapping, target=redis_url, shard="west", until_caught_up=True)
+        assert report.stopped == "caught up"
+    finally:
+        held.release()
+    assert client.exists(b"migrator:shop:sync:west")
+    assert not client.exists(b"migrator:shop:sync:east")  # west wrote nothing of east's
+    assert not client.exists(b"migrator:shop:sync")
+    assert client.scard(b"item:indices:cat:c0") > 0
+    west_keys = set(client.scan_iter("item:*"))
+    sync(mapping, target=redis_url, shard="east", until_caught_up=True)
+    sync(mapping, target=redis_url, shard="west", until_caught_up=True, reload=True)
+    assert west_keys <= set(client.scan_iter("item:*"))
+    assert client.exists(f"item:{BASE['east'] + 1}")  # the west's reload left east's rows
+
+
+def test_a_primary_key_on_two_shards_is_reported_and_the_owner_row_kept(
+    shards: dict[str, Any], redis_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    mapping = mapping_of(tmp_path, shards)
+    client = redis.Redis.from_url(redis_url)
+    shards["east"].run(
+        "INSERT INTO item VALUES (5, 'east5', 'c9', 999); "  # west holds id 5
+        "INSERT INTO item VALUES (1000700, 'e4', 'c9', 2)"
+    )  # and email e4
+    sync(mapping, target=redis_url, shard="west", until_caught_up=True)
+    west_row = client.hgetall(b"item:5")
+    with caplog.at_level(logging.WARNING, logger="migrator.sync"):
+        sync(mapping, target=redis_url, shard="east", until_caught_up=True)  # its load
+        shards["east"].run(
+            "INSERT INTO item VALUES (6, 'east6', 'c9', 1); "
+            "UPDATE item SET price = 7 WHERE id = 5; DELETE FROM item WHERE id = 5; "
+            "INSERT INTO item VALUES (1000600, 'e3', 'c9', 2); "  # west's row 3 holds e3
+            "UPDATE item SET price = 8 WHERE id = 1000600; "
+            "DELETE FROM item WHERE id = 1000700"  # held out at the load: e4 stays west's
+        )
+        sync(mapping, target=redis_url, shard="east", until_caught_up=True)  # following
+    assert client.hgetall(b"item:5") == west_row  # the owner's row, whatever east did
+    assert client.hget(b"item:6", b"email") == b"e6"
+    assert client.hget(b"migrator:shop:shard:item", encode_row((b"5",))) == b"west"
+    assert client.hget(b"item:uniques:email", b"east5") is None
+    assert not client.sismember(b"item:indices:cat:c9", b"5")
+    for email, holder in ((b"e3", b"3"), (b"e4", b"4")):  # unique values west's rows hold
+        assert client.hget(b"item:uniques:email", email) == holder
+    assert not client.exists(b"item:1000600") and not client.exists(b"item:1000700")
+    said = [r.getMessage() for r in caplog.records if getattr(r, "event", "") == "collision"]
+    # once per row and run: 5 and 1000700 by the load; 6, 5 (its UPDATE and DELETE) and
+    # 1000600 (its INSERT and UPDATE) while following
+    keys = [m for m in said if "its primary key is on shard west too" in m]
+    assert [m.split("WHERE ")[1] for m in keys] == ["`id` = 5", "`id` = 6", "`id` = 5"], said
+    assert all(m.startswith("collision: not written from shard east") for m in keys)
+    uniques = [m for m in said if "its unique email value is held on shard west" in m]
+    assert len(uniques) == 2 and len(said) == 5, said
+    assert "WHERE `email` = 'e4'" in uniques[0] and "WHERE `email` = 'e3'" in uniques[1]
+    collisions = Collisions("east")
+    collisions.found("item", encode_row((b"6",)), "collision: item (id=6) ...")
+    server = MetricsServer("127.0.0.1:0", SyncFigures(), "shop", "east", collisions)
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        text = urllib.request.urlopen(f"{base}/metrics").read().decode()
+        assert (
+            'migrator_sync_collisions_total{mapping="shop",shard="east",table="item"} 1.0' in text
+        )
+        assert 'migrator_sync_transactions_total{mapping="shop",shard="east"}' in text
+        health = urllib.request.urlopen(f"{base}/healthz").read().decode()
+        assert health.startswith("shard east: ok: starting"), health
+    finally:
+        server.close()
+
+
+def test_a_consistent_load_of_each_shard(
+    shards: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    """``--consistent-load`` of each shard: the same claims, raised counter and merged latest
+    list as the online load."""
+    mapping = mapping_of(tmp_path, shards)
+    client = redis.Redis.from_url(redis_url)
+    shards["east"].run("INSERT INTO item VALUES (5, 'east5', 'c0', 900)")  # west's 5: collides
+    for name in ("east", "west"):
+        report = sync(mapping, target=redis_url, shard=name, until_caught_up=True,
+                      online_load=False)  # fmt: skip
+        assert not report.online_load
+    assert client.hget(b"item:5", b"email") == b"east5"  # east loaded first: its row kept
+    assert client.hget(b"migrator:shop:shard:item", encode_row((b"5",))) == b"east"
+    assert client.get(b"item:id") == b"%d" % (BASE["east"] + 20)
+    assert verify(mapping, target=redis_url).exit_code == 1  # the collision
+    shards["west"].run("DELETE FROM item WHERE id = 5")
+    sync(mapping, target=redis_url, shard="west", until_caught_up=True)
+    assert client.hget(b"item:5", b"email") == b"east5"  # west's delete: not east's row
+    assert client.lindex(b"item:latest", 0) == b"5"  # price 900: the newest of the union
+    assert verify(mapping, target=redis_url).exit_code == 0
