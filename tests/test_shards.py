@@ -203,8 +203,8 @@ def test_collisions_are_reported_with_their_shards_and_sql(two, tmp_path, redis_
     east, west = two
     _fill(east, EAST)
     # id 2 on both shards; west's row 103 holds east's email ann@x
-    _fill(west, [(2, "bob2", "bob2@x", "us", "2024-02-02 00:00:00"),
-                 (103, "ann2", "ann@x", "eu", "2024-02-03 00:00:00"), *WEST])  # fmt: skip
+    _fill(west, [(2, "bob2", "bob2@x", "us", "2024-07-02 00:00:00"),
+                 (103, "ann2", "ann@x", "eu", "2024-07-03 00:00:00"), *WEST])  # fmt: skip
     f = _mapping(tmp_path, {"east": east.url, "west": west.url}, redis_url)
     assert sum(t.rows for t in dry_run(f).tables) == 5  # 7 rows, 2 colliding: left out
     result = CliRunner().invoke(app, ["migrate", str(f), "--json"])
@@ -222,6 +222,8 @@ def test_collisions_are_reported_with_their_shards_and_sql(two, tmp_path, redis_
     assert redis_client.hget(b"customer:2", b"name") == b"bob"
     assert redis_client.hget(b"customer:uniques:email", b"ann@x") == b"1"
     assert not redis_client.exists(b"customer:103")
+    # the latest list holds the newest rows Redis holds: not west's 2 nor its 103 (the newest)
+    assert redis_client.lrange(b"customer:latest", 0, -1) == [b"102", b"3", b"101"]
     assert any("collide with another shard" in n for n in report.notes)
     shown = CliRunner().invoke(app, ["migrate", str(f)])
     assert shown.exit_code == 1

@@ -160,16 +160,41 @@ class Union:
     def latest(
         self, table: str, pk: Sequence[Column], order_by: Column, limit: int, where: Any = None
     ) -> list[RawRow]:
-        """The primary keys of the newest ``limit`` rows over every shard (see above)."""
+        """The primary keys of the newest ``limit`` rows over every shard (see above); a key
+        two shards hold (a collision) is the earlier shard's row, which Redis keeps."""
         rows: list[tuple[Any, RawRow]] = []
-        for _, src in self.sources:
-            for row in ordered_latest(src, table, pk, order_by, limit, where):
+        for k, (name, src) in enumerate(self.sources):
+            asked = limit
+            while True:
+                got = ordered_latest(src, table, pk, order_by, asked, where)
+                if not k or not got:
+                    break
+                # less the rows migrate leaves out as collisions, then as many more as it left
+                kept = self._apart(k, name, table, [c.name for c in pk], got, where)
+                fetched = len(got)
+                got = [row for row in got if tuple(row[:-1]) in kept]
+                if len(got) >= limit or fetched < asked:
+                    break
+                asked *= 2
+            for row in got:
                 order, key = row[-1], row[:-1]
                 rank = (sort_value(order, order_by.kind),
                         *(sort_value(v, c.kind) for v, c in zip(key, pk)))  # fmt: skip
                 rows.append((rank, key))
         rows.sort(key=lambda r: r[0], reverse=True)
         return [key for _, key in rows[:limit]]
+
+    def _apart(
+        self, k: int, name: str, table: str, pk: list[str], got: list[RawRow], where: Any
+    ) -> set[tuple[Any, ...]]:
+        """The primary keys among ``got`` (shard ``k``'s rows, primary key first) that no
+        earlier shard's row collides with (source/overlaps.py; not counted again)."""
+        uniques = self.uniques.get(table, [])
+        src = self.sources[k][1]
+        selector = src.selector(table, list(dict.fromkeys([*pk, *(c for u in uniques for c in u)])))
+        full = src.rows_where(table, selector, pk, [tuple(r[: len(pk)]) for r in got], where)
+        kept = Overlaps().apart(self.sources[:k], name, table, selector, pk, uniques, full, where)
+        return {tuple(r[: len(pk)]) for r in kept}
 
 
 def ordered_latest(
