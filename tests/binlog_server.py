@@ -23,7 +23,8 @@ import socket
 import subprocess
 import tempfile
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -222,3 +223,14 @@ class MySQL8Container:
 
     def stop(self) -> None:
         self.stack.close()
+
+
+@contextmanager
+def running_mariadb() -> Iterator[PrivateMariaDB]:
+    """A ``PrivateMariaDB`` started for the block and stopped after it (a test's own server)."""
+    server = PrivateMariaDB()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -41,6 +41,22 @@ def wkt_of(src: Any) -> Any:
     return wkt_function(src)
 
 
+def purge_logs(db: Any) -> None:
+    """Purge every binary log of ``db``'s server but a new one (``sync`` behind it then finds
+    its position purged); the dump threads reading one are killed first, as MySQL keeps a log
+    a dump thread reads."""
+    with db.connect() as conn, conn.cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")
+        cur.execute("SHOW BINARY LOGS")
+        newest = [r[0] for r in cur.fetchall()][-1]
+        cur.execute("SHOW PROCESSLIST")
+        for row in cur.fetchall():
+            if str(row[4]).startswith("Binlog Dump"):
+                cur.execute(f"KILL {row[0]}")
+        wait_for("the logs purged", lambda: cur.execute(f"PURGE BINARY LOGS TO '{newest}'")
+                 or cur.execute("SHOW BINARY LOGS") == 1, 30)  # fmt: skip
+
+
 def cli(*args: str) -> list[str]:
     """``migrator ARGS...`` as a command line of this interpreter."""
     return [sys.executable, "-m", "migrator", *args]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.binlog_server import PrivateMariaDB, missing
+from tests.binlog_server import PrivateMariaDB, missing, running_mariadb
 from tests.mysql_server import PrivateMySQL, mysql_problem
 from tests.services import create_database
 
@@ -69,12 +69,8 @@ def north_server() -> Iterator[PrivateMariaDB]:
     problem = missing()
     if problem:
         pytest.skip(problem)
-    server = PrivateMariaDB()
-    server.start()
-    try:
+    with running_mariadb() as server:
         yield server
-    finally:
-        server.stop()
 
 
 def seeded(name: str, server: Any) -> Any:

@@ -54,7 +54,7 @@ from tests.faults import redis_process, redis_server_problem, wait_for
 from tests.mysql_server import PrivateMySQL, mysql_problem
 from tests.replication import MySQLReplicaPair, ReplicaPair, on
 from tests.services import MySQLDatabase, create_database
-from tests.sync.helpers import cli
+from tests.sync.helpers import cli, purge_logs
 from tests.sync.test_sync_streams import (
     MAPPING,
     STREAM_OF,
@@ -361,16 +361,7 @@ def _reload_keeps_the_entries_and_appends_none_for_its_snapshot(
         writer.step()
     gap = len(writer.log)
     if purge:
-        with db.connect() as conn, conn.cursor() as cur:
-            cur.execute("FLUSH BINARY LOGS")
-            cur.execute("SHOW BINARY LOGS")
-            newest = [r[0] for r in cur.fetchall()][-1]
-            cur.execute("SHOW PROCESSLIST")  # a log a dump thread reads is not purged
-            for row in cur.fetchall():
-                if str(row[4]).startswith("Binlog Dump"):
-                    cur.execute(f"KILL {row[0]}")
-            wait_for("the logs purged", lambda: cur.execute(f"PURGE BINARY LOGS TO '{newest}'")
-                     or cur.execute("SHOW BINARY LOGS") == 1, 30)  # fmt: skip
+        purge_logs(db)
         with pytest.raises(MigratorError) as purged:
             _caught_up(mapping, db, redis_url)
         assert purged.value.exit_code == 2 and "purged" in (purged.value.hint or "")

@@ -23,7 +23,7 @@ from migrator.commands.sync import sync
 from migrator.errors import EXIT_TARGET
 from migrator.mapping.loader import parse_mapping
 from migrator.reports import SyncStatus
-from tests.binlog_server import PrivateMariaDB, missing
+from tests.binlog_server import PrivateMariaDB, missing, running_mariadb
 from tests.faults import redis_process, redis_server_problem, wait_for
 from tests.services import create_database
 from tests.sync.helpers import cli, following
@@ -70,12 +70,8 @@ def test_redis_out_of_memory_while_following_is_exit_4_with_the_position_kept(
 
 @pytest.fixture
 def own_mariadb() -> Iterator[PrivateMariaDB]:
-    server = PrivateMariaDB()
-    server.start()
-    try:
+    with running_mariadb() as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_a_mysql_restart_as_the_online_first_load_begins_is_ridden_out(

@@ -33,7 +33,7 @@ from migrator.reports import SyncReport, SyncStatus
 from migrator.store.sync_lock import LEASE_SECONDS
 from migrator.store.sync_state import state_key
 from migrator.sync.identity import default_server_id
-from tests.binlog_server import PrivateMariaDB, missing
+from tests.binlog_server import PrivateMariaDB, missing, running_mariadb
 from tests.faults import RedisProcess, redis_process, redis_server_problem, wait_for
 from tests.services import create_database
 from tests.sync.helpers import cli, following, log_base, master_position, write_random
@@ -519,12 +519,8 @@ def test_a_network_blip_is_ridden_out(binlog_db, binlog_server, redis_url) -> No
 
 @pytest.fixture
 def own_mariadb() -> Iterator[PrivateMariaDB]:
-    server = PrivateMariaDB()
-    server.start()
-    try:
+    with running_mariadb() as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_a_mysql_restart_is_ridden_out(own_mariadb, redis_url) -> None:  # type: ignore[no-untyped-def]

@@ -23,7 +23,7 @@ from migrator.plan.expiry import encode_row
 from migrator.reports import SchemaChanged
 from tests.binlog_server import free_port
 from tests.faults import wait_for
-from tests.sync.helpers import following
+from tests.sync.helpers import following, purge_logs
 from tests.sync.shard_scene import BASE, mapping_of, servers, shards, union_of
 
 __all__ = ["servers", "shards"]  # the fixtures
@@ -164,16 +164,7 @@ def test_one_shards_purged_log_stops_it_alone_and_its_reload_is_exact(
     for name in shards:
         sync(mapping, target=redis_url, shard=name, until_caught_up=True)
     shards["west"].run("DELETE FROM item WHERE id IN (1, 2); UPDATE item SET cat = 'c7'")
-    with shards["west"].connect() as conn, conn.cursor() as cur:
-        cur.execute("FLUSH BINARY LOGS")
-        cur.execute("SHOW BINARY LOGS")
-        newest = [r[0] for r in cur.fetchall()][-1]
-        cur.execute("SHOW PROCESSLIST")  # a log a dump thread reads is not purged
-        for row in cur.fetchall():
-            if str(row[4]).startswith("Binlog Dump"):
-                cur.execute(f"KILL {row[0]}")
-        wait_for("the logs purged", lambda: cur.execute(f"PURGE BINARY LOGS TO '{newest}'")
-                 or cur.execute("SHOW BINARY LOGS") == 1, 30)  # fmt: skip
+    purge_logs(shards["west"])
     with pytest.raises(MigratorError) as purged:
         sync(mapping, target=redis_url, shard="west", until_caught_up=True)
     assert purged.value.exit_code == 2 and "--reload" in (purged.value.hint or "")
