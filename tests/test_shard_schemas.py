@@ -15,7 +15,8 @@ from migrator.mapping.kinds import Kind
 from migrator.mapping.schema import Column, Schema, TableSchema
 from migrator.mapping.shard_schemas import spelt
 from migrator.plan.owners import finder
-from migrator.source.shards import highest, sort_value
+from migrator.source.order import order_key
+from migrator.source.shards import highest
 
 
 def _schema(*columns: Column, pk: tuple[str, ...] = ("id",), table: str = "t") -> Schema:
@@ -57,8 +58,9 @@ def test_a_shard_whose_table_differs_is_named(west, message):
 def test_the_union_orders_values_as_mysql_does():
     assert highest([b"99", b"100", None], Kind.INTEGER) == b"100"  # numbers, not bytes
     assert highest([None, None], Kind.INTEGER) is None
-    assert sort_value(b"9.5", Kind.DECIMAL) < sort_value(b"10.1", Kind.DECIMAL)
-    assert sort_value(b"b", Kind.TEXT) > sort_value(b"a", Kind.TEXT)
+    assert highest([b"18446744073709551615", b"9"], Kind.BIT) == b"18446744073709551615"
+    assert order_key(b"9.50", Kind.DECIMAL) < order_key(b"10.10", Kind.DECIMAL)
+    assert order_key(b"b", Kind.TEXT) > order_key(b"a", Kind.TEXT)
 
 
 def test_the_sql_that_finds_a_colliding_row():

@@ -106,22 +106,24 @@ def migrate(
     each as a ``part`` of the run: its rows, its own snapshot and checkpoint."""
 
     m = load(mapping)
-    if m.sources and part is None and replace and shard is not None:
-        return reload_shard(m, shard, target_url(m, target), tables,
-                            Retrying(retry_policy(m, retries)), lambda p, _: migrate(
-            m, target=target, tables=tables, batch_size=batch_size, progress=progress,
-            workers=workers, retries=retries, resume_command=resume_command,
-            into_existing=True, memory_check=memory_check, chunk_rows=chunk_rows, dask=dask,
-            part=p,
-        ))  # fmt: skip
     if m.sources and part is None:
+        reload = replace and shard is not None  # that shard's rows only: reload_shard
+
+        def load_one(p: ShardPart, first: bool) -> MigrateReport:
+            """One shard's part of the run; the first removes the keys of a --replace."""
+            return migrate(
+                m, target=target, tables=tables, batch_size=batch_size,
+                resume=resume and not reload, progress=progress, workers=workers,
+                replace=replace and first, retries=retries, resume_command=resume_command,
+                into_existing=into_existing or not first, memory_check=memory_check,
+                chunk_rows=chunk_rows, dask=dask, part=p,
+            )  # fmt: skip
+
+        if replace and shard is not None:
+            return reload_shard(m, shard, target_url(m, target), tables,
+                                Retrying(retry_policy(m, retries)), load_one)  # fmt: skip
         done = finished_on(target_url(m, target)) if resume and not replace else None
-        return run_shards(m, shard, source, replace, tables, lambda p, first: migrate(
-            m, target=target, tables=tables, batch_size=batch_size, resume=resume,
-            progress=progress, workers=workers, replace=replace and first, retries=retries,
-            resume_command=resume_command, into_existing=into_existing or not first,
-            memory_check=memory_check, chunk_rows=chunk_rows, dask=dask, part=p,
-        ), finished=done)  # fmt: skip
+        return run_shards(m, shard, source, replace, tables, load_one, finished=done)
     if shard is not None:
         shards(m, source, shard)  # the mapping has one source: refused, with the fix
     run_name = m.name if part is None else part.run_name

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from migrator.errors import ConnectError
+from migrator.commands.shards import connect
 from migrator.mapping.model import Mapping
 from migrator.mapping.schema import Schema
 from migrator.mapping.shard_schemas import differences
@@ -24,13 +24,10 @@ def check_shards(report: ValidateReport, mapping: Mapping, against: Against) -> 
     found: dict[Problem, list[str]] = {}
     schemas: dict[str, Schema] = {}
     for shard in mapping.sources:
-        try:
-            with Source(shard.url) as src:
-                schemas[shard.name] = schema = src.schema()
-                for problem in against(mapping, src, schema):
-                    found.setdefault(problem, []).append(shard.name)
-        except ConnectError as e:
-            raise ConnectError(f"shard {shard.name}: {e.message}", e.hint) from None
+        src, schemas[shard.name] = connect(shard.name, shard.url)
+        with src:
+            for problem in against(mapping, src, schemas[shard.name]):
+                found.setdefault(problem, []).append(shard.name)
     report.source = ", ".join(f"{s.name}: {mask(s.url)}" for s in mapping.sources)
     for problem, names in found.items():
         if len(names) < len(mapping.sources):

@@ -5,9 +5,9 @@ read one ``Source``: rows come from each shard in turn (each in its own snapshot
 is computed over the rows is computed over all of them. The counter's ``MAX(pk)`` is the
 highest over the shards (compared as numbers for a numeric column); a latest list's newest N
 are each shard's newest N (the query one source runs) merged in the same order: the order
-column descending, then the primary key descending, values compared as numbers for numeric
-columns and as bytes otherwise (a text ``order_by`` under a collation that orders otherwise
-is a limit, docs/sharding.md#limits).
+column descending, then the primary key descending, each value's ``order_key``
+(source/order.py, which sync's candidates use too): numbers by value, the rest as bytes (a
+text ``order_by`` under a collation that orders otherwise is a limit, docs/sharding.md#limits).
 
 While a shard's rows are read, ``CURRENT`` (plan/owners.py) names it: the owner hash's
 expected entries (``Owners`` of a table resolved for the union, ``UNION``) are that shard's.
@@ -16,7 +16,6 @@ expected entries (``Owners`` of a table resolved for the union, ``UNION``) are t
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,27 +26,16 @@ from migrator.plan.owners import CURRENT
 from migrator.plan.values import converter
 from migrator.retry import Retrying
 from migrator.source.mysql import Source
+from migrator.source.order import order_key
 from migrator.source.overlaps import Overlaps
 from migrator.source.selects import RawRow, Selector, column_expr, convert_row
 from migrator.source.snapshot import Snapshot
 
 
-def sort_value(value: bytes | None, kind: Kind) -> Any:
-    """A value as MySQL orders it, near enough: numbers as numbers, the rest as bytes."""
-    if value is None:
-        return (0, b"")
-    if kind.numeric:
-        try:
-            return (1, Decimal(value.decode()))
-        except (InvalidOperation, UnicodeDecodeError):
-            pass
-    return (1, value)
-
-
 def highest(values: Sequence[bytes | None], kind: Kind) -> bytes | None:
     """The greatest of each shard's ``MAX``, None when every shard's table is empty."""
     held = [v for v in values if v is not None]
-    return max(held, key=lambda v: sort_value(v, kind)) if held else None
+    return max(held, key=lambda v: order_key(v, kind)) if held else None
 
 
 class Union:
@@ -162,7 +150,7 @@ class Union:
     ) -> list[RawRow]:
         """The primary keys of the newest ``limit`` rows over every shard (see above); a key
         two shards hold (a collision) is the earlier shard's row, which Redis keeps."""
-        rows: list[tuple[Any, RawRow]] = []
+        rows: list[tuple[bytes, RawRow]] = []
         for k, (name, src) in enumerate(self.sources):
             asked = limit
             while True:
@@ -178,8 +166,9 @@ class Union:
                 asked *= 2
             for row in got:
                 order, key = row[-1], row[:-1]
-                rank = (sort_value(order, order_by.kind),
-                        *(sort_value(v, c.kind) for v, c in zip(key, pk)))  # fmt: skip
+                rank = order_key(order, order_by.kind) + b"".join(
+                    order_key(v, c.kind) for v, c in zip(key, pk)
+                )
                 rows.append((rank, key))
         rows.sort(key=lambda r: r[0], reverse=True)
         return [key for _, key in rows[:limit]]

@@ -15,7 +15,7 @@ where they were. A shard's first load and ``--reload`` write its candidates at t
 each table (plan/finish.py's place).
 
 The order is the one ``migrate`` and ``verify`` merge the shards' newest rows in
-(source/shards.py ``sort_value``): numbers by value, every other value byte for byte (a
+(source/order.py ``order_key``): numbers by value, every other value byte for byte (a
 collation that orders otherwise is a limit of docs/sharding.md). The sort key is hex, so the
 member's first NUL ends it. A Redis Cluster is refused (exit 2): its script could not read the
 shards' candidates in one slot.
@@ -23,18 +23,16 @@ shards' candidates in one slot.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from typing import Any
 
 from migrator.errors import MigratorError, docs
-from migrator.mapping.kinds import Kind
 from migrator.mapping.model import Latest
 from migrator.mapping.resolve import Resolved
-from migrator.mapping.schema import Column
 from migrator.plan.batch import Command
 from migrator.plan.planner import TablePlan
 from migrator.source.mysql import Source
+from migrator.source.order import order_key
 from migrator.source.shards import ordered_latest
 
 #: KEYS[1] the list, KEYS[2..] every shard's candidates; ARGV[1] the list's length
@@ -69,20 +67,6 @@ def refuse(resolved: Sequence[Resolved], shard: str, cluster: bool) -> None:
             )
 
 
-def _encode(raw: bytes, column: Column) -> bytes:
-    """Bytes whose order is the value's, each a prefix of no other (numbers fixed-width, the
-    rest escaped and ended), so that a key of several columns compares column by column."""
-    kind = column.kind
-    if kind in (Kind.INTEGER, Kind.YEAR):
-        return b"%021d" % (int(raw) + 2**64)
-    if kind is Kind.DECIMAL:  # the server's text has the column's scale: count its units
-        return b"%067d" % (int(raw.replace(b".", b"")) + 10**66)
-    if kind in (Kind.FLOAT, Kind.DOUBLE):
-        (bits,) = struct.unpack(">Q", struct.pack(">d", float(raw)))
-        return b"%016x" % (bits ^ 0xFFFFFFFFFFFFFFFF if bits >> 63 else bits | 1 << 63)
-    return raw.replace(b"\0", b"\0\xff") + b"\0\0"  # byte for byte, a prefix first
-
-
 def commands(
     src: Source, plan: TablePlan, latest: Latest, shard: str, shards: Sequence[str], where: Any
 ) -> list[Command]:
@@ -97,7 +81,9 @@ def commands(
         text = plan.pk_text(key)
         if text is None or value is None or None in key:
             continue
-        sort = _encode(value, order) + b"".join(_encode(v or b"", c) for v, c in zip(key, pk))
+        sort = order_key(value, order.kind) + b"".join(
+            order_key(v, c.kind) for v, c in zip(key, pk)
+        )
         members.append(sort.hex().encode() + b"\0" + text)
     list_key = latest.key.render({}).encode()
     mine = candidates_key(r.mapping_name, shard, list_key)
