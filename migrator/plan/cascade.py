@@ -74,6 +74,11 @@ FIX = (
     "keep the foreign key's columns read (in columns:, or a references entry on them); "
     f"or make the rule RESTRICT, or {ASIDE}"
 )
+#: ``as: none`` reads no ``columns:`` of its own (plan/layout.py): a references entry it reads
+NONE_FIX = (
+    "add a references entry on the foreign key's columns (as: none reads no columns: of its "
+    f"own), or map the table as: hash; or make the rule RESTRICT, or {ASIDE}"
+)
 WHERE_FIX = (
     "test the foreign key's columns only for NULL (crew_id IS NOT NULL), or, under SET NULL, "
     f"only in tests a NULL cannot pass (crew_id IN (1, 2)); or make the rule RESTRICT, or {ASIDE}"
@@ -139,7 +144,7 @@ def _why_not(
         return why, FIX
     why = _mapped(fk, child, plans, cluster)
     if why:
-        return why, FIX
+        return why, NONE_FIX if child.table.kind == "none" else FIX
     kept = filtered(fk, child.resolved, plans)
     if kept[0]:
         return kept

@@ -17,7 +17,8 @@ from migrator.mapping.cascades import TRX_WHY, reaching, trx_versioned
 from migrator.mapping.schema import ForeignKey, TableSchema
 
 UNMAPPED_FIX = (
-    "map the parent table too (sync then follows its rows' own rules in turn); or make one "
+    "map the parent table too (sync then follows its rows' own rules in turn; as: none with "
+    "a references entry on its own foreign key writes no key per row); or make one "
     "of the two rules RESTRICT, or leave the table out of the mapping for sync (migrate and "
     "verify are not affected)"
 )

@@ -159,11 +159,26 @@ def _middle(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Path) 
     assert [p.path for p in warned] == ["tables.bottom"]
     assert why.split(": ", 1)[1] in " ".join(warned[0].message.split())
     assert "map the parent table too" in (warned[0].hint or "")
-    # the middle table mapped too (top still left out): followed, two levels down
-    path.write_text("version: 1\ntables:\n  middle: {}\n  bottom: {}\n")
+    # the middle table mapped as: none, the least the hint names: as: none reads no columns:
+    # of its own, so its hint names a references entry, which is then followed
+    path.write_text("version: 1\ntables:\n  middle: {as: none}\n  bottom: {}\n")
+    message = _refused(path, path.read_text(), db, redis_url)[0]
+    assert "top_id are not read by the mapping" in message and "add a references entry" in message
+    path.write_text("version: 1\ntables:\n  middle:\n    as: none\n    references:\n"
+                    "      - {columns: [top_id], table: top}\n  bottom: {}\n")  # fmt: skip
     assert CliRunner().invoke(app, args).exit_code == 0
     db.run("DELETE FROM top WHERE id = 1")
     assert CliRunner().invoke(app, args).exit_code == 0
+    assert sorted(redis_client.scan_iter("bottom:[0-9]*")) == [b"bottom:3"]
+    assert not list(redis_client.scan_iter("middle:[0-9]*"))  # no keys of its rows
+    verified = CliRunner().invoke(app, ["verify", str(path), "--source", db.url,
+                                        "--target", redis_url])  # fmt: skip
+    assert verified.exit_code == 0, verified.output
+    # the middle table mapped as a hash (top still left out): followed, two levels down
+    db.run("INSERT INTO top VALUES (1); INSERT INTO middle VALUES (1, 1), (2, 1);"
+           "INSERT INTO bottom VALUES (1, 1), (2, 2); DELETE FROM top WHERE id = 1")  # fmt: skip
+    path.write_text("version: 1\ntables:\n  middle: {}\n  bottom: {}\n")
+    assert CliRunner().invoke(app, [*args, "--reload"]).exit_code == 0
     assert sorted(redis_client.scan_iter("bottom:[0-9]*")) == [b"bottom:3"]
     assert sorted(redis_client.scan_iter("middle:[0-9]*")) == [b"middle:3"]
     # a DDL of the table left out: an ALTER that keeps its referenced columns is followed on,
