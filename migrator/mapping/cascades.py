@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from migrator.mapping.kinds import Kind
+from migrator.mapping.kinds import FLOATS, Kind
 from migrator.mapping.schema import Column, ForeignKey, Schema, TableSchema
 
 TRX_WHY = "MariaDB writes its changes to the binary log as statements, never as rows"
@@ -88,12 +88,15 @@ def inexact_match(child: Column, parent: Column) -> str:
     under the parent's value): integers; binary strings; MariaDB's UUID and INET types; text
     under a ``_bin`` collation that is NO PAD, or PAD SPACE on CHAR columns on both sides
     (CHAR values are stored without trailing spaces); DECIMAL, temporal types, YEAR and BIT of
-    one same type on both sides (their text is canonical)."""
+    one same type on both sides (their text is canonical); FLOAT and DOUBLE of one same type
+    on both sides (one text per value, but for zero: ``-0`` and ``0``, both looked up)."""
     if child.kind is Kind.INTEGER and parent.kind is Kind.INTEGER:
         return ""
     same = child.column_type.lower() == parent.column_type.lower()
     if same and child.kind in BY_TYPE and parent.kind is child.kind:
         return ""  # one type, one canonical text per value (DECIMAL's scale, DATETIME's digits)
+    if same and child.kind in FLOATS and parent.kind is child.kind:
+        return ""  # one text per value but zero's two ('-0' = '0'): plan/cascade.py looks up both
     if child.kind is Kind.BINARY and parent.kind is Kind.BINARY:
         if same or _base(child) == _base(parent) == "varbinary":
             return ""

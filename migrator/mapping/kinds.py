@@ -42,6 +42,15 @@ class Kind(str, Enum):
 
 
 NUMERIC = frozenset({Kind.INTEGER, Kind.BIT, Kind.DECIMAL, Kind.FLOAT, Kind.DOUBLE, Kind.YEAR})
+#: the kinds whose zero has two texts: Oracle MySQL keeps a -0 and prints it '-0' (or '-0.00'
+#: under a scale), and its = finds it equal to 0 (MariaDB stores 0)
+FLOATS = frozenset({Kind.FLOAT, Kind.DOUBLE})
+
+
+def zero_text(text: bytes) -> bool:
+    """``0``, ``-0``, ``0.000``, ``-0.000``: a FLOAT's or DOUBLE's zero as the server prints it."""
+    return bool(text) and text.lstrip(b"-").strip(b"0.") == b""
+
 
 _KINDS_BY_TYPE = {
     **dict.fromkeys(("tinyint", "smallint", "mediumint", "int", "integer", "bigint"), Kind.INTEGER),

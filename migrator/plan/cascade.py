@@ -8,7 +8,7 @@ the foreign key's columns, each row read back from its hash. Redis is read *befo
 group's commands are sent, so every read is overlaid with what the group has planned so far
 (``Delta.pending_members`` / ``pending_hash``): the rows are those of the moment of the
 parent's change. Each child change is then planned like any logged change (``TableDelta``),
-and followed in turn (a cascade of a cascade).
+and followed in turn (a cascade of a cascade): plan/cascade_apply.py ``Cascades``.
 
 A child whose row cannot be read back from its hash, or with no index or reference on exactly
 the foreign key's columns, keeps row images and a SET per value beside its keys
@@ -42,9 +42,8 @@ default) writes the cascaded child rows to the log itself, before the parent's r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
 
 from migrator.errors import MigratorError
 from migrator.mapping.cascades import (
@@ -55,19 +54,13 @@ from migrator.mapping.cascades import (
     trx_versioned,
 )
 from migrator.mapping.filter_rules import admitting
+from migrator.mapping.kinds import FLOATS
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import ForeignKey
-from migrator.plan.batch import Command, Row
+from migrator.plan.batch import Row
 from migrator.plan.cascade_parents import OTHER_FIX, UNMAPPED_FIX, Parents, unmapped, watched
-from migrator.plan.delta import REMOVED, Delta, TableDelta
-from migrator.plan.expiry import decode_row, encode_row
 from migrator.plan.planner import KeyFn, TablePlan
 from migrator.plan.row_images import by_prefix, images_of, indexed, unreadable
-from migrator.plan.structures import RowHash
-
-Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
-#: (collation, value) pairs -> the server's comparison keys (source/weights.py ``Weights.keys``)
-Weigh = Callable[[list[tuple[str, bytes]]], dict[tuple[str, bytes], bytes]]
 
 ASIDE = "leave the table out of the mapping for sync (migrate and verify are not affected)"
 FIX = (
@@ -102,6 +95,9 @@ class Cascade:
     #: ``by`` hold the server's comparison key of it (mapping/cascades.py ``weighed``), with
     #: the position of that key in the child's row (after its ``select``); () when none is
     weigh: tuple[tuple[str, int] | None, ...] = ()
+    #: per foreign-key column, whether it is a FLOAT or DOUBLE, whose zero a child may hold
+    #: as ``-0`` or ``0`` (MySQL's = finds both): both are looked up; () when none is
+    zeros: tuple[bool, ...] = ()
 
     def action(self, before: Row | None, after: Row | None) -> tuple[str, Row | None] | None:
         """What the parent's change does to the children: ("delete", None), ("null", None),
@@ -252,6 +248,7 @@ def followable(
             if ix is None and images is not None:
                 by = by_prefix(child.resolved, tuple(fk.columns))
                 assert any(p == by for p, _ in images.by)
+            zeros = tuple(child.resolved.schema.column(c).kind in FLOATS for c in fk.columns)
             mapped = plans.get(fk.parent)
             pos = mapped.pos if mapped else {c: i for i, c in enumerate(outside[fk.parent])}
             rules.append(
@@ -265,6 +262,7 @@ def followable(
                     by,
                     None if images is None or not images.whole else images.key,
                     weigh if any(weigh) else (),
+                    zeros if any(zeros) else (),
                 )
             )
     schemas = [p.resolved.schema for p in plans.values()]
@@ -293,132 +291,3 @@ def refuse_unfollowable(
         raise MigratorError(
             f"sync cannot keep these tables exact and refuses them: {reasons}", fixes
         )
-
-
-class Cascades:
-    """Applies the cascades of each logged change into the group's Delta (module docstring)."""
-
-    def __init__(
-        self,
-        rules: list[Cascade],
-        deltas: dict[str, TableDelta],
-        read: Read,
-        weigh: Weigh | None = None,
-    ) -> None:
-        self.by_parent: dict[str, list[Cascade]] = {}
-        for rule in rules:
-            self.by_parent.setdefault(rule.parent, []).append(rule)
-        self.deltas, self.read = deltas, read
-        #: the server's comparison keys of (collation, value) pairs (source/weights.py)
-        self.weigh = weigh
-
-    def follow(self, table: str, before: Row | None, after: Row | None, delta: Delta) -> None:
-        for rule in self.by_parent.get(table, ()):
-            action = rule.action(before, after)
-            if action is None:
-                continue
-            values = tuple(before[i] for i in rule.parent_pos)  # type: ignore[index]
-            if any(v is None for v in values):
-                continue  # a NULL is referenced by no row
-            kind, new_values = action
-            child = self.deltas[rule.child]
-            keys = self._keys(rule, values)
-            new_keys = None if new_values is None else self._keys(rule, tuple(new_values))
-            for old in self._children(rule, keys, delta):
-                new: Row | None = None
-                if kind != "delete":
-                    row = list(old)
-                    for k, i in enumerate(rule.child_pos):
-                        row[i] = new_values[k] if new_values is not None else None
-                    for k, at in enumerate(rule.weigh):  # the comparison keys, as the values
-                        if at is not None:
-                            row[at[1]] = None if new_keys is None else new_keys[k]
-                    new = tuple(row)
-                child.change(old, new, delta)
-                self.follow(rule.child, old, new, delta)
-
-    def _keys(self, rule: Cascade, values: tuple[bytes | None, ...]) -> tuple[bytes | None, ...]:
-        """``values`` as the child's SETs hold them: a weighed column's by its comparison key."""
-        if not rule.weigh:
-            return values
-        assert self.weigh is not None
-        pairs = [(at[0], v) for at, v in zip(rule.weigh, values) if at is not None and v]
-        found = self.weigh(pairs) if pairs else {}
-        return tuple(v if at is None or v is None else found.get((at[0], v), b"")
-                     for at, v in zip(rule.weigh, values))  # fmt: skip
-
-    def _children(self, rule: Cascade, values: tuple[bytes | None, ...], delta: Delta) -> list[Row]:
-        """The child rows whose foreign key holds ``values`` (as its SETs hold them: ``_keys``),
-        as of this point of the group."""
-        plan = self.deltas[rule.child].plan
-        probe: list[bytes | None] = [None] * len(plan.row_names)
-        for k, i in enumerate(rule.child_pos):
-            probe[i] = values[k]
-        if rule.by is not None:  # the child's own SET per value (plan/row_images.py)
-            set_key: bytes | None = rule.by + encode_row(values)
-        else:
-            assert rule.set_key is not None
-            set_key = rule.set_key(tuple(probe))
-        if set_key is None:
-            return []
-        (members,) = self.read([(b"SMEMBERS", set_key)])
-        found = sorted(delta.pending_members(set_key, set(members)))
-        if rule.by is not None:  # members: encoded primary keys (plan/row_images.py)
-            pks = [decode_row(m) for m in found]
-        else:
-            pks = [self._pk(plan, set_key, m) for m in found]
-        if rule.images is not None:
-            return self._images(rule.images, [encode_row(pk) for pk in pks], delta)
-        n = len(plan.resolved.primary_key)
-        rows = []
-        for pk in pks:
-            row: list[bytes | None] = [None] * len(plan.row_names)
-            row[:n] = pk
-            rows.append(row)
-        if plan.table.kind != "hash":
-            return [tuple(r) for r in rows]
-        keys = [rk for r in rows if (rk := plan.row_key(tuple(r))) is not None]
-        hashes = self.read([(b"HGETALL", rk) for rk in keys]) if keys else []
-        fields = next(s.fields for s in plan.structures if isinstance(s, RowHash))
-        out: list[Row] = []
-        for row, key, held in zip(rows, keys, hashes):
-            have = delta.pending_hash(key, as_fields(held))
-            if not have:
-                continue  # not there at this point of the group
-            for name, i in fields:
-                row[i] = have.get(name)
-            out.append(tuple(row))
-        return out
-
-    def _images(self, key: bytes, pks: list[bytes], delta: Delta) -> list[Row]:
-        """The rows of the encoded primary keys ``pks`` from the row images ``key``, as of
-        this point of the group (plan/row_images.py)."""
-        if not pks:
-            return []
-        (held,) = self.read([(b"HMGET", key, *pks)])
-        pending = delta.ops.get(("h", key), {})
-        out: list[Row] = []
-        for pk, image in zip(pks, held):
-            image = pending.get(pk, image)
-            if image is not None and image is not REMOVED:
-                out.append(decode_row(image))
-        return out
-
-    @staticmethod
-    def _pk(plan: TablePlan, set_key: bytes, member: bytes) -> tuple[bytes | None, ...]:
-        pk_values = plan.read_joined(plan.resolved.primary_key, member)
-        if pk_values is None:  # not a member sync or migrate writes
-            raise MigratorError(
-                f"{plan.table.name}: the member {member!r} of {set_key!r} is not a primary "
-                "key of the table, so the rows its foreign key's rule changes are unknown",
-                "run 'migrator verify --fix' or a new first load (sync --reload)",
-            )
-        return tuple(pk_values)
-
-
-def as_fields(reply: Any) -> dict[bytes, bytes]:
-    """HGETALL's reply as a dict: RESP3 (redis-py 8's default) answers a map, RESP2 a flat
-    list of fields and values."""
-    if isinstance(reply, dict):
-        return reply
-    return dict(zip(reply[::2], reply[1::2]))

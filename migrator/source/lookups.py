@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-from migrator.mapping.kinds import Kind
+from migrator.mapping.kinds import FLOATS, Kind, zero_text
 from migrator.mapping.schema import Column, Schema
 from migrator.plan.values import converter
 from migrator.source.selects import (
@@ -74,10 +74,11 @@ class Lookups:
             if kept is not None:
                 stmt = stmt.where(sa.not_(sa.func.coalesce(kept, sa.false())))
             rows = [tuple(_text(x) for x in row) for row in self.fetch_all(stmt)]
-            found = {row[: len(columns)] for row in rows}
+            found = {unsigned(row[: len(columns)], kinds) for row in rows}
             spelt = {row[len(columns) :] for row in rows} if kept is None else set()
             for v in part:
-                key = tuple(x if k is None else keys[k, x] for k, x in zip(collated, v))
+                key = unsigned(tuple(x if k is None else keys[k, x] for k, x in zip(collated, v)),
+                               kinds)  # fmt: skip
                 if key in found and v not in spelt:
                     out.add(v)
         return out
@@ -239,3 +240,12 @@ class Lookups:
 
 def _text(value: Any) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode()
+
+
+def unsigned(values: tuple[Any, ...], kinds: Sequence[Kind]) -> tuple[Any, ...]:
+    """``values`` with a FLOAT's or DOUBLE's zero as ``0`` (mapping/kinds.py ``FLOATS``), as
+    MySQL's ``=`` compares them."""
+    return tuple(
+        b"0" if k in FLOATS and isinstance(v, bytes) and zero_text(v) else v
+        for v, k in zip(values, kinds, strict=True)
+    )

@@ -11,7 +11,7 @@ from typing import Any
 
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Command
-from migrator.plan.cascade import Cascades
+from migrator.plan.cascade_apply import Cascades
 from migrator.plan.delta import Delta, TableDelta
 from migrator.plan.expiry_delta import ExpiringTableDelta
 from migrator.plan.planner import TablePlan

@@ -24,7 +24,8 @@ from migrator.errors import MigratorError, SourceError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import TableSchema
-from migrator.plan.cascade import Cascades, followable, refuse_unfollowable
+from migrator.plan.cascade import followable, refuse_unfollowable
+from migrator.plan.cascade_apply import Cascades
 from migrator.plan.cascade_parents import outside, watched
 from migrator.plan.expiry_delta import table_delta
 from migrator.plan.nesting import trees

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from migrator.errors import MigratorError, docs
 from migrator.plan.batch import Row, Stats
-from migrator.plan.cascade import as_fields
+from migrator.plan.cascade_apply import as_fields
 from migrator.plan.delta import Delta
 from migrator.plan.expiry_delta import table_delta
 from migrator.plan.owners import Owners, finder, owners_of, pk_of

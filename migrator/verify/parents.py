@@ -1,7 +1,8 @@
 """References whose parent row Redis does not hold, yet MySQL does (verify/tables.py): no
 loss, not dangling. The parent's ``where:`` or expiry leaves it out of Redis, or the child's
 value is spelt otherwise than the parent's key but equal under their collation (``'KEN'``
-references ``'Ken'`` under ``utf8mb4_general_ci``; the reference holds the child's value).
+references ``'Ken'`` under ``utf8mb4_general_ci``; the reference holds the child's value), or
+a FLOAT or DOUBLE ``-0`` (which Oracle MySQL keeps and prints) references ``0``.
 Asked of MySQL per batch of missing parents (``Lookups.left_out``)."""
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ class Parent:
     at: tuple[int, ...]  # the child's positions of the referencing columns
     kept: Any  # the parent's row filter (None: every row)
     collations: tuple[str | None, ...]  # per column, where MySQL's = compares under one
+    #: a FLOAT or DOUBLE column among them: MySQL keeps -0 and prints it '-0', equal to 0
+    signed_zero: bool = False
 
 
 @dataclass
@@ -31,7 +34,7 @@ class HeldParents:
     rows: int = 0  # child rows whose parent MySQL holds although Redis does not
 
     def add(self, columns: str, parent: Parent) -> None:
-        if parent.kept is not None or any(parent.collations):
+        if parent.kept is not None or any(parent.collations) or parent.signed_zero:
             self.parents[columns] = parent
 
     def held(self, src: Source, missing: dict[bytes, list[Any]]) -> list[bytes]:
@@ -52,5 +55,5 @@ class HeldParents:
         return (
             f"{plural(self.rows, 'row')} of {table} reference a parent row its table's where: "
             "or expiry leaves out of Redis, or whose key is spelt otherwise (case, accents, "
-            "trailing spaces: equal under its collation; not counted as dangling)"
+            "trailing spaces: equal under its collation; -0 for 0; not counted as dangling)"
         )

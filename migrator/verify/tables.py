@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from migrator.mapping.kinds import FLOATS
 from migrator.mapping.model import DOCUMENTS
 from migrator.mapping.validate import plural
 from migrator.plan.finish import counter_holds, finish_commands
@@ -122,7 +123,8 @@ class TableVerifier(RowChecks):
             key = compile_template(pr.key, pos, parent.esc, escaped)
             out.append((",".join(ref.columns), key))
             at = tuple(self.plan.pos[c] for c in ref.columns)
-            held = Parent(ref.table, pcols, at, clause(pr), collations_of(pr.schema, pcols))
+            floats = any(pr.schema.column(p).kind in FLOATS for p in pcols)
+            held = Parent(ref.table, pcols, at, clause(pr), collations_of(pr.schema, pcols), floats)
             self.held_parents.add(",".join(ref.columns), held)
         return out
 
