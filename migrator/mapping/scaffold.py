@@ -77,6 +77,8 @@ class Draft:
     #: table -> rows the default ``escape: reject`` would not write (then that table, and
     #: only it, gets ``escape: backslash``: the other tables' keys stay as they are)
     rejects: dict[str, int] = field(default_factory=dict)
+    #: a sharded source's ``sources:`` (name, URL setting), drafted from the first's schema
+    shards: tuple[tuple[str, str], ...] = ()
 
     @property
     def mapped(self) -> list[TableDraft]:
@@ -86,7 +88,11 @@ class Draft:
         """The mapping as plain data (what ``yaml.safe_load`` of :meth:`render` gives)."""
         return {
             "version": 1,
-            "source": self.source_setting,
+            **(
+                {"sources": [{"name": n, "url": u} for n, u in self.shards]}
+                if self.shards
+                else {"source": self.source_setting}
+            ),
             "options": {
                 "separator": self.separator,
                 "batch_size": BatchSize,
@@ -277,12 +283,12 @@ def _cols(columns: tuple[str, ...]) -> str:
     return "(" + ", ".join(columns) + ")"
 
 
-def source_setting(url: str) -> str:
+def source_setting(url: str, variable: str = "MYSQL_PASSWORD") -> str:
     """The ``source:`` line for the file: the URL with any password replaced by
-    ``${MYSQL_PASSWORD:-}``, so the secret stays in the environment."""
+    ``${MYSQL_PASSWORD:-}`` (``variable``), so the secret stays in the environment."""
     shown = mask(url)
     if ":***@" in shown:
-        return shown.replace(":***@", ":${MYSQL_PASSWORD:-}@", 1)
+        return shown.replace(":***@", f":${{{variable}:-}}@", 1)
     return shown
 
 
@@ -356,10 +362,11 @@ def _escape_lines(d: Draft, table: str) -> list[str]:
 def render(d: Draft) -> str:
     out = [
         f"# migrator mapping drafted by 'migrator init' on {d.date}",
-        f"# source: {d.source} (database {d.database})",
+        f"# source: {d.source} (database {d.database})"
+        + (f", the first of {len(d.shards)} shards, which hold the same tables" * bool(d.shards)),
         "# the defaults, written out in full (see the documentation's mapping.md:",
         f"# {docs('mapping.md#what-migrator-init-drafts')}): edit freely, then check with",
-        "#   migrator validate THIS_FILE --source URL",
+        "#   migrator validate THIS_FILE" + (" --source URL" * (not d.shards)),
         "# init never drafts these; add them to a table by hand where wanted:",
         "#   where: \"status = 'active'\"      only the rows a filter keeps (mapping.md#where)",
         "#   fields: {login_times: times}    field names; formats: {created: epoch} value",
@@ -373,13 +380,19 @@ def render(d: Draft) -> str:
         "#   search: {name: books}           a search index made from the mapping and MySQL's",
         "#                                   indexes (mapping.md#search)",
     ]
-    if "${MYSQL_PASSWORD" in d.source_setting:
+    if d.shards and any("${MYSQL_PASSWORD" in u for _, u in d.shards):
+        out.append("# the passwords are not stored here: export each MYSQL_PASSWORD_<SHARD>=...")
+    elif "${MYSQL_PASSWORD" in d.source_setting:
         out.append("# the password is not stored here: export MYSQL_PASSWORD=... or pass --source")
     if d.views:
         out.append("# views skipped (only base tables are migrated): " + ", ".join(d.views))
     out += [
         "version: 1",
-        f"source: {scalar(d.source_setting)}",
+        *(
+            ["sources:", *(f"  - {scalar({'name': n, 'url': u})}" for n, u in d.shards)]
+            if d.shards
+            else [f"source: {scalar(d.source_setting)}"]
+        ),
         "# target: redis://127.0.0.1:6379/0   (the default; or --target / MIGRATOR_TARGET_URL)",
         "options:",
         f"  separator: {scalar(d.separator)}",
