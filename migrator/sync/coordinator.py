@@ -57,6 +57,7 @@ from migrator.source.snapshot import Snapshot
 from migrator.store import features, search_index
 from migrator.store.checkpoint import KeysFollower
 from migrator.store.cluster import connect_any, is_cluster
+from migrator.store.sink import retry
 from migrator.store.sync_lock import SyncLock
 from migrator.store.sync_state import SyncState
 from migrator.sync import log, shard_latest
@@ -157,7 +158,8 @@ def coordinate(
                       "reading the source's settings", src.close)  # fmt: skip
     refuse_nesting(tops, is_cluster(client), logged)
     refuse_cluster_streams(resolved, is_cluster(client))
-    shard_latest.refuse(resolved, shard, is_cluster(client))  # merged over the shards
+    names = [s.name for s in m.sources] if shard else []
+    shard_latest.refuse(resolved, names, is_cluster(client))  # merged over the shards
     plans = {r.name: TablePlan(r) for r in resolved}
     parents = outside(src.schema().tables, plans)  # read for their cascades (plan/cascade.py)
     refuse_unfollowable(cascade_plans(plans, tops), is_cluster(client), logged, parents)
@@ -166,6 +168,8 @@ def coordinate(
     lock.acquire()  # before anything is written or the log is read
     try:
         search_index.build(client, m.name, searches, progress)
+        if shard and not is_cluster(client):  # (a Cluster never held the old names)
+            retry(lambda: shard_latest.rename_old(client, resolved, shard))
         state = SyncState(client, m.name, shard)
         stored = state.load()
         server = surfaced(lambda: gtid.server_id(src.raw_connection()),
