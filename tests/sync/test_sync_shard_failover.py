@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +64,13 @@ def _writing(shards: dict[str, Any], seed: int, steps: int) -> list[threading.Th
     return out
 
 
+@pytest.mark.parametrize("moved", ["url", "address"])
 def test_one_shards_failover_to_its_promoted_replica_leaves_the_other_following(
-    scene: tuple[ReplicaPair, PrivateMySQL], redis_url: str, tmp_path: Path
+    moved: str, scene: tuple[ReplicaPair, PrivateMySQL], redis_url: str, tmp_path: Path
 ) -> None:
+    """``url``: west's URL in the mapping moved to the replica, west's process started again;
+    ``address``: the replica takes the primary's address (a virtual IP moved) while west's
+    process, never restarted, retries it: it fails over in place."""
     pair, east_server = scene
     shards = {"east": seeded("east", east_server), "west": seeded("west", pair.primary)}
     mapping = Path(mapping_of(tmp_path, shards))
@@ -74,7 +79,9 @@ def test_one_shards_failover_to_its_promoted_replica_leaves_the_other_following(
     client = redis.Redis.from_url(redis_url)
     env = dict(os.environ)
     args = {n: ["sync", str(mapping), "--shard", n, "--target", redis_url] for n in shards}
-    with following(args["east"], env) as east, following(args["west"], env) as west:
+    with ExitStack() as running:
+        east = running.enter_context(following(args["east"], env))
+        west = running.enter_context(following(args["west"], env))
         for t in _writing(shards, 1, 120):
             t.join()
         pair.caught_up()  # the replica holds every transaction west's primary logged
@@ -85,33 +92,40 @@ def test_one_shards_failover_to_its_promoted_replica_leaves_the_other_following(
         # east keeps taking writes through west's failover
         east_writes = threading.Thread(target=write_shard, args=(shards["east"], "east", 5, 150))
         east_writes.start()
+        address = pair.primary.port
         pair.primary.halt(kill=True)  # west's primary fails
         pair.promote()  # its replica becomes west's primary: the same GTIDs, other files
-        west.send_signal(signal.SIGTERM)  # west's process, retrying the dead address
-        assert west.wait(60) == 0, west.stderr.read() if west.stderr else ""
-        promoted = on(pair.replica, shards["west"].name)
-        shards["west"] = promoted
-        mapping.write_text(mapping.read_text().replace(f":{pair.primary.port}/",
-                                                       f":{pair.replica.port}/"))  # fmt: skip
+        if moved == "url":
+            west.send_signal(signal.SIGTERM)  # west's process, retrying the dead address
+            assert west.wait(60) == 0, west.stderr.read() if west.stderr else ""
+            mapping.write_text(mapping.read_text().replace(f":{address}/",
+                                                           f":{pair.replica.port}/"))  # fmt: skip
+            west = running.enter_context(following(args["west"], env))
+        else:  # the primary's address now answers with the replica
+            pair.replica.halt()
+            pair.replica.port = address
+            pair.replica.start()
+        promoted = shards["west"] = on(pair.replica, shards["west"].name)
+        wait_for("west on the replica",
+                 lambda: _state(client, "west")["file"].startswith("replica-bin."), 60)  # fmt: skip
+        after = _state(client, "west")
+        assert after["server"] == "2" and after["gtid"] == before["gtid"]
+        assert after["source"].endswith(f":{pair.replica.port}/{promoted.name}")
         wait_for("east applying meanwhile",
                  lambda: _state(client, "east")["pos"] != east_before["pos"], 60)  # fmt: skip
-        with following(args["west"], env) as again:  # continues on the replica by GTID
-            moved = _state(client, "west")
-            assert moved["file"].startswith("replica-bin.") and moved["server"] == "2"
-            assert moved["source"].endswith(f":{pair.replica.port}/{promoted.name}")
-            for t in _writing({"west": promoted}, 11, 100):
-                t.join()
-            east_writes.join()
-            for t in _writing(shards, 21, 60):
-                t.join()
-            wait_for("west caught up", lambda: parse(_state(client, "west").get("gtid", ""))
-                     == parse(pair.gtid(pair.replica)), 60)  # fmt: skip
-            assert east.poll() is None, "west's failover is west's business"
-            for proc in (east, again):
-                proc.send_signal(signal.SIGTERM)
-                assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
-            said = again.stderr.read() if again.stderr else ""
-            assert "failover" in said and "replica-bin." in said, said[-2000:]
+        for t in _writing({"west": promoted}, 11, 100):
+            t.join()
+        east_writes.join()
+        for t in _writing(shards, 21, 60):
+            t.join()
+        wait_for("west caught up", lambda: parse(_state(client, "west").get("gtid", ""))
+                 == parse(pair.gtid(pair.replica)), 60)  # fmt: skip
+        assert east.poll() is None and west.poll() is None, "west's failover is west's business"
+        for proc in (east, west):
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+        said = west.stderr.read() if west.stderr else ""
+        assert "failover" in said and "replica-bin." in said, said[-2000:]
     for name in shards:  # each shard caught up (east's process was stopped where it was)
         sync(str(mapping), target=redis_url, shard=name, until_caught_up=True)
     east_after = _state(client, "east")
