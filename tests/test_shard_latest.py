@@ -3,16 +3,18 @@ source/shards.py alike): byte order is the values' order (MySQL's ORDER BY) for
 every kind, as migrate and verify order the shards' newest rows (numbers by value, the rest
 byte for byte), and a key of several columns compares column by column, so the merge
 script's string comparison picks the newest N of the union (live: tests/sync/
-test_sync_shards.py)."""
+test_sync_shards.py); and the candidates' names hash to the list's Redis Cluster slot."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
 import pytest
+from redis.crc import key_slot
 
 from migrator.mapping.kinds import Kind
 from migrator.source.order import order_key
+from migrator.sync.shard_latest import candidates_key, hashed, old_candidates_key
 
 
 @pytest.mark.parametrize(
@@ -38,3 +40,26 @@ def test_byte_order_is_the_values_order(kind: Kind, texts: list[bytes], value: t
     pairs = [(a, b) for a in texts for b in texts]  # (a, b) keys: the first column decides
     joined = sorted(pairs, key=lambda p: order_key(p[0], kind) + order_key(p[1], kind))
     assert joined == sorted(pairs, key=lambda p: (texts.index(p[0]), texts.index(p[1])))
+
+
+@pytest.mark.parametrize(
+    "list_key",
+    [b"item:latest", b"{item}:latest", b"item:{t}:latest", b"{t}}", b"a{b", b"{"],
+)
+def test_the_candidates_hash_to_the_lists_slot(list_key: bytes) -> None:
+    """The merge script reads the list and every shard's candidates: one slot on a Cluster."""
+    keys = {candidates_key("shop", s, list_key) for s in ("east", "west")}
+    assert len(keys) == 2 and all(k.startswith(b"migrator:shop:latest:") for k in keys)
+    assert {key_slot(k) for k in keys} == {key_slot(list_key)}, keys
+    assert {hashed(k) for k in keys} == {hashed(list_key)}
+
+
+def test_a_brace_that_keeps_the_candidates_out_of_the_slot_is_found() -> None:
+    """``}`` outside a hash tag, or a mapping name with a brace: ``refuse`` says so on a
+    Cluster (live: tests/sync/test_sync_shard_faults.py)."""
+    for key in (b"a}b", b"a{}b", b"{}x{y}"):  # (an empty tag is none: the whole key)
+        assert hashed(candidates_key("shop", "east", key)) != hashed(key) == key
+    assert hashed(candidates_key("s{p}", "east", b"item:latest")) != hashed(b"item:latest")
+    assert old_candidates_key("shop", "east", b"item:latest") == (
+        b"migrator:shop:latest:east:item:latest"
+    )

@@ -57,6 +57,7 @@ from migrator.source.snapshot import Snapshot
 from migrator.store import features, search_index
 from migrator.store.checkpoint import KeysFollower
 from migrator.store.cluster import connect_any, is_cluster
+from migrator.store.sink import retry
 from migrator.store.sync_lock import SyncLock
 from migrator.store.sync_state import SyncState
 from migrator.sync import log, shard_latest
@@ -157,7 +158,8 @@ def coordinate(
                       "reading the source's settings", src.close)  # fmt: skip
     refuse_nesting(tops, is_cluster(client), logged)
     refuse_cluster_streams(resolved, is_cluster(client))
-    shard_latest.refuse(resolved, shard, is_cluster(client))  # merged over the shards
+    names = [s.name for s in m.sources] if shard else []
+    shard_latest.refuse(resolved, names, is_cluster(client))  # merged over the shards
     plans = {r.name: TablePlan(r) for r in resolved}
     parents = outside(src.schema().tables, plans)  # read for their cascades (plan/cascade.py)
     refuse_unfollowable(cascade_plans(plans, tops), is_cluster(client), logged, parents)
@@ -166,21 +168,38 @@ def coordinate(
     lock.acquire()  # before anything is written or the log is read
     try:
         search_index.build(client, m.name, searches, progress)
+        if shard and not is_cluster(client):  # (a Cluster never held the old names)
+            retry(lambda: shard_latest.rename_old(client, resolved, shard))
         state = SyncState(client, m.name, shard)
         stored = state.load()
         server = surfaced(lambda: gtid.server_id(src.raw_connection()),
                           "reading the source's server id", src.close)  # fmt: skip
         reader_id = o.server_id or default_server_id(m.name + (f":{shard}" if shard else ""), url)
         shape = mapping_fingerprint(m)
+
+        def fail_over(held: dict[str, str], now: str) -> dict[str, str]:
+            """The stored position moved to server ``now`` by its GTID state, and said."""
+            found = surfaced(
+                lambda: failover(src, client, state.key, held, ident, now, reader_id),
+                "finding the stored GTID state on the source", src.close,
+            )  # fmt: skip
+            log.failed_over(held, found)
+            return found
+
+        def relocate() -> dict[str, str] | None:
+            """After a lost connection: a failover when another server answers now (a
+            virtual IP moved to a promoted replica)."""
+            now = surfaced(lambda: gtid.server_id(src.raw_connection()),
+                           "reading the source's server id", src.close)  # fmt: skip
+            held = state.load()
+            moved = bool(held.get("file")) and gtid.moved(held, ident, now)
+            return fail_over(held, now) if moved else None
+
         if o.reload:
             stored = {}
         elif stored and gtid.moved(stored, ident, server):  # a failover (or another source)
-            before = stored
-            stored = surfaced(
-                lambda: failover(src, client, state.key, stored, ident, server, reader_id),
-                "finding the stored GTID state on the source", src.close,
-            )  # fmt: skip
-            log.failed_over(before, stored)
+            stored = fail_over(stored, server)
+
         changed, dropped = mapping_changes(stored, m, shape)
         refuse_changed(changed, shard)
         log.started(m.file or m.name, src.shown_url, mask(url), stored, o.reload, online_load)
@@ -216,7 +235,7 @@ def coordinate(
                 identity=identity, asked=once(o.asked, changed, dropped), progress=online,
                 others=others, **kw,
             ),
-            replan=lambda: replan(src, m, resolved, shard), shard=shard,
+            replan=lambda: replan(src, m, resolved, shard), shard=shard, relocate=relocate,
             fields={"source": ident, "server": server, **identity, **(
                 {FIELD: dump_queue(first_run_queue(resolved, o.chunk_rows))}
                 if online_load else {})},

@@ -98,12 +98,14 @@ class SyncRun:
         figures: SyncFigures | None = None,
         replan: Callable[[], None] = lambda: None,
         shard: str = "",
+        relocate: Callable[[], dict[str, str] | None] = lambda: None,
     ) -> None:
         self.m, self.src, self.client, self.state = m, src, client, state
         self.resolved, self.report, self.stop, self.policy = resolved, report, stop, policy
         self.lock, self.again, self.on_status, self.progress = lock, again, on_status, progress
         self.load, self.follower, self.fields = load, follower, fields
         self.replan = replan  # the mapping resolved again against the live schema
+        self.relocate = relocate  # another server behind the source's address: failed over
         self.shard = shard  # one shard of a sharded source: it removes no other's keys
         self.figures = figures or SyncFigures()  # retries counted for /metrics and /healthz
         self.redis = self.figures.retrying("Redis", policy, stop, self.note)  # writes, waits
@@ -173,6 +175,7 @@ class SyncRun:
 
     def _loop(self, until_caught_up: bool) -> None:
         losses = failures = 0
+        reconnected = False
         while True:
             self.lock.check()
             follower: Follower | None = None
@@ -187,6 +190,9 @@ class SyncRun:
                     self.report.stopped = "stopped"
                     return
                 assert self.report.position is not None
+                if reconnected:  # the address may lead to another server now
+                    self._relocated()
+                    reconnected = False
                 follower = self.current = self.follower(
                     self.report.position, check_target=self._check_target, retrying=self.redis
                 )
@@ -211,6 +217,7 @@ class SyncRun:
                     failures = 0
                 failures += 1
                 self._retry_source(e, failures, self.loading)
+                reconnected = True
             except ConnectError as e:
                 raise self._gave_up(e) from None
             except TargetFull as e:  # fix Redis; the stored position stays where it was
@@ -359,6 +366,16 @@ class SyncRun:
             why = f"still failing after {self.policy.attempts} retries"
             raise self._gave_up(e, why) from None
         self.report.recoveries.append(f"{e.message}; reconnected ({where})")
+
+    def _relocated(self) -> None:
+        """After a lost source connection: when another server answers at the source's
+        address (a virtual IP moved to a promoted replica), follow on from the position the
+        failover found there (sync/failover.py), stored and logged by ``relocate``."""
+        moved = self.relocate()
+        if moved is not None:
+            self.report.position = BinlogPosition(moved["file"], int(moved["pos"]),
+                                                  moved.get("gtid", ""))  # fmt: skip
+            self.fields.update(source=moved["source"], server=moved["server"])
 
     def _holds(self) -> str:
         """What Redis holds now: the stored position, and whether the first load is done."""

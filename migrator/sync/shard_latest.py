@@ -3,7 +3,8 @@ rows of the union, kept by one ``sync`` process per shard without reading anothe
 
 One source rebuilds a touched latest list from MySQL's newest N rows (sync/apply.py). Over
 shards each process reads its own shard's newest N, with their order values, into a candidate
-sorted set of its own, ``migrator:<m>:latest:<shard>:<list key>`` (all scores 0; each member
+sorted set of its own, ``migrator:<m>:latest:<shard>:{<list key>}`` (``candidates_key``: in
+the list's Redis Cluster slot; all scores 0; each member
 the row's sort key — the order value, then the primary key, each encoded so that byte order is
 MySQL's order — a NUL, then the primary key as the list holds it), and then rebuilds the list
 from every shard's candidates by a script (``MERGE``): the N greatest sort keys over every
@@ -17,8 +18,11 @@ each table (plan/finish.py's place).
 The order is the one ``migrate`` and ``verify`` merge the shards' newest rows in
 (source/order.py ``order_key``): numbers by value, every other value byte for byte (a
 collation that orders otherwise is a limit of docs/sharding.md). The sort key is hex, so the
-member's first NUL ends it. A Redis Cluster is refused (exit 2): its script could not read the
-shards' candidates in one slot.
+member's first NUL ends it. On a Redis Cluster the script reads keys of one slot: every
+candidates key hashes as the list key does (its hash tag kept, or the list key made the tag),
+and a list key whose candidates cannot (a ``}`` outside a hash tag) is refused there (exit 2).
+Before that naming the candidates were ``migrator:<m>:latest:<shard>:<list key>``, on a single
+server only: a shard's process renames its own when it starts (``rename_old``).
 """
 
 from __future__ import annotations
@@ -49,22 +53,63 @@ MERGE = (
 )
 
 
+def hashed(key: bytes) -> bytes:
+    """What a Redis Cluster hashes of ``key`` to its slot: its hash tag (between the first
+    ``{`` and the first ``}`` after it, when that is not empty), else the whole key."""
+    start = key.find(b"{")
+    end = key.find(b"}", start + 1) if start >= 0 else -1
+    return key[start + 1 : end] if end > start + 1 else key
+
+
 def candidates_key(mapping_name: str, shard: str, list_key: bytes) -> bytes:
+    """The shard's candidates of the list: in the list's slot, its hash tag kept or the
+    whole list key made the tag (``hashed`` of both agrees unless the list key holds a
+    ``}`` outside a tag, which ``refuse`` refuses on a Cluster)."""
+    prefix = f"migrator:{mapping_name}:latest:{shard}:".encode()
+    if hashed(list_key) != list_key:  # a hash tag of its own
+        return prefix + list_key
+    return prefix + b"{" + list_key + b"}"
+
+
+def old_candidates_key(mapping_name: str, shard: str, list_key: bytes) -> bytes:
+    """The candidates' name before ``candidates_key`` (single servers only: a Cluster was
+    refused then)."""
     return f"migrator:{mapping_name}:latest:{shard}:".encode() + list_key
 
 
-def refuse(resolved: Sequence[Resolved], shard: str, cluster: bool) -> None:
-    """Exit 2 for a latest list a shard's sync cannot merge: on a Redis Cluster."""
-    if not shard or not cluster:
+def refuse(resolved: Sequence[Resolved], shards: Sequence[str], cluster: bool) -> None:
+    """Exit 2 for a latest list a shard's sync cannot merge on a Redis Cluster: a candidates
+    key that would not hash to the list's slot (a ``}`` in the list key outside a tag)."""
+    if not shards or not cluster:
         return
     for r in resolved:
         for latest in r.table.latest:
+            key = latest.key.render({}).encode()
+            if all(hashed(candidates_key(r.mapping_name, s, key)) == hashed(key)
+                   for s in shards):  # fmt: skip
+                continue
             raise MigratorError(
-                f"table '{r.name}': its latest list {latest.key.text} cannot be kept exact over "
-                "shards on a Redis Cluster: the shards' candidates cannot be merged in one script",
-                f"sync into a single Redis server, or drop the list for sync over shards "
+                f"table '{r.name}': its latest list {key.decode(errors='replace')} cannot be "
+                "kept exact over shards on a Redis Cluster: a '}' outside a hash tag (in the key "
+                "or the mapping's name) keeps the shards' candidates out of its slot, where the "
+                "script that merges them reads",
+                'give the list key a hash tag of its own (key: "{{item}}:latest": the '
+                "candidates share it) or no '}' "
                 f"({docs('sharding.md#latest-lists-over-shards')})",
             )
+
+
+def rename_old(client: Any, resolved: Sequence[Resolved], shard: str) -> None:
+    """The shard's candidates under their old name (an older migrator's, single server
+    only), renamed to ``candidates_key``, so that a quiet shard's rows stay in the merge;
+    run with the shard's lease held (no other writer of them)."""
+    for r in resolved:
+        for latest in r.table.latest:
+            key = latest.key.render({}).encode()
+            old = old_candidates_key(r.mapping_name, shard, key)
+            new = candidates_key(r.mapping_name, shard, key)
+            if old != new and client.exists(old):
+                client.rename(old, new)
 
 
 def commands(

@@ -1,16 +1,22 @@
 """Two shards of one schema for the tests of ``sync --shard`` (docs/sharding.md#sync): a
 private Oracle MySQL 9.7 (``east``, primary keys from 1,000,000) and a private MariaDB
-(``west``, from 1), a fresh database on each per test, and the sharded mapping over them."""
+(``west``, from 1), a fresh database on each per test, and the sharded mapping over them;
+random writes on a shard (``write_shard``) and the end check against rebuilds
+(``equals_a_rebuild``)."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
+from migrator.commands.migrate import migrate
+from migrator.commands.verify import verify
 from tests.binlog_server import PrivateMariaDB, missing, running_mariadb
 from tests.mysql_server import PrivateMySQL, mysql_problem
 from tests.services import create_database
@@ -122,3 +128,86 @@ def union_of(servers: dict[str, Any], shards: dict[str, Any], tmp_path: Path) ->
     path.parent.mkdir(exist_ok=True)
     path.write_text(f'version: 1\nsource: "{db.url}"\n{TABLES}')
     return str(path)
+
+
+def write_shard(db: Any, name: str, seed: int, steps: int) -> None:
+    """Random transactions on one shard, inside its own key range: inserts, updates of the
+    unique, indexed and scored columns, primary-key moves, deletes, tags."""
+    rng = random.Random(seed)
+    base = BASE[name]
+    conn = db.connect(autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for _ in range(steps):
+                cur.execute("SELECT id FROM item")
+                ids = [r[0] for r in cur.fetchall()] or [base + 1]
+                i, op = rng.choice(ids), rng.random()
+                new = base + rng.randint(1, 5000)
+                cur.execute("START TRANSACTION")
+                if op < 0.3:
+                    cur.execute("INSERT IGNORE INTO item VALUES (%s, %s, %s, %s)",
+                                (new, rng.choice([None, f"n{new}"]), rng.choice(["c0", "c1", None]),
+                                 rng.choice([None, rng.randint(-50, 500)])))  # fmt: skip
+                elif op < 0.6:
+                    cur.execute("UPDATE item SET price = %s, cat = %s WHERE id = %s",
+                                (rng.randint(0, 900), rng.choice(["c0", "c2"]), i))  # fmt: skip
+                elif op < 0.7:
+                    cur.execute("UPDATE IGNORE item SET email = %s WHERE id = %s",
+                                (f"u{seed}_{rng.randrange(10**9)}", i))  # fmt: skip
+                elif op < 0.8:
+                    cur.execute("UPDATE IGNORE item SET id = %s WHERE id = %s", (new, i))
+                elif op < 0.9:
+                    cur.execute("DELETE FROM item WHERE id = %s", (i,))
+                    cur.execute("DELETE FROM tag WHERE item_id = %s", (i,))
+                else:
+                    cur.execute("INSERT IGNORE INTO tag VALUES (%s, %s)",
+                                (i, rng.choice(["a", "b", "c"])))  # fmt: skip
+                cur.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def dump(client: redis.Redis) -> dict[bytes, Any]:
+    """Every key but the tool's own (``migrator:``; the owner hashes kept) with its value."""
+    out: dict[bytes, Any] = {}
+    for key in client.scan_iter(count=1000):
+        if key.startswith(b"migrator:") and not key.startswith(b"migrator:shop:shard:"):
+            continue
+        kind = client.type(key)
+        out[key] = {
+            b"string": client.get, b"hash": client.hgetall, b"set": client.smembers,
+            b"zset": lambda k: client.zrange(k, 0, -1, withscores=True),
+            b"list": lambda k: client.lrange(k, 0, -1),
+        }[kind](key)  # fmt: skip
+    return out
+
+
+def equals_a_rebuild(
+    servers: dict[str, Any], shards: dict[str, Any], mapping: str, redis_url: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """What the shards' sync processes wrote (every shard caught up) against independent
+    rebuilds: ``verify`` of the union and of the shards answers 0; every key but the tool's
+    own equals a ``migrate`` of the union's rows (the counter at least the union's highest
+    key, never lowered below east's); a ``migrate`` of the shards writes the same keys,
+    owner hashes included. Empties the Redis database of ``redis_url`` on the way."""
+    client = redis.Redis.from_url(redis_url)
+    union = union_of(servers, shards, tmp_path)
+    for checking in (union, mapping):  # the union's rows, and the shards read one by one
+        checked = verify(checking, target=redis_url)
+        assert checked.exit_code == 0, json.dumps(checked.as_dict(), default=str)[:3000]
+    synced = dump(client)
+    counter = int(synced.pop(b"item:id"))
+    for key in list(client.scan_iter()):
+        client.delete(key)
+    migrate(union, target=redis_url)  # an independent rebuild: one source, every row
+    rebuilt = dump(client)
+    assert counter >= int(rebuilt.pop(b"item:id"))  # raised by both shards, never lowered
+    assert counter >= BASE["east"]  # east's keys are the highest: west never lowered it
+    assert {k: v for k, v in synced.items() if not k.startswith(b"migrator:")} == rebuilt
+    for key in list(client.scan_iter()):
+        client.delete(key)
+    migrate(mapping, target=redis_url)  # migrate of the shards: the owner hashes too
+    again = dump(client)
+    again.pop(b"item:id")
+    assert synced == again

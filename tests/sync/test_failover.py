@@ -1,8 +1,9 @@
 """sync across a failover by GTID (issue 17 item 3), on a primary and a replica of the test's own
 (tests/replication.py: two private mariadbd, MariaDB GTID replication, the replica logging to
 ``replica-bin.*``): sync follows the primary, the primary stops, the replica is promoted, sync
-is pointed at it — at its own address, or at the primary's old address (a moved virtual IP) —
-and continues exactly after the last transaction it applied; a replica that lacks
+is pointed at it — at its own address, or at the primary's old address (a moved virtual IP,
+also while a running sync retries it) — and continues exactly after the last transaction it
+applied; a replica that lacks
 transactions Redis already holds, or whose history diverged, is refused with the reason
 (exit 1) and nothing in Redis is touched."""
 
@@ -25,6 +26,7 @@ from migrator.mapping.loader import parse_mapping
 from migrator.source.binlog.gtid import FailoverRefused, parse, render
 from migrator.source.binlog.reader import BinlogPosition
 from tests.binlog_server import missing
+from tests.faults import wait_for
 from tests.replication import ReplicaPair, on
 from tests.replication import follow as follow_as
 from tests.replication import stored as stored_as
@@ -148,6 +150,48 @@ def test_failover_behind_the_same_address_is_recognised_by_the_server_id(
     assert report.started_at.file.startswith("replica-bin.")
     assert report.transactions == seq(pair.gtid(pair.replica)) - seq(before["gtid"])
     assert stored(target)["server"] == "2"
+    result = verify(parse_mapping(MAPPING, name=NAME), source=new.url, target=target)
+    assert result.exit_code == 0, result.as_dict()
+
+
+def test_a_running_sync_fails_over_in_place_when_its_address_moves(
+    pair: ReplicaPair, target: str
+) -> None:
+    """sync follows the primary, which is killed; the replica, promoted, takes the primary's
+    address while sync retries it: the same run sees another server id there and continues
+    by the stored GTID state, without a restart."""
+    db = loaded(pair, target)
+    address = pair.primary.port
+    mapping = parse_mapping(MAPPING + "options:\n  retries: {attempts: 200, backoff: 0.2, "
+                            "max_backoff: 1}\n", name=NAME)  # fmt: skip
+    stop, errors = threading.Event(), []
+
+    def run() -> None:
+        try:
+            sync(mapping, source=db.url, target=target, stop=stop, server_id=READER)
+        except BaseException as e:
+            errors.append(e)
+
+    running = threading.Thread(target=run)
+    running.start()
+    try:
+        head = pair.gtid(pair.primary)
+        wait_for("sync caught up", lambda: stored(target)["gtid"] == head or errors, 60)
+        pair.primary.halt(kill=True)
+        pair.promote()
+        pair.replica.halt()
+        pair.replica.port = address  # a virtual IP moved
+        pair.replica.start()
+        new = on(pair.replica, "shop")
+        write(new, 9, 40)
+        head = pair.gtid(pair.replica)
+        wait_for("sync on the replica", lambda: stored(target)["gtid"] == head or errors, 60)
+    finally:
+        stop.set()
+        running.join(60)
+    assert not errors and not running.is_alive(), errors
+    assert stored(target)["server"] == "2"
+    assert stored(target)["file"].startswith("replica-bin.")
     result = verify(parse_mapping(MAPPING, name=NAME), source=new.url, target=target)
     assert result.exit_code == 0, result.as_dict()
 

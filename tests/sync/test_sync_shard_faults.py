@@ -24,7 +24,7 @@ from migrator.reports import SchemaChanged
 from tests.binlog_server import free_port
 from tests.faults import wait_for
 from tests.sync.helpers import following, purge_logs
-from tests.sync.shard_scene import BASE, mapping_of, servers, shards, union_of
+from tests.sync.shard_scene import BASE, mapping_of, servers, shards, union_of, write_shard
 
 __all__ = ["servers", "shards"]  # the fixtures
 
@@ -71,25 +71,54 @@ def test_a_ddl_or_truncate_stops_its_shard_only_and_its_reload_removes_its_rows(
     assert client.hget(f"item:{BASE['east'] + 1}", b"cat") == b"c1"
 
 
+NEWEST = """      - key: "{{item}}:newest"
+        order_by: id
+        limit: 3
+"""
+
+
+def _newest(shards: dict[str, Any], order: str, limit: int) -> list[bytes]:
+    """``ORDER BY order DESC, id DESC LIMIT limit`` over the union of the shards' rows (the
+    order column an integer): the ids, as a latest list holds them."""
+    rows: list[tuple[int, int]] = []
+    for db in shards.values():
+        conn = db.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT {order}, id FROM item WHERE {order} IS NOT NULL")
+                rows += cur.fetchall()
+        finally:
+            conn.close()
+    return [str(i).encode() for _, i in sorted(rows, reverse=True)[:limit]]
+
+
 def test_two_shards_into_a_redis_cluster(
     servers: dict[str, Any], shards: dict[str, Any], redis_cluster: Any, tmp_path: Path
 ) -> None:
-    """Claims, reloads and counters on a Cluster (each script names one key); a latest list,
-    merged from every shard's candidates in one script, is refused there (exit 2)."""
+    """Claims, reloads, counters and latest lists on a Cluster: each script names keys of
+    one slot (the shards' candidates of a list hash to the list's slot: the list key made
+    their hash tag, or its own tag kept); a list key whose '}' keeps them out is refused."""
     mapping = mapping_of(tmp_path, shards)
     target = redis_cluster.url
+    text = Path(mapping).read_text()
+    lists = text.index("  tag:")
     redis_cluster.flush()
     try:
-        with pytest.raises(MigratorError, match="on a Redis Cluster: the shards") as refused:
+        Path(mapping).write_text(
+            text[:lists] + NEWEST.replace("{{item}}:", "item}}") + text[lists:]
+        )
+        with pytest.raises(MigratorError, match="'}' outside a hash tag") as refused:
             sync(mapping, target=target, shard="east", until_caught_up=True)
-        assert refused.value.exit_code == 2
-        text = Path(mapping).read_text()
-        Path(mapping).write_text(text[: text.index("    latest:")] + text[text.index("  tag:") :])
+        assert refused.value.exit_code == 2 and "hash tag of its own" in (refused.value.hint or "")
+        text = text[:lists] + NEWEST + text[lists:]  # a list of its own tag, and item:latest
+        Path(mapping).write_text(text)
         for name in shards:
             sync(mapping, target=target, shard=name, until_caught_up=True)
+        for seed, name in enumerate(shards):
+            write_shard(shards[name], name, seed, 80)
         shards["east"].run("UPDATE item SET price = price + 1; DELETE FROM item WHERE id % 3 = 0")
-        shards["west"].run("INSERT INTO item VALUES (5000, 'w5000', 'c1', 1); "
-                           "INSERT INTO tag VALUES (5000, 'a')")  # fmt: skip
+        shards["west"].run("INSERT INTO item VALUES (9000, 'w9000', 'c1', 1); "
+                           "INSERT INTO tag VALUES (9000, 'a')")  # fmt: skip
         shards["east"].run("INSERT INTO item VALUES (5, 'east5', 'c0', 1)")  # west's 5: collides
         for name in shards:
             sync(mapping, target=target, shard=name, until_caught_up=True)
@@ -101,10 +130,20 @@ def test_two_shards_into_a_redis_cluster(
         finally:
             client.close()
         shards["east"].run("DELETE FROM item WHERE id = 5")  # so the union can hold the rows
-        sync(mapping, target=target, shard="east", until_caught_up=True)
+        shards["west"].run("UPDATE item SET price = 999 WHERE id = 9000")  # west's newest now
+        for name in shards:
+            sync(mapping, target=target, shard=name, until_caught_up=True)
         union = Path(union_of(servers, shards, tmp_path))
-        latest = text[text.index("    latest:") : text.index("  tag:")]
-        union.write_text(union.read_text().replace(latest, ""))
+        union_text = union.read_text()
+        at = union_text.index("  tag:")
+        union.write_text(union_text[:at] + NEWEST + union_text[at:])
+        client = redis.RedisCluster.from_url(target)
+        try:  # each list: ORDER BY ... LIMIT N over the union
+            assert client.lrange("item:latest", 0, -1) == _newest(shards, "price", 5)
+            assert client.lrange("{item}:newest", 0, -1) == _newest(shards, "id", 3)
+            assert client.lindex("item:latest", 0) == b"9000"
+        finally:
+            client.close()
         checked = verify(str(union), target=target)
         assert checked.exit_code == 0, checked.as_dict()
     finally:
@@ -177,4 +216,26 @@ def test_one_shards_purged_log_stops_it_alone_and_its_reload_is_exact(
     assert not client.sismember(b"item:indices:cat:c1", b"4")  # west's rows re-indexed
     assert client.sismember(b"item:indices:cat:c1", str(BASE["east"] + 1).encode())
     assert client.hlen(b"migrator:shop:shard:item") == 38
+    assert verify(mapping, target=redis_url).exit_code == 0
+
+
+def test_candidates_of_the_old_name_are_renamed_when_the_shard_starts(
+    shards: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    """An older migrator named a shard's candidates ``...:latest:<shard>:<list key>``: the
+    shard's process renames them when it starts, so its rows stay in the merge whether its
+    shard changes or not."""
+    mapping = mapping_of(tmp_path, shards)
+    client = redis.Redis.from_url(redis_url)
+    for name in shards:
+        sync(mapping, target=redis_url, shard=name, until_caught_up=True)
+    new, old = b"migrator:shop:latest:west:{item:latest}", b"migrator:shop:latest:west:item:latest"
+    held = client.zrange(new, 0, -1)
+    assert len(held) == 5 and not client.exists(old)
+    client.rename(new, old)  # as an older migrator left them
+    sync(mapping, target=redis_url, shard="west", until_caught_up=True)  # west: no change
+    assert client.zrange(new, 0, -1) == held and not client.exists(old)
+    shards["east"].run("UPDATE item SET price = price - 100")  # west's rows the newest now
+    sync(mapping, target=redis_url, shard="east", until_caught_up=True)
+    assert client.lrange(b"item:latest", 0, -1) == [b"20", b"19", b"18", b"17", b"16"]
     assert verify(mapping, target=redis_url).exit_code == 0

@@ -7,10 +7,8 @@ is refused, and each shard's own state, lock and metrics label."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import random
 import signal
 import subprocess
 import threading
@@ -22,7 +20,6 @@ from typing import Any
 import pytest
 import redis
 
-from migrator.commands.migrate import migrate
 from migrator.commands.sync import sync
 from migrator.commands.verify import verify
 from migrator.errors import MigratorError
@@ -35,67 +32,16 @@ from tests.faults import wait_for
 from tests.sync.helpers import cli, following
 from tests.sync.shard_scene import (
     BASE,
+    equals_a_rebuild,
     mapping_of,
     north_server,
     seeded,
     servers,
     shards,
-    union_of,
+    write_shard,
 )
 
 __all__ = ["north_server", "servers", "shards"]  # the fixtures
-
-
-def _write(db: Any, name: str, seed: int, steps: int) -> None:
-    """Random transactions on one shard, inside its own key range: inserts, updates of the
-    unique, indexed and scored columns, primary-key moves, deletes, tags."""
-    rng = random.Random(seed)
-    base = BASE[name]
-    conn = db.connect(autocommit=True)
-    try:
-        with conn.cursor() as cur:
-            for _ in range(steps):
-                cur.execute("SELECT id FROM item")
-                ids = [r[0] for r in cur.fetchall()] or [base + 1]
-                i, op = rng.choice(ids), rng.random()
-                new = base + rng.randint(1, 5000)
-                cur.execute("START TRANSACTION")
-                if op < 0.3:
-                    cur.execute("INSERT IGNORE INTO item VALUES (%s, %s, %s, %s)",
-                                (new, rng.choice([None, f"n{new}"]), rng.choice(["c0", "c1", None]),
-                                 rng.choice([None, rng.randint(-50, 500)])))  # fmt: skip
-                elif op < 0.6:
-                    cur.execute("UPDATE item SET price = %s, cat = %s WHERE id = %s",
-                                (rng.randint(0, 900), rng.choice(["c0", "c2"]), i))  # fmt: skip
-                elif op < 0.7:
-                    cur.execute("UPDATE IGNORE item SET email = %s WHERE id = %s",
-                                (f"u{seed}_{rng.randrange(10**9)}", i))  # fmt: skip
-                elif op < 0.8:
-                    cur.execute("UPDATE IGNORE item SET id = %s WHERE id = %s", (new, i))
-                elif op < 0.9:
-                    cur.execute("DELETE FROM item WHERE id = %s", (i,))
-                    cur.execute("DELETE FROM tag WHERE item_id = %s", (i,))
-                else:
-                    cur.execute("INSERT IGNORE INTO tag VALUES (%s, %s)",
-                                (i, rng.choice(["a", "b", "c"])))  # fmt: skip
-                cur.execute("COMMIT")
-    finally:
-        conn.close()
-
-
-def _dump(client: redis.Redis) -> dict[bytes, Any]:
-    """Every key but the tool's own (``migrator:``; the owner hashes kept) with its value."""
-    out: dict[bytes, Any] = {}
-    for key in client.scan_iter(count=1000):
-        if key.startswith(b"migrator:") and not key.startswith(b"migrator:shop:shard:"):
-            continue
-        kind = client.type(key)
-        out[key] = {
-            b"string": client.get, b"hash": client.hgetall, b"set": client.smembers,
-            b"zset": lambda k: client.zrange(k, 0, -1, withscores=True),
-            b"list": lambda k: client.lrange(k, 0, -1),
-        }[kind](key)  # fmt: skip
-    return out
 
 
 def _caught_up(mapping: str, shard: str, url: str, *more: str) -> None:
@@ -124,7 +70,7 @@ def test_shards_followed_by_a_process_each_kill_and_reload_equal_a_rebuild(
 
     def writing(seed: int, steps: int) -> None:
         for n, (name, db) in enumerate(shards.items()):
-            t = threading.Thread(target=_write, args=(db, name, seed + n, steps))
+            t = threading.Thread(target=write_shard, args=(db, name, seed + n, steps))
             t.start()
             writers.append(t)
 
@@ -145,31 +91,13 @@ def test_shards_followed_by_a_process_each_kill_and_reload_equal_a_rebuild(
         for proc in procs.values():
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
-    _write(shards["east"], "east", 21, 60)
+    write_shard(shards["east"], "east", 21, 60)
     _caught_up(mapping, "east", redis_url, "--reload")  # this shard's rows only, loaded again
     for name in shards:
         _caught_up(mapping, name, redis_url)
     state = {n: client.hgetall(f"migrator:shop:sync:{n}") for n in shards}
     assert all(s.get(b"file") for s in state.values()), state
-    union = union_of(servers, shards, tmp_path)
-    for checking in (union, mapping):  # the union's rows, and the shards read one by one
-        checked = verify(checking, target=redis_url)
-        assert checked.exit_code == 0, json.dumps(checked.as_dict(), default=str)[:3000]
-    synced = _dump(client)
-    counter = int(synced.pop(b"item:id"))
-    for key in list(client.scan_iter()):
-        client.delete(key)
-    migrate(union, target=redis_url)  # an independent rebuild: one source, every row
-    rebuilt = _dump(client)
-    assert counter >= int(rebuilt.pop(b"item:id"))  # raised by both shards, never lowered
-    assert counter >= BASE["east"]  # east's keys are the highest: west never lowered it
-    assert {k: v for k, v in synced.items() if not k.startswith(b"migrator:")} == rebuilt
-    for key in list(client.scan_iter()):
-        client.delete(key)
-    migrate(mapping, target=redis_url)  # migrate of the shards: the owner hashes too
-    again = _dump(client)
-    again.pop(b"item:id")
-    assert synced == again
+    equals_a_rebuild(servers, shards, mapping, redis_url, tmp_path)
 
 
 def test_a_sharded_mapping_is_synced_one_shard_per_process(
