@@ -41,6 +41,11 @@ tables:
         member: "{item_id}"
 """
 
+#: TABLES with a change stream of item that takes the loads' rows (docs/sync.md#change-streams)
+STREAMED = TABLES.replace(
+    "    counter: true\n", '    counter: true\n    streams: {key: "item:changes", snapshot: true}\n'
+)
+
 #: each shard's primary keys: east from 1,000,000 (MySQL), west from 1 (MariaDB)
 BASE = {"east": 1_000_000, "west": 0, "north": 2_000_000}
 
@@ -89,11 +94,48 @@ def shards(servers: dict[str, Any]) -> dict[str, Any]:
     return {name: seeded(name, server) for name, server in servers.items()}
 
 
-def mapping_of(tmp_path: Path, shards: dict[str, Any]) -> str:
+def write_shard(db: Any, name: str, seed: int, steps: int) -> None:
+    """Random transactions on one shard, inside its own key range: inserts, updates of the
+    unique, indexed and scored columns, primary-key moves, deletes, tags."""
+    rng = random.Random(seed)
+    base = BASE[name]
+    conn = db.connect(autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for _ in range(steps):
+                cur.execute("SELECT id FROM item")
+                ids = [r[0] for r in cur.fetchall()] or [base + 1]
+                i, op = rng.choice(ids), rng.random()
+                new = base + rng.randint(1, 5000)
+                cur.execute("START TRANSACTION")
+                if op < 0.3:
+                    cur.execute("INSERT IGNORE INTO item VALUES (%s, %s, %s, %s)",
+                                (new, rng.choice([None, f"n{new}"]), rng.choice(["c0", "c1", None]),
+                                 rng.choice([None, rng.randint(-50, 500)])))  # fmt: skip
+                elif op < 0.6:
+                    cur.execute("UPDATE item SET price = %s, cat = %s WHERE id = %s",
+                                (rng.randint(0, 900), rng.choice(["c0", "c2"]), i))  # fmt: skip
+                elif op < 0.7:
+                    cur.execute("UPDATE IGNORE item SET email = %s WHERE id = %s",
+                                (f"u{seed}_{rng.randrange(10**9)}", i))  # fmt: skip
+                elif op < 0.8:
+                    cur.execute("UPDATE IGNORE item SET id = %s WHERE id = %s", (new, i))
+                elif op < 0.9:
+                    cur.execute("DELETE FROM item WHERE id = %s", (i,))
+                    cur.execute("DELETE FROM tag WHERE item_id = %s", (i,))
+                else:
+                    cur.execute("INSERT IGNORE INTO tag VALUES (%s, %s)",
+                                (i, rng.choice(["a", "b", "c"])))  # fmt: skip
+                cur.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def mapping_of(tmp_path: Path, shards: dict[str, Any], tables: str = TABLES) -> str:
     lines = "".join(f'  - {{name: {n}, url: "{db.url}"}}\n' for n, db in shards.items())
     path = tmp_path / "sharded" / "shop.yaml"
     path.parent.mkdir(exist_ok=True)
-    path.write_text(f"version: 1\nsources:\n{lines}{TABLES}")
+    path.write_text(f"version: 1\nsources:\n{lines}{tables}")
     return str(path)
 
 

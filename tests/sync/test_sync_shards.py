@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import signal
 import subprocess
 import threading
@@ -41,46 +40,10 @@ from tests.sync.shard_scene import (
     servers,
     shards,
     union_of,
+    write_shard,
 )
 
 __all__ = ["north_server", "servers", "shards"]  # the fixtures
-
-
-def _write(db: Any, name: str, seed: int, steps: int) -> None:
-    """Random transactions on one shard, inside its own key range: inserts, updates of the
-    unique, indexed and scored columns, primary-key moves, deletes, tags."""
-    rng = random.Random(seed)
-    base = BASE[name]
-    conn = db.connect(autocommit=True)
-    try:
-        with conn.cursor() as cur:
-            for _ in range(steps):
-                cur.execute("SELECT id FROM item")
-                ids = [r[0] for r in cur.fetchall()] or [base + 1]
-                i, op = rng.choice(ids), rng.random()
-                new = base + rng.randint(1, 5000)
-                cur.execute("START TRANSACTION")
-                if op < 0.3:
-                    cur.execute("INSERT IGNORE INTO item VALUES (%s, %s, %s, %s)",
-                                (new, rng.choice([None, f"n{new}"]), rng.choice(["c0", "c1", None]),
-                                 rng.choice([None, rng.randint(-50, 500)])))  # fmt: skip
-                elif op < 0.6:
-                    cur.execute("UPDATE item SET price = %s, cat = %s WHERE id = %s",
-                                (rng.randint(0, 900), rng.choice(["c0", "c2"]), i))  # fmt: skip
-                elif op < 0.7:
-                    cur.execute("UPDATE IGNORE item SET email = %s WHERE id = %s",
-                                (f"u{seed}_{rng.randrange(10**9)}", i))  # fmt: skip
-                elif op < 0.8:
-                    cur.execute("UPDATE IGNORE item SET id = %s WHERE id = %s", (new, i))
-                elif op < 0.9:
-                    cur.execute("DELETE FROM item WHERE id = %s", (i,))
-                    cur.execute("DELETE FROM tag WHERE item_id = %s", (i,))
-                else:
-                    cur.execute("INSERT IGNORE INTO tag VALUES (%s, %s)",
-                                (i, rng.choice(["a", "b", "c"])))  # fmt: skip
-                cur.execute("COMMIT")
-    finally:
-        conn.close()
 
 
 def _dump(client: redis.Redis) -> dict[bytes, Any]:
@@ -124,7 +87,7 @@ def test_shards_followed_by_a_process_each_kill_and_reload_equal_a_rebuild(
 
     def writing(seed: int, steps: int) -> None:
         for n, (name, db) in enumerate(shards.items()):
-            t = threading.Thread(target=_write, args=(db, name, seed + n, steps))
+            t = threading.Thread(target=write_shard, args=(db, name, seed + n, steps))
             t.start()
             writers.append(t)
 
@@ -145,7 +108,7 @@ def test_shards_followed_by_a_process_each_kill_and_reload_equal_a_rebuild(
         for proc in procs.values():
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
-    _write(shards["east"], "east", 21, 60)
+    write_shard(shards["east"], "east", 21, 60)
     _caught_up(mapping, "east", redis_url, "--reload")  # this shard's rows only, loaded again
     for name in shards:
         _caught_up(mapping, name, redis_url)
@@ -266,6 +229,33 @@ def test_a_primary_key_on_two_shards_is_reported_and_the_owner_row_kept(
         assert health.startswith("shard east: ok: starting"), health
     finally:
         server.close()
+
+
+def test_a_collided_row_is_no_candidate_of_the_latest_list(
+    shards: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    """East's newest rows (by price) collide with west's (a primary key, a unique value): Redis
+    holds west's rows, so the merged list names none of them, through east's load and a
+    change it follows; the next newest of east take their places."""
+    mapping = mapping_of(tmp_path, shards)
+    client = redis.Redis.from_url(redis_url)
+    shards["east"].run(
+        "INSERT INTO item VALUES (5, 'east5', 'c0', 999); "  # west holds id 5 (price 5)
+        "INSERT INTO item VALUES (1000800, 'e3', 'c0', 998)"  # west's row 3 holds e3
+    )
+    union = [b"1000020", b"20", b"1000019", b"19", b"1000018"]  # the rows Redis holds
+    sync(mapping, target=redis_url, shard="west", until_caught_up=True)
+    sync(mapping, target=redis_url, shard="east", until_caught_up=True)  # its load
+    assert client.lrange(b"item:latest", 0, -1) == union
+    shards["east"].run(
+        "INSERT INTO item VALUES (7, 'east7', 'c0', 997); "  # west holds id 7
+        "UPDATE item SET price = 996 WHERE id = 1000800"
+    )
+    sync(mapping, target=redis_url, shard="east", until_caught_up=True)  # following
+    assert client.lrange(b"item:latest", 0, -1) == union
+    shards["east"].run("UPDATE item SET price = 995 WHERE id = 1000001")
+    sync(mapping, target=redis_url, shard="east", until_caught_up=True)
+    assert client.lrange(b"item:latest", 0, -1) == [b"1000001", *union[:4]]
 
 
 def test_a_consistent_load_of_each_shard(
