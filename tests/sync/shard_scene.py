@@ -4,16 +4,23 @@ private Oracle MySQL 9.7 (``east``, primary keys from 1,000,000) and a private M
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import threading
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from tests.binlog_server import PrivateMariaDB, missing, running_mariadb
+from tests.faults import wait_for
 from tests.mysql_server import PrivateMySQL, mysql_problem
 from tests.services import create_database
+from tests.sync.helpers import following
 
 SCHEMA = """
 CREATE TABLE item (id INT PRIMARY KEY, email VARCHAR(60), cat VARCHAR(10), price INT,
@@ -129,6 +136,43 @@ def write_shard(db: Any, name: str, seed: int, steps: int) -> None:
                 cur.execute("COMMIT")
     finally:
         conn.close()
+
+
+def followed_with_a_kill(
+    shards: dict[str, Any], mapping: str, redis_url: str, steps: tuple[int, int]
+) -> None:
+    """A ``sync --shard`` process per shard follows while every shard takes ``steps[0]``
+    random writes; west's is killed (-9) while the others follow on, every shard takes
+    ``steps[1]`` more and west's is started again (it resumes from its own position); then
+    each process is stopped (SIGTERM, exit 0)."""
+    env = dict(os.environ)
+    args = {n: ["sync", mapping, "--shard", n, "--target", redis_url] for n in shards}
+    client = redis.Redis.from_url(redis_url)
+    writers: list[threading.Thread] = []
+
+    def writing(seed: int, steps: int) -> None:
+        for n, (name, db) in enumerate(shards.items()):
+            t = threading.Thread(target=write_shard, args=(db, name, seed + n, steps))
+            t.start()
+            writers.append(t)
+
+    with ExitStack() as running:
+        procs = {n: running.enter_context(following(args[n], env)) for n in shards}
+        writing(1, steps[0])
+        wait_for("west applying", lambda: client.hget(b"migrator:shop:sync:west", b"file"), 60)
+        west = procs.pop("west")
+        os.kill(west.pid, signal.SIGKILL)  # a crash: its position stays with its changes
+        west.wait()
+        assert all(p.poll() is None for p in procs.values()), "the crash is west's business"
+        for t in writers:
+            t.join()
+        writing(11, steps[1])
+        with following(args["west"], env):  # restarted: resumes from its own position
+            for t in writers:
+                t.join()
+        for proc in procs.values():
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
 
 
 def mapping_of(tmp_path: Path, shards: dict[str, Any], tables: str = TABLES) -> str:
