@@ -17,6 +17,7 @@ from typing import Any
 
 import redis
 
+from migrator.commands.migrate import migrate
 from migrator.commands.sync import sync
 from migrator.commands.verify import verify
 from tests.sync.helpers import Rows, replay
@@ -94,3 +95,27 @@ def test_a_stream_over_two_shards_replays_to_their_union_after_a_kill_and_a_relo
     assert replay(client, STREAM, b"item") == _rows(shards)
     _checked(client, {b"east", b"west"})
     assert verify(mapping, target=redis_url).exit_code == 0
+
+
+def test_migrate_of_the_shards_appends_each_shards_truncate_and_rows(
+    shards: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    """``migrate`` with ``snapshot: true`` over the shards: each shard's load appends its own
+    truncate, then its rows, each naming the shard, as of that shard's snapshot; a second
+    ``--replace`` run appends after them, and the replay is the union either way."""
+    mapping = mapping_of(tmp_path, shards, STREAMED)
+    client = redis.Redis.from_url(redis_url)
+    report = migrate(mapping, target=redis_url)
+    assert report.exit_code == 0, report.tables
+    entries = [f for _, f in client.xrange(STREAM)]
+    for name in (b"east", b"west"):
+        mine = [f for f in entries if f[b"shard"] == name]
+        assert [f[b"op"] for f in mine] == [b"truncate"] + [b"snapshot"] * 20
+        assert len({f[b"pos"] for f in mine}) == 1  # the shard's snapshot
+        assert list(mine[0])[:4] == [b"op", b"table", b"shard", b"pos"]  # the envelope's order
+        assert list(mine[1])[:5] == [b"op", b"table", b"pk", b"shard", b"pos"]
+    assert replay(client, STREAM, b"item") == _rows(shards)
+    shards["west"].run("DELETE FROM item WHERE id = 3")
+    assert migrate(mapping, target=redis_url, replace=True).exit_code == 0
+    assert client.xlen(STREAM) == 2 * 21 + 21 + 20  # kept, appended to
+    assert replay(client, STREAM, b"item") == _rows(shards)
