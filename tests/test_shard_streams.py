@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from migrator.commands import migrate
+from migrator.commands import dry_run, migrate
 from migrator.commands.verify import verify
 from migrator.store.sync_state import state_key
 from migrator.verify.streams import AHEAD, MALFORMED, malformed
@@ -53,6 +53,8 @@ def test_an_entry_past_its_shards_stored_position_is_found(
     lines = "\n".join(f'  - {{name: {n}, url: "{db.url}"}}' for n, db in two.items())
     f = tmp_path / "shop.yaml"
     f.write_text(MAPPING.format(sources=lines) + f"target: {redis_url}\n")
+    (planned,) = dry_run(f).tables  # the entry as the first shard's process appends it
+    assert planned.stream is not None and " pk 1 shard east pos " in planned.stream, planned.stream
     assert migrate(f).exit_code == 0
     for shard, pos in ((b"east", b"1000"), (b"west", b"500")):
         redis_client.hset(state_key("shop", shard.decode()), mapping={b"file": b"b.000002",
