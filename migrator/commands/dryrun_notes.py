@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from migrator.plan.batch import Command
+from migrator.plan.owners import CURRENT
 from migrator.plan.planner import TablePlan
 from migrator.plan.stream import ChangeStream
 from migrator.source.mysql import Source
@@ -43,12 +44,17 @@ def stream_note(src: Source, plan: TablePlan) -> tuple[Command, int, Command | N
     pages.close()
     row = rows[0] if rows else tuple(b"" for _ in plan.row_names)
     now = int(time.time())
-    # an insert; without inserts asked for, its delete, else an update of it
-    for before, after in ((None, row), (row, None), (row, row)):
-        entry = stream.entry(before, after, b"binlog.000001:4", b"", now)
-        if entry is not None:
-            break
-    assert entry is not None
+    # over shards (source/shards.py): as the first shard's process would append it
+    token = CURRENT.set(getattr(src, "sources", [("", src)])[0][0])
+    try:
+        # an insert; without inserts asked for, its delete, else an update of it
+        for before, after in ((None, row), (row, None), (row, row)):
+            entry = stream.entry(before, after, b"binlog.000001:4", b"", now)
+            if entry is not None:
+                break
+        assert entry is not None
+        snap = stream.snapshot_entry(row, b"binlog.000001:4", b"", now) if stream.snapshot else None
+    finally:
+        CURRENT.reset(token)
     fields = entry[entry.index(b"*") + 1 :]
-    snap = stream.snapshot_entry(row, b"binlog.000001:4", b"", now) if stream.snapshot else None
     return entry, sum(len(x) for x in fields), snap

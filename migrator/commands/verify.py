@@ -127,7 +127,7 @@ def verify(
                     record_keys_hint(client, m.name, keys)
             _searches(src, client, m.name, resolved, searches, report, fix)
             stream_check(client, m.name, resolved, {t.table: t for t in report.tables},
-                         everything)  # fmt: skip
+                         everything, [s.name for s in m.sources])  # fmt: skip
         finally:
             client.close()
             if cluster is not None:

@@ -8,6 +8,8 @@ The envelope, one entry per row change, its fields in this order:
   forgotten: the entries that follow give them again; no ``pk``, no image);
 * ``table``: the source table;
 * ``pk``: the primary key's values joined by the separator, as in the row key;
+* ``shard``: with a sharded source (``sources:``), the shard whose binary log the change
+  comes from (its ``pos`` and ``gtid`` are that log's); absent with one source;
 * ``pos``: the binary-log position after the change's transaction (``file:offset``), the
   position ``sync`` stores with it; ``gtid``: the GTID state there (absent when the server
   reports none);
@@ -34,6 +36,7 @@ from migrator.mapping.kinds import Kind
 from migrator.mapping.streams import Streams
 from migrator.plan.batch import Command, Row
 from migrator.plan.layout import TableLayout
+from migrator.plan.owners import CURRENT, UNION
 from migrator.plan.resp import resp
 
 INSERT, UPDATE, DELETE = b"insert", b"update", b"delete"
@@ -56,6 +59,8 @@ class ChangeStream:
         self.streams = streams
         self.key = streams.key.encode()
         self.table = plan.table.name.encode()
+        #: the shard of a sharded source whose changes these are (``shard`` field; "": none)
+        self.shard = plan.resolved.shard
         pk = plan.resolved.primary_key
         if streams.columns == "keys":
             names: tuple[str, ...] = pk
@@ -104,8 +109,13 @@ class ChangeStream:
     def truncate_entry(self, pos: bytes, gtid: bytes, ts: int) -> Command:
         """The entry a load appends before its ``snapshot`` entries of the table: forget the
         table's rows (the ones that follow give them again)."""
-        args = [*self._head(), b"op", TRUNCATE, b"table", self.table, b"pos", pos]
+        args = [*self._head(), b"op", TRUNCATE, b"table", self.table, *self._shard(), b"pos", pos]
         return (*args, *([b"gtid", gtid] if gtid else []), b"ts", b"%d" % ts)
+
+    def _shard(self) -> tuple[bytes, ...]:
+        """The ``shard`` field: the table's shard (for the union, the one being read)."""
+        shard = CURRENT.get() if self.shard == UNION else self.shard
+        return (b"shard", shard.encode()) if shard else ()
 
     def _head(self) -> tuple[bytes, ...]:
         if self.maxage_ms is None:
@@ -129,7 +139,7 @@ class ChangeStream:
         row = after if after is not None else before
         assert row is not None
         args = [*self._head(), b"op", op, b"table", self.table, b"pk", self.pk(row) or b""]
-        args += [b"pos", pos] + ([b"gtid", gtid] if gtid else []) + [b"ts", b"%d" % ts]
+        args += [*self._shard(), b"pos", pos, *([b"gtid", gtid] if gtid else []), b"ts", b"%d" % ts]
         if self.json:
             if before is not None:
                 args += (b"before", self.json_image(before))

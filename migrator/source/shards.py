@@ -15,6 +15,7 @@ expected entries (``Owners`` of a table resolved for the union, ``UNION``) are t
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Generator, Sequence
 from typing import Any
 
@@ -141,6 +142,36 @@ class Union:
             for value, n in src.value_counts(*args, **kwargs):
                 total[value] = total.get(value, 0) + n
         return list(total.items())
+
+    def collided(
+        self, table: str, pk: Sequence[str], columns: Sequence[str], where: Any = None,
+        batch_size: int = 1000,
+    ) -> tuple[int, dict[str, Counter[bytes]]]:  # fmt: skip
+        """The rows ``migrate`` leaves out as collisions (a later shard's row whose primary key
+        or unique value an earlier shard holds; source/overlaps.py): how many, and per column
+        of ``columns`` how many of them hold each value (NULL left out). Each later shard's
+        rows are read once more (key, unique and those columns), a batch at a time; memory:
+        a batch and the values of the rows left out. Not counted as ``overlaps``."""
+        uniques = self.uniques.get(table, [])
+        names = list(dict.fromkeys([*pk, *(c for u in uniques for c in u), *columns]))
+        left, values = 0, {c: Counter[bytes]() for c in columns}
+        for k, (name, src) in enumerate(self.sources):
+            if not k:
+                continue
+            selector = src.selector(table, names)
+            at = [selector.names.index(c) for c in columns]
+            for rows in src.batches(table, selector, pk, batch_size, where=where):
+                kept = Overlaps().apart(self.sources[:k], name, table, selector, pk, uniques,
+                                        rows, where)  # fmt: skip
+                ids = {id(row) for row in kept}
+                for row in rows:
+                    if id(row) not in ids:
+                        left += 1
+                        for c, i in zip(columns, at, strict=True):
+                            value = row[i]
+                            if value is not None:
+                                values[c][value] += 1
+        return left, values
 
     def max_of(self, table: str, column: Column) -> bytes | None:
         return highest([src.max_of(table, column) for _, src in self.sources], column.kind)

@@ -204,7 +204,7 @@ class GroupApplier:
             pk_cols = [schema.column(c) for c in r.primary_key]
             order_by = schema.column(latest.order_by)
             if self.shard:  # merged with the other shards' newest (sync/shard_latest.py)
-                out.append(shard_latest.commands(self.src, plan, latest, self.shard,
+                out.append(shard_latest.commands(self.client, self.src, plan, latest, self.shard,
                                                  self.shard_names, clause(r)))  # fmt: skip
                 continue
             rows = self.src.latest(table, pk_cols, order_by, latest.limit, clause(r))

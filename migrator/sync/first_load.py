@@ -117,7 +117,7 @@ def load_snapshot(
                 writer.close()
             ends = finish_commands(src, plan, r, clause(r))
             if shard:  # counters raised, latest lists merged over the shards
-                ends = shard_ends(src, plan, ends, shard, m)
+                ends = shard_ends(client, src, plan, ends, shard, m)
             sink_for(client, retrying).write(ends)
             progress.finish(r.name)
             reports.append(

@@ -409,7 +409,7 @@ class Snapshots:
         with suppress(Exception):
             self.src.raw_connection().rollback()
         if self.shard:  # counters raised, latest lists merged over the shards
-            commands = shard_ends(self.src, plan, commands, self.shard, self.mapping)
+            commands = shard_ends(self.client, self.src, plan, commands, self.shard, self.mapping)
         sink_for(self.client, self.retrying).write(commands)
         self.queue.pop(0)
         self._bar(p).finish(p.table)

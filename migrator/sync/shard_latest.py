@@ -8,12 +8,15 @@ the list's Redis Cluster slot; all scores 0; each member
 the row's sort key — the order value, then the primary key, each encoded so that byte order is
 MySQL's order — a NUL, then the primary key as the list holds it), and then rebuilds the list
 from every shard's candidates by a script (``MERGE``): the N greatest sort keys over every
-shard, newest first, as ``ORDER BY order_by DESC, pk DESC LIMIT N`` over the union orders
-them. Both go in the group's MULTI/EXEC. The newest N of the union are among the union of each
-shard's newest N, so the list is exact once every shard's process has caught up (as one
-source's is); a shard whose server is down keeps its last candidates, so its rows stay
-where they were. A shard's first load and ``--reload`` write its candidates at the end of
-each table (plan/finish.py's place).
+shard, newest first, as ``ORDER BY order_by DESC, pk DESC LIMIT N`` over the union orders them.
+Both go in the group's MULTI/EXEC. A shard's candidates are its newest N rows that Redis holds
+as its own: a row the owner hash (plan/owners.py) gives to another shard, or to none (a
+collision held it out: its primary key or a unique value another shard holds), is left out and
+the next newest read instead, as ``migrate`` leaves collisions out of its merge
+(source/shards.py). The newest N of the union are among the union of each shard's newest N, so
+the list is exact once every shard's process has caught up (as one source's is); a shard whose
+server is down keeps its last candidates, so its rows stay where they were. A shard's first
+load and ``--reload`` write its candidates at the end of each table (plan/finish.py's place).
 
 The order is the one ``migrate`` and ``verify`` merge the shards' newest rows in
 (source/order.py ``order_key``): numbers by value, every other value byte for byte (a
@@ -33,11 +36,15 @@ from typing import Any
 from migrator.errors import MigratorError, docs
 from migrator.mapping.model import Latest
 from migrator.mapping.resolve import Resolved
+from migrator.mapping.schema import Column
 from migrator.plan.batch import Command
+from migrator.plan.owners import owner_field, owners_key
 from migrator.plan.planner import TablePlan
 from migrator.source.mysql import Source
 from migrator.source.order import order_key
+from migrator.source.selects import RawRow
 from migrator.source.shards import ordered_latest
+from migrator.store.sink import retry
 
 #: KEYS[1] the list, KEYS[2..] every shard's candidates; ARGV[1] the list's length
 MERGE = (
@@ -113,15 +120,16 @@ def rename_old(client: Any, resolved: Sequence[Resolved], shard: str) -> None:
 
 
 def commands(
-    src: Source, plan: TablePlan, latest: Latest, shard: str, shards: Sequence[str], where: Any
-) -> list[Command]:
+    client: Any, src: Source, plan: TablePlan, latest: Latest, shard: str,
+    shards: Sequence[str], where: Any,
+) -> list[Command]:  # fmt: skip
     """The shard's candidates of ``latest`` read from its server, and the list merged from
     every shard's: DEL + ZADD + EVAL, for the group's MULTI/EXEC (or a load's end)."""
     r = plan.resolved
     pk = [r.schema.column(c) for c in r.primary_key]
     order = r.schema.column(latest.order_by)
     members: list[bytes] = []
-    for row in ordered_latest(src, r.name, pk, order, latest.limit, where):
+    for row in _own_latest(client, src, plan, order, latest.limit, shard, where):
         key, value = row[:-1], row[-1]
         text = plan.pk_text(key)
         if text is None or value is None or None in key:
@@ -141,9 +149,29 @@ def commands(
     return out
 
 
+def _own_latest(
+    client: Any, src: Source, plan: TablePlan, order: Column, limit: int, shard: str, where: Any
+) -> list[RawRow]:
+    """The shard's newest ``limit`` rows (``ordered_latest``) that Redis holds as this shard's:
+    a row the owner hash gives to another shard, or to none (a collision left it out), is
+    left out, and as many more rows are read as were left out (twice as many each time)."""
+    r = plan.resolved
+    key, mine = owners_key(r.mapping_name, r.table.name), shard.encode()
+    pk = [r.schema.column(c) for c in r.primary_key]
+    asked = limit
+    while True:
+        got = ordered_latest(src, r.name, pk, order, asked, where)
+        fields = [owner_field(tuple(row[:-1])) for row in got]
+        owners = retry(lambda: client.hmget(key, fields)) if got else []  # noqa: B023
+        kept = [row for row, owner in zip(got, owners, strict=True) if owner == mine]
+        if len(kept) >= limit or len(got) < asked:
+            return kept[:limit]
+        asked *= 2
+
+
 def finish(
-    src: Source, plan: TablePlan, ends: Sequence[Command], shard: str, shards: Sequence[str],
-    where: Any,
+    client: Any, src: Source, plan: TablePlan, ends: Sequence[Command], shard: str,
+    shards: Sequence[str], where: Any,
 ) -> list[Command]:  # fmt: skip
     """A table's end-of-load commands (plan/finish.py) with its latest lists merged over the
     shards instead of rebuilt from this shard's rows alone."""
@@ -153,5 +181,5 @@ def finish(
     kept = [c for c in ends if c[0] not in (b"MULTI", b"EXEC")
             and not (c[0] in (b"DEL", b"RPUSH") and c[1] in lists)]  # fmt: skip
     for latest in plan.table.latest:
-        kept += commands(src, plan, latest, shard, shards, where)
+        kept += commands(client, src, plan, latest, shard, shards, where)
     return kept

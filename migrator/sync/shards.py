@@ -19,6 +19,7 @@ This module holds those rules, so the coordinator and the online snapshot only a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from migrator.errors import MigratorError, docs
 from migrator.mapping.model import Mapping
@@ -80,13 +81,13 @@ def refuse_changed(changed: Sequence[tuple[str, str]], shard: str) -> None:
 
 
 def shard_ends(
-    src: Source, plan: TablePlan, ends: Sequence[Command], shard: str, m: Mapping
+    client: Any, src: Source, plan: TablePlan, ends: Sequence[Command], shard: str, m: Mapping
 ) -> list[Command]:
     """A table's end-of-load commands (plan/finish.py) for one shard: its latest lists merged
     with the other shards' newest (sync/shard_latest.py), its counter raised."""
     names = [s.name for s in m.sources]
     where = clause(plan.resolved)
-    merged = surfaced(lambda: finish(src, plan, ends, shard, names, where),
+    merged = surfaced(lambda: finish(client, src, plan, ends, shard, names, where),
                       f"finishing {plan.table.name}", src.close)  # fmt: skip
     return raised(merged, counter_keys(plan))
 

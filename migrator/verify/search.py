@@ -7,15 +7,22 @@ MySQL's ``GROUP BY`` counts (``FT.SEARCH alias "@field:{value}" LIMIT 0 0``; val
 the column's collation, as the TAG's case rule follows it); for a nested child's column, the
 documents holding a child of each value (each document once; source/nesting.py). Differences
 are counted in the table's check as ``search index`` problems (exit 1).
+
+Over a sharded source (source/shards.py ``Union``) the rows are every shard's less those
+``migrate`` leaves out as collisions (a later shard's row whose primary key or unique value an
+earlier shard holds: reported as collisions already), and so are each value's: the shards'
+groups of a value are one (the same text, but for case when the TAG ignores it, as it matches
+them), less the collided rows of that value.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from migrator.mapping.kinds import Kind
 from migrator.mapping.resolve import Resolved
-from migrator.plan.search import SearchIndex
+from migrator.plan.search import Attribute, SearchIndex
 from migrator.source.mysql import Source
 from migrator.source.nesting import nested_value_counts
 from migrator.source.where import clause
@@ -40,18 +47,21 @@ def check(src: Source, client: Any, r: Resolved, index: SearchIndex, out: TableC
     found = search_index.info(client, alias) or {}
     docs = int(found.get("num_docs", 0))
     where = clause(r)
-    rows = src.count(r.name, where)
+    tags = [a for a in index.tags() if _compared(r, a)]
+    collided = getattr(src, "collided", None)  # a sharded source's (source/shards.py)
+    left, gone = (0, {}) if collided is None else collided(
+        r.name, r.primary_key, list(dict.fromkeys(a.column for a in tags if not a.via)), where
+    )  # fmt: skip
+    rows = src.count(r.name, where) - left
     if docs != rows:
         out.add("search index documents", alias, mysql=rows, redis=docs)
-    for attr in index.tags():
-        owner = attr.via[-1].table if attr.via else r  # a nested child's table
-        column = owner.schema.column(attr.column)
-        if column.kind is not Kind.TEXT or attr.column in dict(owner.table.formats):
-            continue
+    for attr in tags:
         if attr.via:
             values = nested_value_counts(src, r, attr.via, attr.column)
         else:
             values = src.value_counts(r.name, attr.column, where)
+            if collided is not None:
+                values = _merged(values, gone.get(attr.column, Counter()), attr.case_sensitive)
         if len(values) > MAX_VALUES:
             out.notes.append(
                 f"search index {alias}: {attr.field} has {len(values):,} values; the first "
@@ -65,3 +75,30 @@ def check(src: Source, client: Any, r: Resolved, index: SearchIndex, out: TableC
         for (text, n), got in zip(pairs, search_index.counts(client, alias, queries), strict=True):
             if got != n:
                 out.add("search index tag count", alias, f"{attr.field}={text}", n, got)
+
+
+def _compared(r: Resolved, attr: Attribute) -> bool:
+    """A TAG attribute of a text column without ``formats:``: its counts are compared."""
+    owner = attr.via[-1].table if attr.via else r  # a nested child's table
+    column = owner.schema.column(attr.column)
+    return column.kind is Kind.TEXT and attr.column not in dict(owner.table.formats)
+
+
+def _merged(
+    values: list[tuple[Any, int]], gone: Counter[bytes], case_sensitive: bool
+) -> list[tuple[Any, int]]:
+    """Every shard's (value, rows) as the TAG matches them: the groups of the same value
+    (ignoring case unless ``case_sensitive``) as one, less the rows ``gone`` holds per value;
+    emptied groups left out."""
+
+    def key(v: Any) -> str:
+        t = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+        return t if case_sensitive else t.casefold()
+
+    groups: dict[str, list[Any]] = {}
+    for v, n in values:
+        groups.setdefault(key(v), [v, 0])[1] += n
+    for v, n in gone.items():
+        if key(v) in groups:
+            groups[key(v)][1] -= n
+    return [(v, n) for v, n in groups.values() if n > 0]

@@ -16,6 +16,40 @@ from migrator.source.binlog.settings import log_status
 from tests.faults import wait_for
 from tests.sync.workload import Writer
 
+Rows = dict[bytes, dict[bytes, bytes]]
+
+
+def _after(fields: dict[bytes, bytes]) -> dict[bytes, bytes]:
+    if b"after" in fields:  # form: json
+        return {k.encode(): v.encode() for k, v in json.loads(fields[b"after"]).items()
+                if v is not None}  # fmt: skip
+    return {k[6:]: v for k, v in fields.items() if k.startswith(b"after.")}
+
+
+def replay(
+    client: Any, stream: bytes = b"acct:changes", table: bytes = b"acct", key: bytes = b"id"
+) -> Rows:
+    """The consumer of docs/sync.md#snapshot-entries: the stream from its start, applied (an
+    update whose before-image's ``key`` differs moves the row). Over a sharded source (entries
+    with a ``shard``) a truncate forgets that shard's rows only."""
+    rows: Rows = {}
+    shard_of: dict[bytes, bytes] = {}  # the shard each row came from
+    for _, f in client.xrange(stream):
+        if f[b"table"] != table:
+            continue
+        op, shard = f[b"op"], f.get(b"shard", b"")
+        if op == b"truncate":
+            for pk in [pk for pk, s in shard_of.items() if s == shard]:
+                del rows[pk], shard_of[pk]
+            continue
+        if op in (b"update", b"delete"):
+            old = f.get(b"before." + key, f[b"pk"])
+            rows.pop(old, None)
+            shard_of.pop(old, None)
+        if op != b"delete":
+            rows[f[b"pk"]], shard_of[f[b"pk"]] = _after(f), shard
+    return rows
+
 
 def master_position(db: Any) -> BinlogPosition:
     """The binary log's current end on a test database's server (SHOW MASTER STATUS, or SHOW

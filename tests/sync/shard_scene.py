@@ -7,8 +7,12 @@ random writes on a shard (``write_shard``) and the end check against rebuilds
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import threading
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +22,10 @@ import redis
 from migrator.commands.migrate import migrate
 from migrator.commands.verify import verify
 from tests.binlog_server import PrivateMariaDB, missing, running_mariadb
+from tests.faults import wait_for
 from tests.mysql_server import PrivateMySQL, mysql_problem
 from tests.services import create_database
+from tests.sync.helpers import following
 
 SCHEMA = """
 CREATE TABLE item (id INT PRIMARY KEY, email VARCHAR(60), cat VARCHAR(10), price INT,
@@ -46,6 +52,11 @@ tables:
       - key: "tag:{tag}"
         member: "{item_id}"
 """
+
+#: TABLES with a change stream of item that takes the loads' rows (docs/sync.md#change-streams)
+STREAMED = TABLES.replace(
+    "    counter: true\n", '    counter: true\n    streams: {key: "item:changes", snapshot: true}\n'
+)
 
 #: each shard's primary keys: east from 1,000,000 (MySQL), west from 1 (MariaDB)
 BASE = {"east": 1_000_000, "west": 0, "north": 2_000_000}
@@ -95,41 +106,6 @@ def shards(servers: dict[str, Any]) -> dict[str, Any]:
     return {name: seeded(name, server) for name, server in servers.items()}
 
 
-def mapping_of(tmp_path: Path, shards: dict[str, Any]) -> str:
-    lines = "".join(f'  - {{name: {n}, url: "{db.url}"}}\n' for n, db in shards.items())
-    path = tmp_path / "sharded" / "shop.yaml"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(f"version: 1\nsources:\n{lines}{TABLES}")
-    return str(path)
-
-
-def union_of(servers: dict[str, Any], shards: dict[str, Any], tmp_path: Path) -> str:
-    """An unsharded mapping over a database holding every shard's rows (on the west server)."""
-    db = create_database(servers["west"].url, f"shard_union_{random.randrange(10**8)}")
-    db.run(SCHEMA)
-    conn = db.connect(autocommit=True)
-    try:
-        with conn.cursor() as cur:
-            for shard in shards.values():
-                src = shard.connect()
-                try:
-                    with src.cursor() as read:
-                        for table in ("item", "tag"):
-                            read.execute(f"SELECT * FROM {table}")
-                            rows = read.fetchall()
-                            if rows:
-                                marks = ",".join(["%s"] * len(rows[0]))
-                                cur.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
-                finally:
-                    src.close()
-    finally:
-        conn.close()
-    path = tmp_path / "union" / "shop.yaml"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(f'version: 1\nsource: "{db.url}"\n{TABLES}')
-    return str(path)
-
-
 def write_shard(db: Any, name: str, seed: int, steps: int) -> None:
     """Random transactions on one shard, inside its own key range: inserts, updates of the
     unique, indexed and scored columns, primary-key moves, deletes, tags."""
@@ -165,6 +141,78 @@ def write_shard(db: Any, name: str, seed: int, steps: int) -> None:
                 cur.execute("COMMIT")
     finally:
         conn.close()
+
+
+def followed_with_a_kill(
+    shards: dict[str, Any], mapping: str, redis_url: str, steps: tuple[int, int]
+) -> None:
+    """A ``sync --shard`` process per shard follows while every shard takes ``steps[0]``
+    random writes; west's is killed (-9) while the others follow on, every shard takes
+    ``steps[1]`` more and west's is started again (it resumes from its own position); then
+    each process is stopped (SIGTERM, exit 0)."""
+    env = dict(os.environ)
+    args = {n: ["sync", mapping, "--shard", n, "--target", redis_url] for n in shards}
+    client = redis.Redis.from_url(redis_url)
+    writers: list[threading.Thread] = []
+
+    def writing(seed: int, steps: int) -> None:
+        for n, (name, db) in enumerate(shards.items()):
+            t = threading.Thread(target=write_shard, args=(db, name, seed + n, steps))
+            t.start()
+            writers.append(t)
+
+    with ExitStack() as running:
+        procs = {n: running.enter_context(following(args[n], env)) for n in shards}
+        writing(1, steps[0])
+        wait_for("west applying", lambda: client.hget(b"migrator:shop:sync:west", b"file"), 60)
+        west = procs.pop("west")
+        os.kill(west.pid, signal.SIGKILL)  # a crash: its position stays with its changes
+        west.wait()
+        assert all(p.poll() is None for p in procs.values()), "the crash is west's business"
+        for t in writers:
+            t.join()
+        writing(11, steps[1])
+        with following(args["west"], env):  # restarted: resumes from its own position
+            for t in writers:
+                t.join()
+        for proc in procs.values():
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+
+
+def mapping_of(tmp_path: Path, shards: dict[str, Any], tables: str = TABLES) -> str:
+    lines = "".join(f'  - {{name: {n}, url: "{db.url}"}}\n' for n, db in shards.items())
+    path = tmp_path / "sharded" / "shop.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"version: 1\nsources:\n{lines}{tables}")
+    return str(path)
+
+
+def union_of(servers: dict[str, Any], shards: dict[str, Any], tmp_path: Path) -> str:
+    """An unsharded mapping over a database holding every shard's rows (on the west server)."""
+    db = create_database(servers["west"].url, f"shard_union_{random.randrange(10**8)}")
+    db.run(SCHEMA)
+    conn = db.connect(autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for shard in shards.values():
+                src = shard.connect()
+                try:
+                    with src.cursor() as read:
+                        for table in ("item", "tag"):
+                            read.execute(f"SELECT * FROM {table}")
+                            rows = read.fetchall()
+                            if rows:
+                                marks = ",".join(["%s"] * len(rows[0]))
+                                cur.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+                finally:
+                    src.close()
+    finally:
+        conn.close()
+    path = tmp_path / "union" / "shop.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f'version: 1\nsource: "{db.url}"\n{TABLES}')
+    return str(path)
 
 
 def dump(client: redis.Redis) -> dict[bytes, Any]:

@@ -31,7 +31,7 @@ from migrator.store.sync_state import SyncState, apply_group, state_key
 from tests.engines import server_facts
 from tests.faults import wait_for
 from tests.services import MySQLDatabase
-from tests.sync.helpers import cli
+from tests.sync.helpers import Rows, cli, replay
 
 _ids = iter(range(9450, 9550))
 
@@ -46,8 +46,6 @@ tables:
     streams: {key: "acct:changes", snapshot: true%s}
 """
 STREAM = b"acct:changes"
-
-Rows = dict[bytes, dict[bytes, bytes]]
 
 
 def _mapping(extra: str = "") -> Mapping:
@@ -74,29 +72,6 @@ def _table(db: MySQLDatabase) -> Rows:
             }  # fmt: skip
     finally:
         conn.close()
-
-
-def _after(fields: dict[bytes, bytes]) -> dict[bytes, bytes]:
-    if b"after" in fields:  # form: json
-        return {k.encode(): v.encode() for k, v in json.loads(fields[b"after"]).items()
-                if v is not None}  # fmt: skip
-    return {k[6:]: v for k, v in fields.items() if k.startswith(b"after.")}
-
-
-def replay(client: redis.Redis, stream: bytes = STREAM, table: bytes = b"acct") -> Rows:
-    """The consumer of docs/sync.md#snapshot-entries: the stream from its start, applied."""
-    rows: Rows = {}
-    for _, f in client.xrange(stream):
-        if f[b"table"] != table:
-            continue
-        op = f[b"op"]
-        if op == b"truncate":
-            rows.clear()
-        elif op == b"delete":
-            rows.pop(f[b"pk"], None)
-        else:
-            rows[f[b"pk"]] = _after(f)
-    return rows
 
 
 def _ops(client: redis.Redis) -> list[bytes]:

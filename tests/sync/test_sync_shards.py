@@ -8,12 +8,8 @@ is refused, and each shard's own state, lock and metrics label."""
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import subprocess
-import threading
 import urllib.request
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +24,12 @@ from migrator.store.sync_lock import SyncLock
 from migrator.sync.exporter import MetricsServer
 from migrator.sync.figures import SyncFigures
 from migrator.sync.shard_rows import Collisions
-from tests.faults import wait_for
-from tests.sync.helpers import cli, following
+from tests.sync.helpers import cli
 from tests.sync.shard_scene import (
     BASE,
+    STREAMED,
     equals_a_rebuild,
+    followed_with_a_kill,
     mapping_of,
     north_server,
     seeded,
@@ -63,34 +60,8 @@ def test_shards_followed_by_a_process_each_kill_and_reload_equal_a_rebuild(
     if count == 3:
         shards = {**shards, "north": seeded("north", request.getfixturevalue("north_server"))}
     mapping = mapping_of(tmp_path, shards)
-    env = dict(os.environ)
-    args = {n: ["sync", mapping, "--shard", n, "--target", redis_url] for n in shards}
     client = redis.Redis.from_url(redis_url)
-    writers: list[threading.Thread] = []
-
-    def writing(seed: int, steps: int) -> None:
-        for n, (name, db) in enumerate(shards.items()):
-            t = threading.Thread(target=write_shard, args=(db, name, seed + n, steps))
-            t.start()
-            writers.append(t)
-
-    with ExitStack() as running:
-        procs = {n: running.enter_context(following(args[n], env)) for n in shards}
-        writing(1, 150)
-        wait_for("west applying", lambda: client.hget(b"migrator:shop:sync:west", b"file"), 60)
-        west = procs.pop("west")
-        os.kill(west.pid, signal.SIGKILL)  # a crash: its position stays with its changes
-        west.wait()
-        assert all(p.poll() is None for p in procs.values()), "the crash is west's business"
-        for t in writers:
-            t.join()
-        writing(11, 100)
-        with following(args["west"], env):  # restarted: resumes from its own position
-            for t in writers:
-                t.join()
-        for proc in procs.values():
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+    followed_with_a_kill(shards, mapping, redis_url, (150, 100))
     write_shard(shards["east"], "east", 21, 60)
     _caught_up(mapping, "east", redis_url, "--reload")  # this shard's rows only, loaded again
     for name in shards:
@@ -194,6 +165,37 @@ def test_a_primary_key_on_two_shards_is_reported_and_the_owner_row_kept(
         assert health.startswith("shard east: ok: starting"), health
     finally:
         server.close()
+
+
+def test_a_collided_row_is_no_candidate_of_the_latest_list(
+    shards: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    """East's newest rows (by price) collide with west's (a primary key, a unique value): Redis
+    holds west's rows, so the merged list names none of them, through east's load and a
+    change it follows; the next newest of east take their places. Nor does east's change
+    stream have an entry of them (docs/sharding.md#change-streams-over-shards)."""
+    mapping = mapping_of(tmp_path, shards, STREAMED)
+    client = redis.Redis.from_url(redis_url)
+    shards["east"].run(
+        "INSERT INTO item VALUES (5, 'east5', 'c0', 999); "  # west holds id 5 (price 5)
+        "INSERT INTO item VALUES (1000800, 'e3', 'c0', 998)"  # west's row 3 holds e3
+    )
+    union = [b"1000020", b"20", b"1000019", b"19", b"1000018"]  # the rows Redis holds
+    sync(mapping, target=redis_url, shard="west", until_caught_up=True)
+    sync(mapping, target=redis_url, shard="east", until_caught_up=True)  # its load
+    assert client.lrange(b"item:latest", 0, -1) == union
+    shards["east"].run(
+        "INSERT INTO item VALUES (7, 'east7', 'c0', 997); "  # west holds id 7
+        "UPDATE item SET price = 996 WHERE id = 1000800"
+    )
+    sync(mapping, target=redis_url, shard="east", until_caught_up=True)  # following
+    assert client.lrange(b"item:latest", 0, -1) == union
+    shards["east"].run("UPDATE item SET price = 995 WHERE id = 1000001")
+    sync(mapping, target=redis_url, shard="east", until_caught_up=True)
+    assert client.lrange(b"item:latest", 0, -1) == [b"1000001", *union[:4]]
+    east = [f for _, f in client.xrange(b"item:changes") if f[b"shard"] == b"east"]
+    assert [f[b"op"] for f in east] == [b"truncate"] + [b"snapshot"] * 20 + [b"update"]
+    assert {f[b"pk"] for f in east[1:]} == {b"%d" % (BASE["east"] + i) for i in range(1, 21)}
 
 
 def test_a_consistent_load_of_each_shard(
