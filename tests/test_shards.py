@@ -283,3 +283,31 @@ def test_mixed_engines(two, oracle_mysql, tmp_path, redis_url, redis_client):
         assert verify(f).ok
     finally:
         drop_database(oracle_mysql.url, west.name)
+
+
+def test_a_unique_collision_under_an_escaped_composite_key_is_reported(
+    two, tmp_path, redis_url, redis_client
+):
+    """A unique value two shards hold, the holder keyed by a composite primary key whose
+    values hold the separator (``escape: backslash``): traced to its owner through the
+    escaped entry, reported, and the earlier shard's entry kept (it was overwritten
+    silently)."""
+    east, west = two
+    for db in two:
+        db.run("CREATE TABLE pair (a VARCHAR(9), b VARCHAR(9), email VARCHAR(20), "
+               "PRIMARY KEY (a, b), UNIQUE KEY (email))")  # fmt: skip
+    east.run("INSERT INTO pair VALUES ('x:1', 'y', 'e@x'), ('k', 'l', 'k@x')")
+    west.run("INSERT INTO pair VALUES ('z', 'w:2', 'e@x'), ('m', 'n', 'm@x')")
+    lines = f'  - {{name: east, url: "{east.url}"}}\n  - {{name: west, url: "{west.url}"}}'
+    f = tmp_path / "pairs.yaml"
+    f.write_text(f"version: 1\nsources:\n{lines}\ntarget: {redis_url}\n"
+                 "tables:\n  pair: {unique: [email], escape: backslash}\n")  # fmt: skip
+    report = migrate(f)
+    assert report.exit_code == 1
+    west_table = next(t for t in report.tables if t.table == "pair@west")
+    (reason,) = [r.reason for r in west_table.rejects]
+    assert "unique email value is held on shard east" in reason, reason
+    assert redis_client.hget(b"pair:uniques:email", b"e@x") == b"x\\:1:y"  # east's, escaped
+    assert not redis_client.exists(b"pair:z:w\\:2")
+    assert redis_client.exists(b"pair:m:n")
+    assert verify(f).exit_code == 1  # the collision, named by verify too

@@ -70,12 +70,8 @@ class Claims:
     def holder_field(self, pk_text: bytes) -> bytes | None:
         """The owner field of the row whose primary key a unique entry names (None when its
         text cannot be split back into the key's values)."""
-        if len(self.pk) == 1:
-            return owner_field((pk_text,))
-        parts = pk_text.split(self.plan.sep)
-        if self.plan.esc is not None or len(parts) != len(self.pk):
-            return None
-        return owner_field(tuple(parts))
+        parts = self.plan.read_joined(self.pk, pk_text)  # (escape: backslash undone)
+        return None if parts is None else owner_field(tuple(parts))
 
     def keep(self, rows: Sequence[Row], stats: Stats, retrying: Retrying) -> list[Row]:
         """The rows of ``rows`` that no other shard holds (see the module docstring)."""
