@@ -178,3 +178,38 @@ def test_a_child_on_another_shard_than_its_parent_is_reported(
     shown = CliRunner().invoke(app, ["verify", str(f)])
     assert shown.exit_code == 1
     assert "child on another shard than its parent" in shown.output
+
+
+def test_one_shards_documents_are_reloaded_alone(two, tmp_path, redis_url, redis_client):
+    """``migrate --replace --shard west``: west's documents, and the rows kept beside them,
+    removed through the top table's owner hash and loaded again; east's untouched."""
+    east, west = two
+    fill(east, EAST)
+    fill(west, WEST)
+    f = mapping_file(tmp_path, two, redis_url)
+    assert migrate(f).exit_code == 0
+    east_docs = {k: v for k, v in stored(redis_client).items() if int(k[5:]) < 100}
+    west.run("DELETE FROM book WHERE id = 101; INSERT INTO tag VALUES (105, 102, 'new');"
+             "INSERT INTO note VALUES (105, 105, 'fresh'); UPDATE book SET genre = 'prose' "
+             "WHERE id = 102")  # fmt: skip
+    east.run("UPDATE note SET body = 'not reloaded' WHERE id = 1")  # east: not read again
+    report = migrate(f, replace=True, shard="west")
+    assert report.exit_code == 0, [(t.table, t.rejects) for t in report.tables]
+    now = {"book": [(102, "odes", "prose")], "tag": [(102, 102, "old"), (105, 102, "new")],
+           "note": [(105, 105, "fresh")]}  # fmt: skip
+    assert stored(redis_client) == {**east_docs, **documents(now)}
+    assert not redis_client.exists(b"book:101")
+    assert redis_client.smembers(b"book:indices:genre:verse") == {b"3"}
+    side = redis_client.hkeys(b"migrator:shop:nest:tag")
+    assert sorted(side) == [b"1:1", b"1:2", b"1:3", b"3:102", b"3:105"]  # tag 101 gone
+    assert not redis_client.exists(b"migrator:shop:nest:tag:in:3:101")
+    found = verify(f)  # east's note changed in MySQL, not in Redis: the one difference
+    assert {t.table: dict(t.counts) for t in found.tables if t.counts} == {
+        "book": {vr.DIFFERENT_VALUE: 2}
+    }, found.as_dict()
+    # a child on west naming east's book: said by west's reload, not by east's
+    fill(west, {"tag": [(106, 1, "cross")]}, checks=False)
+    crossed = migrate(f, replace=True, shard="west")
+    assert crossed.exit_code == 1
+    assert [t.table for t in crossed.tables if t.rejected] == ["tag@west"]
+    assert migrate(f, replace=True, shard="east").exit_code == 0

@@ -130,7 +130,10 @@ def reload_shard(
         finally:
             client.close()
         loaded = load_one(part, False)
+        crossed = cross_rejects(union.sources, nesting_trees(m, cast(Any, union), resolved),
+                                chosen.name)  # fmt: skip
     out = merged([(part, loaded)])
+    out.tables += crossed
     out.removed = removed
     out.notes.append(
         f"--replace --shard {only}: the {removed:,} row(s) Redis held from shard {only} were "

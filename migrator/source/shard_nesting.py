@@ -130,7 +130,7 @@ def _crossing(
         osel = osrc.selector(parent.name, refs)
         for row in osrc.rows_where(parent.name, osel, refs, bound):
             held.setdefault(tuple(row), other)
-    sql = _sql(child.name, parent.name, by, refs)
+    sql = orphans_sql(child.name, parent.name, by, refs)
     for row in orphans:
         value = tuple(row[i] for i in at)
         if value in held:
@@ -145,7 +145,7 @@ def _text(pairs: list[tuple[str, Any]]) -> str:
     return ", ".join(f"{n}={(v or b'NULL').decode('utf-8', 'replace')}" for n, v in pairs)
 
 
-def _sql(child: str, parent: str, by: list[str], refs: list[str]) -> str:
+def orphans_sql(child: str, parent: str, by: list[str], refs: list[str]) -> str:
     """The SQL that lists, on a shard, the children whose parent that shard does not hold."""
     same = " AND ".join(f"p.`{r}` = c.`{b}`" for b, r in zip(by, refs))
     held = " AND ".join(f"c.`{b}` IS NOT NULL" for b in by)

@@ -6,6 +6,7 @@ owns (a collision, left out by the row pass) keeps that shard's document."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from migrator.plan.batch import Row
@@ -33,3 +34,15 @@ def owned(
         return [row for row, h in zip(rows, held) if h is None or h == owners.shard]
 
     return keep
+
+
+def owner_fields(
+    client: Any, asked: dict[str, tuple[bytes, list[bytes]]], retrying: Retrying | None
+) -> dict[tuple[str, bytes], bytes]:
+    """Per table, its owner hash's key and the fields asked: (table, field) -> the shard
+    each names (b"" for a field no shard holds), one HMGET per table."""
+    out: dict[tuple[str, bytes], bytes] = {}
+    for table, (key, fields) in asked.items():
+        got = (retrying or Retrying()).call(partial(client.hmget, key, fields), transient, "Redis")
+        out |= {(table, f): o or b"" for f, o in zip(fields, got)}
+    return out
