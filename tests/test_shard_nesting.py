@@ -213,3 +213,18 @@ def test_one_shards_documents_are_reloaded_alone(two, tmp_path, redis_url, redis
     assert crossed.exit_code == 1
     assert [t.table for t in crossed.tables if t.rejected] == ["tag@west"]
     assert migrate(f, replace=True, shard="east").exit_code == 0
+
+
+def test_redisjson_documents_over_two_shards(two, tmp_path, modules_redis_url):
+    """``as: json`` (a RedisJSON document per book; tests/modules_server.py): the same
+    documents, read with a stock client, and ``verify`` 0."""
+    east, west = two
+    fill(east, EAST)
+    fill(west, WEST)
+    f = mapping_file(tmp_path, two, modules_redis_url)
+    f.write_text(f.read_text().replace("as: json-string", "as: json"))
+    assert migrate(f).exit_code == 0
+    client = redis.Redis.from_url(modules_redis_url)
+    keys = sorted(k.decode() for k in client.scan_iter(b"book:[0-9]*"))
+    assert {k: client.json().get(k) for k in keys} == documents(EAST, WEST)
+    assert verify(f).exit_code == 0
