@@ -97,15 +97,15 @@ def cross_shard(
                     yield from _crossing(src, name, others, level, child)
 
 
-def _crossing(
-    src: Source, name: str, others: list[tuple[str, Source]], parent: Level, child: Level
-) -> Iterator[CrossChild]:
+def orphans(src: Source, parent: Level, child: Level) -> list[Row]:
+    """``child``'s rows on ``src`` (as its layout selects them) whose parent row ``src`` does
+    not hold, their foreign key not NULL and their row filter keeping them: at most
+    ``SCANNED``, in primary-key order."""
     lay, play = child.layout, parent.layout
-    pk = list(lay.resolved.primary_key)
     by = [lay.select[i] for i in child.by]
     refs = [play.select[i] for i in child.refs]
-    sel = src.selector(child.name, list(dict.fromkeys([*pk, *by])))
-    c = sa.table(child.name, *(sa.column(n) for n in sel.names)).alias("c")
+    sel = src.selector(child.name, lay.select)
+    c = sa.table(child.name, *(sa.column(n) for n in {*sel.names, *by})).alias("c")
     p = sa.table(parent.name, *(sa.column(n) for n in refs)).alias("p")
     kinds = [lay.resolved.schema.column(b).kind for b in by]
     same = [binary(p.c[r], k) == binary(c.c[b], k) for b, r, k in zip(by, refs, kinds)]
@@ -114,31 +114,48 @@ def _crossing(
         sa.select(*(column_expr(col, c) for col in sel.columns))
         .where(*(c.c[b].is_not(None) for b in by), ~sa.exists().where(*same))
         .where(*([] if where is None else [where]))
-        .order_by(*(c.c[n] for n in pk))
+        .order_by(*(c.c[n] for n in lay.resolved.primary_key))
         .limit(SCANNED)
     )
-    orphans = [convert_row(r, sel) for r in src.fetch_all(stmt)]
-    if not orphans:
+    return [convert_row(r, sel) for r in src.fetch_all(stmt)]
+
+
+def describe(row: Row, child: Level, parent: Level) -> tuple[str, str, str]:
+    """A child row's primary key and its parent's key, as text (``id=5``), and the SQL that
+    lists such children (``orphans_sql``)."""
+    lay = child.layout
+    by = [lay.select[i] for i in child.by]
+    refs = [parent.layout.select[i] for i in child.refs]
+    key = _text([(n, row[lay.pos[n]]) for n in lay.resolved.primary_key])
+    return (
+        key,
+        _text([(r, row[i]) for r, i in zip(refs, child.by)]),
+        orphans_sql(child.name, parent.name, by, refs),
+    )
+
+
+def _crossing(
+    src: Source, name: str, others: list[tuple[str, Source]], parent: Level, child: Level
+) -> Iterator[CrossChild]:
+    found = orphans(src, parent, child)
+    if not found:
         return
-    at = [sel.names.index(b) for b in by]
-    wanted = {tuple(r[i] for i in at) for r in orphans}
-    pkinds = [play.resolved.schema.column(r).kind for r in refs]
+    refs = [parent.layout.select[i] for i in child.refs]
+    pkinds = [parent.layout.resolved.schema.column(r).kind for r in refs]
+    wanted = {tuple(r[i] for i in child.by) for r in found}
     bound = sorted({tuple(keyset_value(v, k) for v, k in zip(vs, pkinds)) for vs in wanted},
                    key=repr)  # fmt: skip
     held: dict[tuple[Any, ...], str] = {}
     for other, osrc in others:
         osel = osrc.selector(parent.name, refs)
-        for row in osrc.rows_where(parent.name, osel, refs, bound):
-            held.setdefault(tuple(row), other)
-    sql = orphans_sql(child.name, parent.name, by, refs)
-    for row in orphans:
-        value = tuple(row[i] for i in at)
+        for got in osrc.rows_where(parent.name, osel, refs, bound):
+            held.setdefault(tuple(got), other)
+    by = tuple(child.layout.select[i] for i in child.by)
+    for row in found:
+        value = tuple(row[i] for i in child.by)
         if value in held:
-            yield CrossChild(
-                child.name, parent.name, name, held[value],
-                _text([(n, row[sel.names.index(n)]) for n in pk]), tuple(by),
-                _text(list(zip(refs, value))), sql,
-            )  # fmt: skip
+            key, values, sql = describe(row, child, parent)
+            yield CrossChild(child.name, parent.name, name, held[value], key, by, values, sql)
 
 
 def _text(pairs: list[tuple[str, Any]]) -> str:

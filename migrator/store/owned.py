@@ -43,6 +43,8 @@ def owner_fields(
     each names (b"" for a field no shard holds), one HMGET per table."""
     out: dict[tuple[str, bytes], bytes] = {}
     for table, (key, fields) in asked.items():
+        if not fields:
+            continue
         got = (retrying or Retrying()).call(partial(client.hmget, key, fields), transient, "Redis")
         out |= {(table, f): o or b"" for f, o in zip(fields, got)}
     return out

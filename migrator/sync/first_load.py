@@ -141,6 +141,8 @@ def load_snapshot(
                 if stop.is_set():
                     raise KeyboardInterrupt
                 sink.write(cmds)
+        if claims is not None:  # the children another shard's documents would hold: said
+            claims.crossing.loaded(src, retrying)
     except TableChanged as e:  # a swap's cut-over under the snapshot: a new snapshot
         raise SourceChanged(f"{e.message}: the first load starts again") from None
     finally:

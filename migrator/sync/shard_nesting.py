@@ -16,20 +16,22 @@ from typing import Any
 
 from migrator.plan.batch import Row
 from migrator.plan.expiry import encode_row
-from migrator.plan.nesting import trees
+from migrator.plan.nesting import Level, trees
 from migrator.plan.owners import Owners, owners_of
 from migrator.plan.planner import TablePlan
 from migrator.retry import Retrying
 from migrator.source.binlog.reader import Change, Transaction
-from migrator.source.shard_nesting import orphans_sql
+from migrator.source.mysql import Source
+from migrator.source.shard_nesting import describe, orphans
 from migrator.store.owned import owner_fields
 
 
 class Parent:
-    """How a child table's row names its parent's owner field."""
+    """A child table of a top that keeps an owner hash, and how its rows name the parent's
+    owner field."""
 
-    def __init__(self, owners: Owners, parent: str, at: tuple[int, ...], text: str) -> None:
-        self.owners, self.parent, self.at, self.sql = owners, parent, at, text
+    def __init__(self, owners: Owners, top: Level, child: Level, at: tuple[int, ...]) -> None:
+        self.owners, self.top, self.child, self.at = owners, top, child, at
 
     def field(self, row: Row) -> bytes:
         return encode_row(tuple(row[i] for i in self.at))
@@ -46,10 +48,7 @@ def parents(plans: dict[str, TablePlan]) -> dict[str, Parent]:
         for child in top.children:
             named = {top.layout.select[r]: b for b, r in zip(child.by, child.refs)}
             if set(pk) <= set(named):  # (sync refuses a nesting by other columns)
-                by = [child.layout.select[b] for b in child.by]
-                refs = [top.layout.select[r] for r in child.refs]
-                text = orphans_sql(child.name, top.name, by, refs)
-                out[child.name] = Parent(owners, top.name, tuple(named[c] for c in pk), text)
+                out[child.name] = Parent(owners, top, child, tuple(named[c] for c in pk))
     return out
 
 
@@ -57,8 +56,20 @@ class CrossChildren:
     """The children left out of a shard's group because another shard owns their parent."""
 
     def __init__(self, client: Any, plans: dict[str, TablePlan], shard: bytes, said: Any) -> None:
-        self.client, self.plans, self.shard, self.said = client, plans, shard, said
+        self.client, self.shard, self.said = client, shard, said
         self.parents = parents(plans)
+
+    def loaded(self, src: Source, retrying: Retrying | None) -> None:
+        """Say the cross-shard children a first load of the shard (``src``) left out of its
+        documents: its children whose parent it does not hold and another shard owns."""
+        for table, p in self.parents.items():
+            rows = orphans(src, p.top, p.child)
+            fields = list(dict.fromkeys(p.field(r) for r in rows))
+            owner = owner_fields(self.client, {table: (p.owners.key, fields)}, retrying)
+            for row in rows:
+                held = owner.get((table, p.field(row)), b"")
+                if held not in (b"", self.shard):
+                    self._say(p, row, held)
 
     def group(self, group: Sequence[Transaction], retrying: Retrying | None) -> None:
         """Leave out of ``group`` (in place) the after-images of cross-shard children."""
@@ -83,21 +94,19 @@ class CrossChildren:
                     out.append(c)
                     continue
                 assert p is not None and c.after is not None
-                self._say(c.table, p, c.after, held)
+                self._say(p, c.after, held)
                 if c.before is not None:
                     out.append(Change(c.table, c.before, None))
             txn.changes = out
 
-    def _say(self, table: str, p: Parent, row: Row, owner: bytes) -> None:
-        plan = self.plans[table]
-        key = ", ".join(f"{c}={(row[plan.pos[c]] or b'NULL').decode('utf-8', 'replace')}"
-                        for c in plan.resolved.primary_key)  # fmt: skip
-        other, mine = owner.decode("utf-8", "replace"), self.shard.decode()
-        field = encode_row(tuple(row[plan.pos[c]] for c in plan.resolved.primary_key))
+    def _say(self, p: Parent, row: Row, owner: bytes) -> None:
+        key, values, sql = describe(row, p.child, p.top)
+        other, mine, table = owner.decode("utf-8", "replace"), self.shard.decode(), p.child.name
+        lay = p.child.layout
         self.said.found(
-            table, field,
-            f"collision: {table} ({key}) is on shard {mine}, its parent {p.parent} on shard "
-            f"{other}, which Redis holds its document from: a document is built from its top "
-            f"row's shard, so this child is not put in any (find such rows on shard {mine} "
-            f"with: {p.sql})", key=key, owner=other, sql=p.sql,
+            table, encode_row(tuple(row[lay.pos[c]] for c in lay.resolved.primary_key)),
+            f"collision: {table} ({key}) is on shard {mine}, its parent {p.top.name} ({values}) "
+            f"on shard {other}, which Redis holds its document from: a document is built from "
+            f"its top row's shard, so this child is not put in any (find such rows on shard "
+            f"{mine} with: {sql})", key=key, owner=other, sql=sql,
         )  # fmt: skip

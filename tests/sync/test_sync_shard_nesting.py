@@ -177,7 +177,7 @@ def test_a_child_written_under_another_shards_parent_is_left_out_and_said(
     assert stored(client) == before  # east's book 1000001 as east holds it
     said = [r.getMessage() for r in caplog.records if getattr(r, "event", "") == "collision"]
     assert len(said) == 1, said  # once per row and run (its INSERT and its UPDATE)
-    assert "tag (id=77) is on shard west, its parent book on shard east" in said[0]
+    assert f"tag (id=77) is on shard west, its parent book (id={east + 1}) on shard east" in said[0]
     assert "NOT EXISTS (SELECT 1 FROM `book` AS p WHERE p.`id` = c.`book_id`)" in said[0]
     assert counted[0].per_table() == {"tag": 2}  # migrator_sync_collisions_total
     found = verify(mapping)
@@ -185,3 +185,12 @@ def test_a_child_written_under_another_shards_parent_is_left_out_and_said(
     assert {t.table: dict(t.counts) for t in found.tables if t.counts} == {
         "tag": {vr.CROSS_SHARD: 1}
     }, found.as_dict()
+    # west reloaded: its load leaves the tag out of every document and says it too
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="migrator.sync"):
+        sync(mapping, shard="west", until_caught_up=True, reload=True)
+    assert stored(client) == before
+    said = [r.getMessage() for r in caplog.records if getattr(r, "event", "") == "collision"]
+    assert len(said) == 1 and "tag (id=77) is on shard west" in said[0], said
+    assert counted[-1].per_table() == {"tag": 1}
+    assert verify(mapping).exit_code == 1
