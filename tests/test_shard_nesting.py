@@ -8,6 +8,7 @@ row's document kept from the first shard."""
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,8 +111,12 @@ def test_documents_over_two_shards_are_built_from_their_top_rows_shard(
     fill(east, EAST)
     fill(west, WEST)
     f = mapping_file(tmp_path, two, redis_url)
-    plan = dry_run(f)
+    plan = dry_run(f, sample=2)
     assert {t.table: t.rows for t in plan.tables} == {"book": 5, "tag": 5, "note": 4}
+    book = next(t for t in plan.tables if t.table == "book")
+    shown = [json.loads(shlex.split(line)[-1]) for line in book.sample if line.startswith("SET")]
+    want = documents(EAST, WEST)
+    assert shown == [want["book:1"], want["book:2"]]  # the first shard's, children from it
     report = migrate(f)
     assert report.exit_code == 0, [(t.table, t.rejects) for t in report.tables]
     assert stored(redis_client) == documents(EAST, WEST)
@@ -149,6 +154,9 @@ def test_a_child_on_another_shard_than_its_parent_is_reported(
     fill(west, {"tag": [(103, 1, "cross")], "note": [(102, 103, "under cross")]}, checks=False)
     fill(west, {"book": [(2, "erlang2", "prog")], "tag": [(104, 2, "west-only")]})
     f = mapping_file(tmp_path, two, redis_url)
+    book = next(t for t in dry_run(f, sample=1).tables if t.table == "book")
+    (line,) = [line for line in book.sample if line.startswith("SET")]
+    assert json.loads(shlex.split(line)[-1]) == documents(EAST)["book:1"]  # not west's tag
     shown = CliRunner().invoke(app, ["migrate", str(f)])
     assert shown.exit_code == 1, shown.output
     said = " ".join(shown.output.split())
