@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError
 from migrator.plan.batch import Reject
-from migrator.plan.owners import COLLISION
+from migrator.plan.owners import COLLISION, CROSS_SHARD
 from migrator.source.shared import SharedValues
 from migrator.source.snapshot import Snapshot
 
@@ -99,6 +99,12 @@ class MigrateReport:
         """Rows of a sharded source left out: another shard holds their key or unique value
         (docs/sharding.md#collisions)."""
         return sum(t.rejected.get(COLLISION, 0) for t in self.tables)
+
+    @property
+    def crossed(self) -> int:
+        """Nested children of a sharded source whose parent is on another shard: in no
+        document (docs/sharding.md#nested-documents)."""
+        return sum(t.rejected.get(CROSS_SHARD, 0) for t in self.tables)
 
     @property
     def shared_rows(self) -> int:

@@ -338,6 +338,21 @@ def drop_database(server: str, name: str) -> None:
         conn.close()
 
 
+@contextmanager
+def shard_databases(server: str, schema: str, n: int = 2) -> Iterator[list[MySQLDatabase]]:
+    """``n`` fresh databases on ``server``, each with ``schema``: the shards of a sharded
+    source's tests (docs/sharding.md); dropped at the end."""
+    dbs: list[MySQLDatabase] = []
+    try:
+        for _ in range(n):
+            dbs.append(create_database(server, new_database_name()))
+            dbs[-1].run(schema)
+        yield dbs
+    finally:
+        for db in dbs:
+            drop_database(server, db.name)
+
+
 # -- the command-line client (the sample dumps use DELIMITER and `source`) ----------------------
 
 

@@ -51,10 +51,6 @@ def test_one_server_is_one_unnamed_shard(tmp_path):
         ("sources: [{name: a, url: x}, {name: a, url: y}]", "two shards are named 'a'"),
         ("sources: [{name: a, url: x, port: 3}]", "port"),
         ("source: x\nsources: [{name: a, url: x}]", "exclude each other"),
-        (
-            "sources: [{name: a, url: x}]\ntables:\n  c: {as: json, nest: {in: t, as: cs}}",
-            "not kept over a sharded source",
-        ),
     ],
 )
 def test_bad_sources_are_refused_with_their_line(tmp_path, body, message):
@@ -74,3 +70,13 @@ def test_a_command_of_one_server_names_the_fix(tmp_path):
     with pytest.raises(MigratorError, match="no shard of that name") as e2:
         shards(m, only="eas")
     assert "east" in (e2.value.hint or "")
+
+
+def test_nested_documents_are_kept_over_a_sharded_source(tmp_path):
+    """``nest:`` with ``sources:`` loads (docs/sharding.md#nested-documents): each document is
+    built from its top row's shard (tests/test_shard_nesting.py runs it)."""
+    m = _load(
+        tmp_path, TWO.replace("  t: {}", "  t: {as: json}\n  c: {as: none, nest: {in: t, as: cs}}")
+    )
+    assert [t.name for t in m.tables if t.nest is not None] == ["c"]
+    assert [s.name for s in m.sources] == ["east", "west"]

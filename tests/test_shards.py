@@ -20,7 +20,13 @@ from migrator.commands.verify import verify
 from migrator.errors import MigratorError
 from migrator.plan.expiry import encode_row
 from migrator.verify import report as vr
-from tests.services import MySQLDatabase, create_database, drop_database, new_database_name
+from tests.services import (
+    MySQLDatabase,
+    create_database,
+    drop_database,
+    new_database_name,
+    shard_databases,
+)
 
 SCHEMA = """
 CREATE TABLE customer (
@@ -60,12 +66,8 @@ def _fill(db: MySQLDatabase, rows: list[tuple]) -> None:
 
 @pytest.fixture
 def two(mysql_server_url: str) -> Iterator[tuple[MySQLDatabase, MySQLDatabase]]:
-    east, west = _shard(mysql_server_url), _shard(mysql_server_url)
-    try:
+    with shard_databases(mysql_server_url, SCHEMA) as (east, west):
         yield east, west
-    finally:
-        drop_database(mysql_server_url, east.name)
-        drop_database(mysql_server_url, west.name)
 
 
 def _mapping(tmp_path: Path, shards: dict[str, str], redis_url: str) -> Path:

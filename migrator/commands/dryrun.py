@@ -43,6 +43,7 @@ from migrator.plan.stream import snapshot_entries
 from migrator.progress import NULL_PROGRESS, Progress
 from migrator.source.mysql import Source
 from migrator.source.nesting import children
+from migrator.source.shard_nesting import one_source
 from migrator.source.snapshot import Snapshot
 from migrator.source.where import clause
 from migrator.store.cluster import SCHEMES
@@ -303,7 +304,7 @@ def _sample(
         return cmds
     rows = src.page(r.name, src.selector(r.name, plan.row_names), r.primary_key, n, None, clause(r))
     groups: Groups = {}
-    children(src, top, rows, groups)
+    children(one_source(src), top, rows, groups)  # (a union's sample: its first shard's)
     whole = {c[1]: c for c in nested_commands(top, rows, groups)}
     cmds = [whole.get(c[1], c) if c[0] in (b"SET", b"JSON.SET") else c for c in cmds]
     return cmds + side_commands(top, rows, groups)  # the rows kept beside them, for sync

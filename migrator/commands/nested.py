@@ -14,6 +14,7 @@ from migrator.retry import Retrying
 from migrator.source.mysql import Source
 from migrator.source.nesting import all_written
 from migrator.store.cluster_sink import sink_for
+from migrator.store.owned import owned
 from migrator.store.sink import Client
 
 
@@ -45,7 +46,8 @@ def write_nested(
     progress: Progress,
 ) -> int:  # fmt: skip
     """Write every document of each top table whole, and the rows' side structure
-    (plan/nesting_side.py); the documents written."""
+    (plan/nesting_side.py); the documents written. Over a shard, only the documents of the
+    top rows it owns in Redis (store/owned.py)."""
     if not tops:
         return 0
     src.snapshot("starting the snapshot of nested documents on MySQL")
@@ -53,7 +55,7 @@ def write_nested(
     written = 0
     for name, top in tops.items():
         progress.note(name, f"writing documents with {', '.join(top.tables()[1:])} nested")
-        for cmds in all_written(src, top, size):
+        for cmds in all_written(src, top, size, owned(client, top.layout, retrying)):
             sink.write(cmds)
             written += sum(c[0] in (b"SET", b"JSON.SET") for c in cmds)
     return written

@@ -9,8 +9,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
+from migrator.commands.nested import nesting_trees
 from migrator.commands.session import shards
+from migrator.commands.shard_nesting import cross_rejects
 from migrator.commands.shards import opened_union
 from migrator.errors import MigratorError, docs
 from migrator.mapping.model import Mapping
@@ -72,6 +75,8 @@ def run_shards(
                 skipped.append(p.name)
             else:
                 reports.append((p, load_one(p, not reports)))
+        # the nested children no shard's documents hold (commands/shard_nesting.py)
+        crossed = cross_rejects(union.sources, nesting_trees(m, cast(Any, union), resolved), only)
     if not reports:
         raise MigratorError(
             f"--resume refused: nothing is left to resume: every shard's checkpoint records a "
@@ -79,6 +84,7 @@ def run_shards(
             f"load again: migrator migrate {m.file or 'MAPPING'} --replace",
         )
     out = merged(reports)
+    out.tables += crossed
     out.notes += [f"shard {name}: its checkpoint records a finished load; not loaded again "
                   "(--resume)" for name in skipped]  # fmt: skip
     return out
@@ -124,7 +130,10 @@ def reload_shard(
         finally:
             client.close()
         loaded = load_one(part, False)
+        crossed = cross_rejects(union.sources, nesting_trees(m, cast(Any, union), resolved),
+                                chosen.name)  # fmt: skip
     out = merged([(part, loaded)])
+    out.tables += crossed
     out.removed = removed
     out.notes.append(
         f"--replace --shard {only}: the {removed:,} row(s) Redis held from shard {only} were "

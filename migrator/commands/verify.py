@@ -12,6 +12,7 @@ from migrator.commands.session import (
     source_url,
     target_url,
 )
+from migrator.commands.shard_nesting import note_cross_shard
 from migrator.commands.shards import note_overlaps, opened_any
 from migrator.errors import MigratorError, docs
 from migrator.mapping.model import Mapping
@@ -214,6 +215,7 @@ def _nested(
             continue
         fixer = Repairer(reader.client, name, reader.retrying) if fix else None
         found = nesting.check(src, reader, top, checks[name], size, fixer)
+        note_cross_shard(src, top, checks)  # (a sharded source: commands/shard_nesting.py)
         checks[name].redis_rows = (checks[name].redis_rows or 0) + found
         present += found
         if fixer is not None:

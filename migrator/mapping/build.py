@@ -90,15 +90,6 @@ class Builder(StructureReader):
                 errors.extend(e.errors)
         if errors:
             raise MappingErrors(errors) if len(errors) > 1 else errors[0]
-        nested = [t.name for t in tables if t.nest is not None]
-        if sources and nested:
-            raise self.error(
-                f"tables.{nested[0]}.nest",
-                "nested documents (nest:) are not kept over a sharded source (sources:): a "
-                "document is written from its top row's shard alone",
-                f"map {nested[0]} on its own (a hash or document per row, with a reference to "
-                "its parent), or keep one mapping per shard for the nested documents",
-            )
         return Mapping(
             version=1,
             source=self.string(source, "source", expand=True) if source is not None else None,

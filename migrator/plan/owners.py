@@ -35,6 +35,9 @@ CURRENT: ContextVar[str] = ContextVar("shard", default="")
 #: the reason a row another shard holds (by its primary key or a unique value) is counted
 #: under when ``migrate`` leaves it out (store/claims.py)
 COLLISION = "a primary key or unique value another shard holds (collision)"
+#: the reason a nested child whose parent row is on another shard is counted under: it is in
+#: no document (commands/shard_nesting.py)
+CROSS_SHARD = "a nested child whose parent is on another shard (in no document)"
 
 
 def owners_key(mapping_name: str, table: str) -> bytes:

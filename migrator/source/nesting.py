@@ -5,7 +5,7 @@ open, so that the documents of a batch come from one consistent read."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -22,6 +22,7 @@ from migrator.source.selects import keyset_value
 from migrator.source.where import clause
 
 IN_LIST = 1000  # parent values per query
+Keep = Callable[[list[Any]], list[Any]]  # a page of rows -> those wanted
 
 
 def children(src: Source, level: Level, parents: Sequence[Row], groups: Groups) -> None:
@@ -59,16 +60,23 @@ def all_documents(src: Source, top: Level, size: int) -> Iterator[list[Command]]
         yield commands(top, rows, groups)
 
 
-def all_written(src: Source, top: Level, size: int) -> Iterator[list[Command]]:
+def all_written(
+    src: Source, top: Level, size: int, keep: Keep | None = None
+) -> Iterator[list[Command]]:
     """``all_documents``' writes followed, page by page, by the rows' side structure
-    (plan/nesting_side.py): what migrate and sync's first load write."""
-    for rows, groups in all_trees(src, top, size):
+    (plan/nesting_side.py): what migrate and sync's first load write (``keep``: as in
+    ``all_trees``)."""
+    for rows, groups in all_trees(src, top, size, keep):
         yield commands(top, rows, groups) + side_commands(top, rows, groups)
 
 
-def all_trees(src: Source, top: Level, size: int) -> Iterator[tuple[list[Row], Groups]]:
+def all_trees(
+    src: Source, top: Level, size: int, keep: Keep | None = None
+) -> Iterator[tuple[list[Row], Groups]]:
     """Every top row with its descendants, ``size`` top rows at a time (each page read
-    whole, then its children), in the current snapshot of ``src``."""
+    whole, then its children), in the current snapshot of ``src``. ``keep``: the rows of a
+    page whose documents are wanted (a sharded source's: those the shard owns), before their
+    children are read."""
     lay = top.layout
     selector = src.selector(top.name, lay.select)
     pk = lay.resolved.primary_key
@@ -79,9 +87,10 @@ def all_trees(src: Source, top: Level, size: int) -> Iterator[tuple[list[Row], G
         rows = src.page(top.name, selector, pk, size, after, where)
         if not rows:
             return
+        kept = list(rows) if keep is None else keep(list(rows))
         groups: Groups = {}
-        children(src, top, rows, groups)
-        yield list(rows), groups
+        children(src, top, kept, groups)
+        yield kept, groups
         if len(rows) < size:
             return
         after = [keyset_value(rows[-1][lay.pos[c]], k) for c, k in zip(pk, kinds)]
@@ -111,7 +120,7 @@ def nested_value_counts(
         parent, child = subs[i], subs[i + 1]
         kinds = [hop.table.schema.column(c).kind for c in hop.by]
         same = [
-            _bytes(child.c[b], k) == _bytes(parent.c[ref], k)
+            binary(child.c[b], k) == binary(parent.c[ref], k)
             for b, ref, k in zip(hop.by, hop.refs, kinds, strict=True)
         ]
         joined = joined.join(child, sa.and_(*same))
@@ -128,5 +137,5 @@ def nested_value_counts(
     return [(v, int(n or 0)) for v, n in src.fetch_all(stmt)]
 
 
-def _bytes(col: Any, kind: Kind) -> Any:
+def binary(col: Any, kind: Kind) -> Any:
     return sa.cast(col, mysql.BINARY()) if kind is Kind.TEXT else col

@@ -8,8 +8,10 @@ are removed with UNLINK, its members of shared structures with SREM, HDEL and ZR
 unique, sorted and tag sets keep every other row's members), its owner field with HDEL.
 Another shard's row is never touched. A table whose rows cannot be read back whole from
 their row hash (plan/row_images.py ``unreadable``: formats, a key other than the primary
-key, ...) or whose writes have no such inverse (vector sets, ``expire:``, change streams,
-nested documents) is refused (exit 2) before anything is removed.
+key, ...) or whose writes have no such inverse (vector sets, ``expire:``, change streams)
+is refused (exit 2) before anything is removed. The top table of nested documents is read
+back from the rows kept beside them, and its documents' trees removed with it
+(store/shard_documents.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from migrator.plan.owners import owners_of, pk_of
 from migrator.plan.planner import TablePlan
 from migrator.plan.row_images import unreadable
 from migrator.retry import Retrying
+from migrator.store.shard_documents import below, images, nesting_tops
 from migrator.store.sink import Client, retry
 
 #: fields asked for per HSCAN call
@@ -32,12 +35,13 @@ PAGE = 500
 
 def refuse_irreversible(plans: Sequence[TablePlan]) -> None:
     """Exit 2 when a table's rows cannot be removed row by row (see the module docstring)."""
+    tops = nesting_tops({p.table.name: p for p in plans})
     for plan in plans:
         if owners_of(plan) is None:
             continue
         t = plan.table
-        why = unreadable(plan)
-        if not why and t.kind not in ("hash", "none"):
+        why = "" if t.name in tops else unreadable(plan)
+        if not why and t.kind not in ("hash", "none") and t.name not in tops:
             why = f"the table is 'as: {t.kind}'"
         if not why and (t.vector_sets or t.expire is not None or t.streams is not None):
             why = "it has vector sets, expire: or a change stream"
@@ -87,6 +91,7 @@ def remove_shard_rows(
     """Remove ``shard``'s rows (see the module docstring); returns how many."""
     removed = 0
     mine = shard.encode()
+    tops = nesting_tops({p.table.name: p for p in plans})
     for plan in plans:
         owners = owners_of(plan)
         if owners is None:
@@ -100,13 +105,20 @@ def remove_shard_rows(
             if fields:
                 pks = [pk_of(f) for f in fields]
                 keys = [plan.row_key(read_back(plan, [pk], [{}])[0]) for pk in pks]
-                hashes = (
-                    retry(partial(_hashes, client, keys), retrying=retrying)
-                    if plan.table.kind == "hash"
-                    else [{} for _ in keys]
-                )
-                commands, _ = plan.plan(read_back(plan, pks, hashes))
+                top = tops.get(plan.table.name)
+                if top is not None:  # its rows kept beside the documents
+                    rows = images(client, top, fields, retrying)
+                else:
+                    hashes = (
+                        retry(partial(_hashes, client, keys), retrying=retrying)
+                        if plan.table.kind == "hash"
+                        else [{} for _ in keys]
+                    )
+                    rows = read_back(plan, pks, hashes)
+                commands, _ = plan.plan(rows)
                 writes = undo(commands, {k for k in keys if k is not None}, key)
+                if top is not None:
+                    writes += below(client, top, fields, retrying)
                 writes.append((b"HDEL", key, *fields))
                 retry(partial(_send, client, writes), retrying=retrying)
                 removed += len(fields)

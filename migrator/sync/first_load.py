@@ -29,6 +29,7 @@ from migrator.source.selects import selector_of
 from migrator.source.snapshot import Snapshot, gtid_snapshot, start_snapshot
 from migrator.source.where import clause
 from migrator.store.cluster_sink import sink_for, writer_for
+from migrator.store.owned import owned
 from migrator.sync.shard_rows import ShardRows
 from migrator.sync.shards import shard_ends
 
@@ -135,10 +136,13 @@ def load_snapshot(
         for top in trees({r.name: TablePlan(r) for r in resolved}).values():
             progress.note(top.name, f"writing documents with {', '.join(top.tables()[1:])} nested")
             sink = sink_for(client, retrying)  # the documents whole, and their rows beside them
-            for cmds in all_written(src, top, m.options.batch_size):
+            keep = owned(client, top.layout, retrying)  # a shard's: its own (store/owned.py)
+            for cmds in all_written(src, top, m.options.batch_size, keep):
                 if stop.is_set():
                     raise KeyboardInterrupt
                 sink.write(cmds)
+        if claims is not None:  # the children another shard's documents would hold: said
+            claims.crossing.loaded(src, retrying)
     except TableChanged as e:  # a swap's cut-over under the snapshot: a new snapshot
         raise SourceChanged(f"{e.message}: the first load starts again") from None
     finally:

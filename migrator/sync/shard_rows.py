@@ -41,9 +41,11 @@ from migrator.retry import Retrying
 from migrator.source.binlog.reader import Change, Transaction
 from migrator.store.claims import Claims
 from migrator.store.cluster_sink import sink_for
+from migrator.store.owned import owner_fields
+from migrator.store.shard_documents import below, images, nesting_tops
 from migrator.store.shard_keys import read_back
-from migrator.store.sink import retry
 from migrator.sync.log import event
+from migrator.sync.shard_nesting import CrossChildren
 
 R = TypeVar("R", bound=Sequence[bytes | None])
 #: primary keys read back per round trip when a shard's rows are removed
@@ -83,6 +85,8 @@ class ShardRows:
         #: the claims of each table's rows, as migrate makes them (store/claims.py)
         self.claims = {name: Claims(plans[name], o, client) for name, o in self.owners.items()}
         self.retrying: Retrying | None = None  # Redis's (the follower's), once it has one
+        #: the nested children whose parent another shard owns (sync/shard_nesting.py)
+        self.crossing = CrossChildren(client, plans, self.shard, collisions)
 
     def _keep(self, table: str, rows: list[Row]) -> set[int]:
         """Claim ``rows``: the ``id`` of each kept; the others said (store/claims.py)."""
@@ -129,11 +133,8 @@ class ShardRows:
             for c in txn.changes:
                 if c.before is not None and c.table in self.owners:
                     fields.setdefault(c.table, {})[self.owners[c.table].field(c.before)] = None
-        owner: dict[tuple[str, bytes], bytes] = {}
-        for table, wanted in fields.items():
-            key, asked = self.owners[table].key, list(wanted)
-            got = retry(lambda: self.client.hmget(key, asked), retrying=self.retrying)  # noqa: B023
-            owner |= {(table, f): o or b"" for f, o in zip(asked, got)}
+        asked = {t: (self.owners[t].key, list(wanted)) for t, wanted in fields.items()}
+        owner = owner_fields(self.client, asked, self.retrying)
         present: dict[tuple[str, bytes], bool] = {}  # a row of this shard's, as of this change
         for txn in group:
             out = []
@@ -160,6 +161,7 @@ class ShardRows:
                     out.append(c if (before, after) == (c.before, c.after)
                                else Change(c.table, before, after))  # fmt: skip
             txn.changes = out
+        self.crossing.group(group, self.retrying)
 
     def rows(self, table: str, rows: Sequence[R]) -> list[R]:
         """The rows of an online chunk this shard may write: claimed as ``migrate`` claims a
@@ -185,13 +187,15 @@ def remove_own(
     delete of its image read back from Redis; the number of rows removed. A table whose rows
     cannot be read back (``as: columns``, ``formats:``...) holding rows of the shard: exit 2."""
     done = 0
+    tops = nesting_tops(plans)  # nested documents: read back from the rows kept beside them
     for name, plan in plans.items():
         o = owners_of(plan)
         if o is None:
             continue
         delta = table_delta(plan)
+        top = tops.get(name)
         for page in _pages(client, o.key, shard.encode()):
-            why = unreadable(plan)
+            why = "" if top is not None else unreadable(plan)
             if why:
                 raise MigratorError(
                     f"shard {shard}'s rows of table '{name}' cannot be removed alone: {why}",
@@ -199,9 +203,16 @@ def remove_own(
                     f"table as a hash of every column ({docs('sharding.md#sync')})",
                 )
             total = Delta()
-            for row in _read_back(client, plan, page):
+            rows = (
+                _read_back(client, plan, page)
+                if top is None
+                else images(client, top, page, retrying)
+            )
+            for row in rows:
                 delta.change(row, None, total)
             commands = [*total.commands, (b"HDEL", o.key, *page)]
+            if top is not None:  # (store/shard_documents.py)
+                commands += below(client, top, page, retrying)
             sink_for(client, retrying).write(commands)
             done += len(page)
             removing(done)

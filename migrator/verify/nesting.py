@@ -12,7 +12,7 @@ from typing import Any
 from migrator.plan.nesting import Level, commands
 from migrator.plan.nesting_side import side_commands
 from migrator.source.mysql import Source
-from migrator.source.nesting import all_trees
+from migrator.source.shard_nesting import shard_trees
 from migrator.verify import documents
 from migrator.verify.keys import Reader
 from migrator.verify.nesting_side import SideCheck
@@ -35,7 +35,7 @@ def check(
     present = 0
     side = SideCheck(top, reader, found)
     vectors = frozenset(f for level in _levels(top) for f in documents.vectors(level.layout))
-    for rows, groups in all_trees(src, top, size):
+    for rows, groups in shard_trees(src, top, size):  # (over shards: each in turn)
         cmds = commands(top, rows, groups)
         present += documents.compare(cmds, reader.read(documents.reads(cmds)), found, vectors)
         side.page(side_commands(top, rows, groups))

@@ -42,6 +42,9 @@ SHARED_UNIQUE = "row sharing a unique value"  # a unique: MySQL does not keep un
 #: a row of a sharded source whose primary key or unique value an earlier shard holds
 #: (docs/sharding.md#collisions): Redis holds the earlier shard's row
 COLLIDING = "row colliding across shards"
+#: a nested child of a sharded source whose parent row is on another shard: in no document
+#: (docs/sharding.md#nested-documents)
+CROSS_SHARD = "child on another shard than its parent"
 #: a row migrate does not write by policy (a separator inside a composite's value under
 #: ``escape: reject``, a NULL in a row-key column): MySQL holds it, Redis does not
 REJECTED = "rejected row"
@@ -60,6 +63,7 @@ DIFFERENT_KINDS = frozenset(
         SHARED_KEY,
         SHARED_UNIQUE,
         COLLIDING,
+        CROSS_SHARD,
         MISSING_TTL,
         WRONG_TTL,
     }
