@@ -18,7 +18,7 @@ from migrator.commands.shards import opened_union
 from migrator.errors import MigratorError, docs
 from migrator.mapping.model import Mapping
 from migrator.plan.planner import TablePlan
-from migrator.reports import MigrateReport
+from migrator.reports import MigrateReport, TableReport
 from migrator.retry import Retrying
 from migrator.source.shards import Union
 from migrator.store.checkpoint import Checkpoint, removal_pending
@@ -84,10 +84,24 @@ def run_shards(
             f"load again: migrator migrate {m.file or 'MAPPING'} --replace",
         )
     out = merged(reports)
-    out.tables += crossed
+    fold(out, crossed)
     out.notes += [f"shard {name}: its checkpoint records a finished load; not loaded again "
                   "(--resume)" for name in skipped]  # fmt: skip
     return out
+
+
+def fold(out: MigrateReport, crossed: list[TableReport]) -> None:
+    """The cross-shard children (commands/shard_nesting.py) into the report's line of their
+    table and shard (``tag@west``), one line each."""
+    lines = {t.table: t for t in out.tables}
+    for t in crossed:
+        held = lines.get(t.table)
+        if held is None:
+            out.tables.append(t)
+            continue
+        for reason, n in t.rejected.items():
+            held.rejected[reason] = held.rejected.get(reason, 0) + n
+        held.rejects += t.rejects
 
 
 def finished_on(target: str) -> Callable[[ShardPart, list[str]], bool]:
@@ -133,7 +147,7 @@ def reload_shard(
         crossed = cross_rejects(union.sources, nesting_trees(m, cast(Any, union), resolved),
                                 chosen.name)  # fmt: skip
     out = merged([(part, loaded)])
-    out.tables += crossed
+    fold(out, crossed)
     out.removed = removed
     out.notes.append(
         f"--replace --shard {only}: the {removed:,} row(s) Redis held from shard {only} were "
