@@ -190,6 +190,28 @@ def test_a_child_on_another_shard_than_its_parent_is_reported(
     assert "child on another shard than its parent" in shown.output
 
 
+def test_a_nested_child_key_on_two_shards_is_reported_by_verify(
+    two, tmp_path, redis_url, redis_client
+):
+    """Tag 1 on both shards, each under a book of its own shard: each document holds its own
+    shard's tag, and the key two shards hold is a collision verify names (a limit: migrate
+    does not check a nested child's key; docs/sharding.md, nested documents' limits)."""
+    east, west = two
+    fill(east, EAST)
+    fill(west, {**WEST, "tag": [*WEST["tag"], (1, 102, "dup")]})
+    f = mapping_file(tmp_path, two, redis_url)
+    assert migrate(f).exit_code == 0
+    docs = stored(redis_client)
+    assert [t["tagname"] for t in docs["book:102"]["tags"]] == ["dup", "old"]
+    assert [t["tagname"] for t in docs["book:1"]["tags"]] == ["lang", "web"]
+    found = verify(f)
+    assert found.exit_code == 1
+    checks = {t.table: t for t in found.tables}
+    assert dict(checks["tag"].counts) == {vr.COLLIDING: 1}, checks["tag"].counts
+    (d,) = checks["tag"].examples[vr.COLLIDING]
+    assert d.field == "SELECT * FROM `tag` WHERE `id` = 1", d
+
+
 def test_one_shards_documents_are_reloaded_alone(two, tmp_path, redis_url, redis_client):
     """``migrate --replace --shard west``: west's documents, and the rows kept beside them,
     removed through the top table's owner hash and loaded again; east's untouched."""
