@@ -169,6 +169,11 @@ def test_the_union_of_two_shards_is_loaded_and_verified_exactly(
     want = expected(now)
     want[b"customer:id"] = b"102"  # a counter is never lowered: at least MAX(id), 101, holds
     assert held(redis_client) == want
+    # a --replace over every shard removed what the earlier run wrote: no shard's part says
+    # Redis held an earlier run (west's checkpoint of it outlived the removal)
+    again = migrate(f, replace=True)
+    assert again.exit_code == 0 and not again.rerun, again.notes
+    assert not [n for n in again.notes if "earlier run" in n], again.notes
 
 
 def test_one_shard_alone_and_its_own_checkpoint(two, tmp_path, redis_url, redis_client):

@@ -269,7 +269,7 @@ def migrate(
                 f"snapshot taken again: rows read after that are as of "
                 f"{src.retaken[-1].describe()}"
             )
-        if earlier and not resume and not replace:
+        if earlier and not resume and not replace and not (part is not None and part.replaced):
             report.rerun = True
             report.notes.append(rerun_note(m, earlier, resolved))
         report.seconds = time.perf_counter() - started

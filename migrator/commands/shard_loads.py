@@ -41,6 +41,9 @@ class ShardPart:
     mapping: str
     ends: Union  # every shard: each table's counter and latest lists are the union's
     checkpoints: tuple[str, ...]  # every shard's ``run_name``
+    #: the run removed the mapping's keys first (``--replace`` over every shard): what an
+    #: earlier run of this shard wrote is gone, whichever part removed it
+    replaced: bool = False
 
     @property
     def run_name(self) -> str:
@@ -67,7 +70,7 @@ def run_shards(
     chosen = shards(m, source, only)
     with opened_union(m, tables) as (union, resolved):
         names = tuple(run_name(m.name, s.name) for s in m.sources)
-        parts = [ShardPart(s.name, s.url, m.name, union, names) for s in chosen]
+        parts = [ShardPart(s.name, s.url, m.name, union, names, replace) for s in chosen]
         reports: list[tuple[ShardPart, MigrateReport]] = []
         skipped: list[str] = []
         for p in parts:
