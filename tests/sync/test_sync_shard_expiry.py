@@ -129,19 +129,19 @@ def test_a_stopped_shards_due_rows_are_its_own_to_sweep(
     again, and the list takes the next newest rows of either shard."""
     dbs, mapping = _shards(servers, tmp_path)
     _caught_up(mapping, dbs, redis_url)
-    soon = datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(seconds=8)
-    dbs["west"].run(f"UPDATE tok SET score = 100 + id, ends = '{soon}' WHERE id <= 3")
-    _caught_up(mapping, dbs, redis_url)
+    soon = datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(seconds=10)
+    west = dbs["west"]
+    west.run(f"UPDATE tok SET score = 100 + id, ends = '{soon}' WHERE id <= 3")
+    past = soon - timedelta(seconds=60)  # claimed, then left out: already past its moment
+    west.run(f"INSERT INTO tok VALUES (77, 'gone@x', 'Oslo', 999, '{past}')")
+    sync(mapping, target=redis_url, shard="west", until_caught_up=True)
     client = redis.Redis.from_url(redis_url)
     assert client.lrange("tok:latest", 0, 2) == [b"3", b"2", b"1"]
-    past = soon - timedelta(seconds=60)
-    dbs["west"].run(f"INSERT INTO tok VALUES (77, 'gone@x', 'Oslo', 999, '{past}')")
-    _caught_up(mapping, dbs, redis_url)  # claimed, then left out: already past its moment
     assert client.hget("migrator:expiry:shard:tok", encode_row((b"77",))) is None
     assert client.hget("migrator:expiry:shard:tok", encode_row((b"3",))) == b"west"
-    time.sleep(
-        max(0.0, (soon - datetime.now(timezone.utc).replace(tzinfo=None)).total_seconds()) + 1
-    )
+    left = soon - datetime.now(timezone.utc).replace(tzinfo=None)
+    assert left.total_seconds() > 0, "too slow a host: rows 1-3 passed their moment already"
+    time.sleep(left.total_seconds() + 1)  # past rows 1-3's moment
     sync(mapping, target=redis_url, shard="east", until_caught_up=True)  # sweeps its own only
     assert client.zscore("migrator:expiry:expiry:tok", b"3") is not None  # west's, still due
     sync(mapping, target=redis_url, shard="west", until_caught_up=True)
