@@ -2,10 +2,12 @@
 with ``expire: {column: ends}`` (NULL, past and far-future moments) and a unique, an index, a
 sorted set and a latest list, loaded by ``migrate``: ``verify`` of the shards answers 0, and
 Redis holds what a ``migrate`` of one database with the union's rows writes (every key, its
-TTL within two seconds, the expiry schedule and memos), the owner hash aside."""
+TTL within two seconds, the expiry schedule and memos), the owner hash aside; rows that pass
+their moment with no sync running are swept by ``verify --fix`` of the shards."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -102,3 +104,32 @@ def test_a_migrate_of_shards_with_expiry_equals_one_of_the_union(
     redis_client.flushdb()
     assert migrate(str(union), target=redis_url).exit_code == 0
     same_keys(got, dump(redis_client))
+
+
+def test_verify_fix_of_the_shards_sweeps_rows_past_their_moment(
+    dbs: dict[str, MySQLDatabase], tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """Rows of both shards pass their moment with no sync running: their entries stay in the
+    shared structures; ``verify --fix`` of the shards sweeps them (owner fields included),
+    and a second ``verify`` answers 0."""
+    soon = datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(seconds=2)
+    marks = "INSERT INTO tok VALUES (%s, %s, %s, %s, %s)"
+    for name, first in (("east", 1), ("west", 101)):
+        dbs[name].insert(marks, [*rows_of(first), (first + 50, f"s{first}@x", "Oslo", 3, soon)])
+    sharded = tmp_path / "shop.yaml"
+    lines = [f'  - {{name: {n}, url: "{dbs[n].url}"}}\n' for n in ("east", "west")]
+    sharded.write_text("version: 1\nsources:\n" + "".join(lines) + TABLES)
+    assert migrate(str(sharded), target=redis_url).exit_code == 0
+    owners = b"migrator:shop:shard:tok"
+    assert redis_client.hget(owners, b"2:51") == b"east"
+    time.sleep(3)
+    assert redis_client.sismember(b"tok:indices:city:Oslo", b"151")  # kept: no sync ran
+    fixed = verify(str(sharded), target=redis_url, fix=True)
+    assert fixed.exit_code == 0, fixed.as_dict()  # swept first, then compared
+    assert "expiry: 2 rows past it swept" in str(fixed.as_dict())
+    again = verify(str(sharded), target=redis_url)
+    assert again.exit_code == 0, again.as_dict()
+    assert not redis_client.sismember(b"tok:indices:city:Oslo", b"151")
+    assert (
+        redis_client.hget(owners, b"2:51") is None and redis_client.hget(owners, b"3:151") is None
+    )

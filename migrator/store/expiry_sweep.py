@@ -65,6 +65,8 @@ def due(client: Any, tables: list[ExpiringTableDelta]) -> Delta | None:
                     total.put(("z", schedule, pk), REMOVED)
                     continue
                 d.sweep(row, b"%d" % int(score), total)
+                if owners is not None and mine is None:  # verify --fix of the shards: the
+                    total.put(("h", owners.key, owners.field(row)), REMOVED)  # row's owner
             if len(got) < SWEEP_ROWS or mine is None:
                 break
     return total if total.ops or total.row_dels else None
