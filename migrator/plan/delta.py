@@ -43,6 +43,7 @@ from typing import Any
 from migrator.plan.batch import Command, Row
 from migrator.plan.delta_code import Entries, entries_function
 from migrator.plan.delta_entries import collector
+from migrator.plan.owners import owners_of
 from migrator.plan.planner import TablePlan
 from migrator.plan.vector_sets import vadd
 from migrator.plan.where import row_test
@@ -210,6 +211,7 @@ class TableDelta:
         # outside it is planned as no row at all (plan/where.py)
         where = plan.table.where
         self.keeps = None if where is None else row_test(where, plan.pos, plan.resolved.schema)
+        self.owners = owners_of(plan)
 
     def entries(self, row: Row | None) -> Entries:
         """A row's entries, grouped per key (none for None)."""
@@ -307,7 +309,11 @@ class TableDelta:
 
     def _left_out(self, row: Row, delta: Delta) -> None:
         """A row the filter leaves out is in no structure, but its key still raises the
-        counter: the counter's rule is over every row of the table (docs/mapping.md)."""
+        counter: the counter's rule is over every row of the table (docs/mapping.md). Over
+        shards its owner field, claimed before the group was planned (sync/shard_rows.py),
+        goes: no shard holds the row in Redis, as ``migrate`` leaves it."""
+        if self.owners is not None and self.owners.owner():
+            delta.put(("h", self.owners.key, self.owners.field(row)), REMOVED)
         pk = row[0]
         if self.counter_key is not None and pk is not None and pk.lstrip(b"-").isdigit():
             delta.raise_counter(self.counter_key, int(pk))

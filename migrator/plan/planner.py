@@ -17,7 +17,7 @@ from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Batch, Command, KeyFn, Row, Stats, compile_template, joiner
 from migrator.plan.expiry import RowExpiry
 from migrator.plan.layout import TableLayout
-from migrator.plan.owners import Owners, sharded
+from migrator.plan.owners import Owners, owners_of, sharded
 from migrator.plan.packer import Packer
 from migrator.plan.resp import resp
 from migrator.plan.row_images import RowImages
@@ -88,9 +88,13 @@ class TablePlan(TableLayout):
         now = expiry.now_ms()
         n = 0
         out = batch.commands
+        owners = owners_of(self)
+        owner = b"" if owners is None else owners.owner()
         for row in rows:
             moment = expiry.moment(row, now)
             if moment is not None and moment <= now:
+                if owners is not None and owner:  # claimed (store/claims.py), then past its
+                    out.append((b"HDEL", owners.key, owners.field(row)))  # moment: no owner
                 continue  # expired: absent from Redis, as the read's condition leaves it
             n += 1
             if checked and (column := self.ambiguous(row)) is not None:

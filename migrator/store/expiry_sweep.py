@@ -15,6 +15,7 @@ from typing import Any
 from migrator.plan.delta import REMOVED, Delta, TableDelta
 from migrator.plan.expiry import decode_row
 from migrator.plan.expiry_delta import ExpiringTableDelta
+from migrator.plan.owners import UNION, owners_of
 from migrator.plan.planner import TablePlan
 from migrator.retry import Retrying
 from migrator.store.cluster import is_cluster
@@ -32,21 +33,42 @@ def expiring(deltas: dict[str, TableDelta]) -> list[ExpiringTableDelta]:
 
 def due(client: Any, tables: list[ExpiringTableDelta]) -> Delta | None:
     """The sweep's Delta: the rows past their moment (at most SWEEP_ROWS per table), or
-    None when no row is due."""
+    None when no row is due. A shard's sync (its plans resolved for one shard) sweeps the
+    rows the owner hash gives to its shard, or to none, and reads past the others' (their
+    own process sweeps them, in order with its own writes of them)."""
     total = Delta()
     for d in tables:
         now = d.expiry.now_ms()
         schedule, memo = d.expiry.schedule, d.expiry.memo
-        got = client.zrangebyscore(schedule, "-inf", now, start=0, num=SWEEP_ROWS,
-                                   withscores=True)  # fmt: skip
-        if not got:
-            continue
-        pks = [pk for pk, _ in got]
-        for (pk, score), blob in zip(got, client.hmget(memo, pks)):
-            if blob is None:  # no image to plan from: only the schedule's entry goes
-                total.put(("z", schedule, pk), REMOVED)
-                continue
-            d.sweep(decode_row(blob), b"%d" % int(score), total)
+        owners = owners_of(d.plan)
+        mine = None if owners is None or owners.shard == UNION.encode() else owners.shard
+        swept, start = 0, 0
+        while swept < SWEEP_ROWS:
+            got = client.zrangebyscore(schedule, "-inf", now, start=start, num=SWEEP_ROWS,
+                                       withscores=True)  # fmt: skip
+            if not got:
+                break
+            start += len(got)
+            blobs = client.hmget(memo, [pk for pk, _ in got])
+            rows = [None if b is None else decode_row(b) for b in blobs]
+            theirs: set[int] = set()
+            if mine is not None and owners is not None:
+                at = [i for i, r in enumerate(rows) if r is not None]
+                fields = [owners.field(rows[i]) for i in at]  # type: ignore[arg-type]
+                held = client.hmget(owners.key, fields) if fields else []
+                theirs = {i for i, o in zip(at, held) if o not in (None, mine)}
+            for i, ((pk, score), row) in enumerate(zip(got, rows)):
+                if i in theirs:  # another shard's row: its process sweeps it
+                    continue
+                swept += 1
+                if row is None:  # no image to plan from: only the schedule's entry goes
+                    total.put(("z", schedule, pk), REMOVED)
+                    continue
+                d.sweep(row, b"%d" % int(score), total)
+                if owners is not None and mine is None:  # verify --fix of the shards: the
+                    total.put(("h", owners.key, owners.field(row)), REMOVED)  # row's owner
+            if len(got) < SWEEP_ROWS or mine is None:
+                break
     return total if total.ops or total.row_dels else None
 
 
