@@ -579,3 +579,20 @@ def load_employees(server: str, data: Path, name: str) -> str:
     return _load(
         server, name, [(path, text)], folder, lambda cur: _is_loaded(cur, name, EMPLOYEES_COUNTS)
     )
+
+
+def key_values(client: Any, skip: Callable[[bytes], bool], ttl: bool = False) -> dict[bytes, Any]:
+    """Every key of the client's database but those ``skip`` names, with its whole value
+    (by its type), and with ``ttl`` as ``(value, PTTL in ms; -1: none)``."""
+    read: dict[bytes, Callable[[bytes], Any]] = {
+        b"string": client.get, b"hash": client.hgetall, b"set": client.smembers,
+        b"zset": lambda k: client.zrange(k, 0, -1, withscores=True),
+        b"list": lambda k: client.lrange(k, 0, -1),
+    }  # fmt: skip
+    out: dict[bytes, Any] = {}
+    for key in client.scan_iter(count=1000):
+        if skip(key):
+            continue
+        value = read[client.type(key)](key)
+        out[key] = (value, client.pttl(key)) if ttl else value
+    return out

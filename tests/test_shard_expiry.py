@@ -18,7 +18,13 @@ import redis
 
 from migrator.commands import migrate
 from migrator.commands.verify import verify
-from tests.services import MySQLDatabase, create_database, drop_database, new_database_name
+from tests.services import (
+    MySQLDatabase,
+    create_database,
+    drop_database,
+    key_values,
+    new_database_name,
+)
 from tests.sync.test_sync_expiry import MAPPING, SCHEMA
 
 TABLES = MAPPING.split("\n", 2)[2]  # without its version line
@@ -52,18 +58,8 @@ def dbs(mysql_server_url: str) -> Iterator[dict[str, MySQLDatabase]]:
 
 def dump(client: redis.Redis) -> dict[bytes, Any]:
     """Every key (the owner hash aside) with its value and its TTL in ms (-1: none)."""
-    out: dict[bytes, Any] = {}
-    for key in client.scan_iter(count=1000):
-        if key.startswith(b"migrator:shop:shard:") or key.endswith(b":checkpoint"):
-            continue
-        kind = client.type(key)
-        value = {
-            b"string": client.get, b"hash": client.hgetall, b"set": client.smembers,
-            b"zset": lambda k: client.zrange(k, 0, -1, withscores=True),
-            b"list": lambda k: client.lrange(k, 0, -1),
-        }[kind](key)  # fmt: skip
-        out[key] = (value, client.pttl(key))
-    return out
+    return key_values(client, lambda k: k.startswith(b"migrator:shop:shard:")
+                      or k.endswith(b":checkpoint"), ttl=True)  # fmt: skip
 
 
 def same_keys(sharded: dict[bytes, Any], union: dict[bytes, Any]) -> None:

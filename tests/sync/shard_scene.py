@@ -24,7 +24,7 @@ from migrator.commands.verify import verify
 from tests.binlog_server import PrivateMariaDB, missing, running_mariadb
 from tests.faults import wait_for
 from tests.mysql_server import PrivateMySQL, mysql_problem
-from tests.services import create_database
+from tests.services import create_database, key_values
 from tests.sync.helpers import following
 
 SCHEMA = """
@@ -217,17 +217,8 @@ def union_of(servers: dict[str, Any], shards: dict[str, Any], tmp_path: Path) ->
 
 def dump(client: redis.Redis) -> dict[bytes, Any]:
     """Every key but the tool's own (``migrator:``; the owner hashes kept) with its value."""
-    out: dict[bytes, Any] = {}
-    for key in client.scan_iter(count=1000):
-        if key.startswith(b"migrator:") and not key.startswith(b"migrator:shop:shard:"):
-            continue
-        kind = client.type(key)
-        out[key] = {
-            b"string": client.get, b"hash": client.hgetall, b"set": client.smembers,
-            b"zset": lambda k: client.zrange(k, 0, -1, withscores=True),
-            b"list": lambda k: client.lrange(k, 0, -1),
-        }[kind](key)  # fmt: skip
-    return out
+    return key_values(client, lambda k: k.startswith(b"migrator:")
+                      and not k.startswith(b"migrator:shop:shard:"))  # fmt: skip
 
 
 def equals_a_rebuild(

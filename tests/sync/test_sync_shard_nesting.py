@@ -28,7 +28,7 @@ from migrator.commands.sync import sync
 from migrator.commands.verify import verify
 from migrator.sync.shard_rows import Collisions
 from migrator.verify import report as vr
-from tests.services import create_database
+from tests.services import create_database, key_values
 from tests.sync.helpers import following
 from tests.sync.shard_scene import BASE, servers
 from tests.test_shard_nesting import SCHEMA, TABLES, documents
@@ -104,15 +104,8 @@ def stored(client: redis.Redis) -> dict[str, Any]:
 
 def _dump(client: redis.Redis) -> dict[bytes, Any]:
     """Every key but the checkpoints and the sync's own state, with its value."""
-    out: dict[bytes, Any] = {}
-    for key in client.scan_iter(count=1000):
-        if key.endswith(b":checkpoint") or key.startswith(b"migrator:shop:sync"):
-            continue
-        kind = client.type(key)
-        out[key] = {
-            b"string": client.get, b"hash": client.hgetall, b"set": client.smembers,
-        }[kind](key)  # fmt: skip
-    return out
+    return key_values(client, lambda k: k.endswith(b":checkpoint")
+                      or k.startswith(b"migrator:shop:sync"))  # fmt: skip
 
 
 def test_nested_documents_followed_per_shard_equal_a_rebuild(
