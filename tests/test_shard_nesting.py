@@ -190,17 +190,24 @@ def test_a_child_on_another_shard_than_its_parent_is_reported(
     assert "child on another shard than its parent" in shown.output
 
 
-def test_a_nested_child_key_on_two_shards_is_reported_by_verify(
-    two, tmp_path, redis_url, redis_client
-):
+def test_a_nested_child_key_on_two_shards_is_reported(two, tmp_path, redis_url, redis_client):
     """Tag 1 on both shards, each under a book of its own shard: each document holds its own
-    shard's tag, and the key two shards hold is a collision verify names (a limit: migrate
-    does not check a nested child's key; docs/sharding.md, nested documents' limits)."""
+    shard's tag, and the key two shards hold is a collision migrate and verify name, with the
+    SQL (the rows kept beside the documents share it)."""
     east, west = two
     fill(east, EAST)
     fill(west, {**WEST, "tag": [*WEST["tag"], (1, 102, "dup")]})
     f = mapping_file(tmp_path, two, redis_url)
-    assert migrate(f).exit_code == 0
+    report = migrate(f)
+    assert report.exit_code == 1
+    assert {t.table: t.rejected for t in report.tables if t.rejected} == {
+        "tag@west": {"a nested child whose primary key another shard's child holds (collision)": 1}
+    }
+    (reject,) = next(t for t in report.tables if t.table == "tag@west").rejects
+    assert "a child's on shard east too" in reject.reason, reject.reason
+    assert "SELECT * FROM `tag` WHERE `id` = 1" in reject.reason, reject.reason
+    alone = migrate(f, replace=True, shard="west")  # one shard's reload compares it too
+    assert alone.exit_code == 1 and alone.nested_keys == 1, alone.tables
     docs = stored(redis_client)
     assert [t["tagname"] for t in docs["book:102"]["tags"]] == ["dup", "old"]
     assert [t["tagname"] for t in docs["book:1"]["tags"]] == ["lang", "web"]

@@ -38,6 +38,10 @@ COLLISION = "a primary key or unique value another shard holds (collision)"
 #: the reason a nested child whose parent row is on another shard is counted under: it is in
 #: no document (commands/shard_nesting.py)
 CROSS_SHARD = "a nested child whose parent is on another shard (in no document)"
+#: the reason a nested child whose primary key another shard's child holds is counted under:
+#: each document holds its own shard's child, the rows kept beside them share the key
+#: (commands/shard_nesting.py)
+NESTED_KEY = "a nested child whose primary key another shard's child holds (collision)"
 
 
 def owners_key(mapping_name: str, table: str) -> bytes:
