@@ -47,10 +47,26 @@ class DaskCluster:
         )  # fmt: skip
 
     def start_scheduler(self) -> None:
-        self.scheduler = self._start(
-            "scheduler", "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
-            "--no-dashboard",
-        )  # fmt: skip
+        """The scheduler, once it says it listens on its port: a free port may be taken by
+        another test's process (a Dask worker of another xdist worker) before the scheduler
+        binds it, and a client would then talk to that process; such a scheduler exits, and
+        another port is tried."""
+        for _ in range(5):
+            self.scheduler = self._start(
+                "scheduler", "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
+                "--no-dashboard",
+            )  # fmt: skip
+            address = self.address.encode()
+            deadline = time.monotonic() + START_SECONDS
+            while time.monotonic() < deadline and self.scheduler.poll() is None:
+                said = (self.directory / "scheduler.log").read_bytes().splitlines()
+                if any(b"Scheduler at:" in x and x.rstrip().endswith(address) for x in said):
+                    return
+                time.sleep(0.1)
+            self.scheduler.kill()
+            self.scheduler.wait()
+            self.port = free_port()
+        raise AssertionError(f"no Dask scheduler started:\n{self.log()}")
 
     def start_worker(self) -> subprocess.Popen[bytes]:
         n = len(self.workers)
