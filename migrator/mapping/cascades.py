@@ -87,7 +87,8 @@ def inexact_match(child: Column, parent: Column) -> str:
     ("" when its equality is byte equality, so the child rows are exactly those Redis lists
     under the parent's value): integers; binary strings; MariaDB's UUID and INET types; text
     under a ``_bin`` collation that is NO PAD, or PAD SPACE on CHAR columns on both sides
-    (CHAR values are stored without trailing spaces); DECIMAL, temporal types, YEAR and BIT of
+    (CHAR values are stored without trailing spaces), but for a CHAR and a VARCHAR
+    (``mixed_chars``); DECIMAL, temporal types, YEAR and BIT of
     one same type on both sides (their text is canonical); FLOAT and DOUBLE of one same type
     on both sides (one text per value, but for zero: ``-0`` and ``0``, both looked up)."""
     if child.kind is Kind.INTEGER and parent.kind is Kind.INTEGER:
@@ -98,14 +99,14 @@ def inexact_match(child: Column, parent: Column) -> str:
     if same and child.kind in FLOATS and parent.kind is child.kind:
         return ""  # one text per value but zero's two ('-0' = '0'): plan/cascade.py looks up both
     if child.kind is Kind.BINARY and parent.kind is Kind.BINARY:
-        if same or _base(child) == _base(parent) == "varbinary":
-            return ""
-        theirs = f"the parent's {parent.name} is {parent.column_type}"
-        return f"{child.name} is {child.column_type} and {theirs}"
+        return ""  # InnoDB compares them byte for byte, unpadded (a BINARY(n)'s 0x00s count)
     if child.kind is not Kind.TEXT or parent.kind is not Kind.TEXT:
         return f"{child.name} is {child.column_type}, compared by value, not by its text"
     if _base(child) in BYTEWISE_TYPES and same:
         return ""
+    mixed = mixed_chars(child, parent)
+    if mixed:
+        return mixed
     collation = child.collation or ""
     shown = f"{child.name} is {child.column_type} under the collation {collation or '(none)'}"
     if not collation.endswith("_bin") or parent.collation != collation:
@@ -132,11 +133,106 @@ def weighed(column: Column) -> bool:
     return not collation.endswith("_bin") or not (no_pad(collation) or _base(column) == "char")
 
 
+def charset_of(collation: str) -> str:
+    """The character set a collation belongs to: its name's first part (``utf8mb4_0900_ai_ci``,
+    ``latin1_swedish_ci``, MariaDB's ``utf8mb3_general_ci``)."""
+    return collation.split("_", 1)[0]
+
+
+def is_char(column: Column) -> bool:
+    """A ``CHAR`` column (text, stored padded, printed without trailing spaces)."""
+    return column.kind is Kind.TEXT and _base(column) == "char"
+
+
+#: Python's codecs of the character sets whose characters are one byte or more, by MySQL's
+#: names: what a CHAR(n) of them is padded to, n bytes, is counted in them (``Fit``)
+CODECS = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "cp1252",
+          "ascii": "ascii"}  # fmt: skip
+
+
+def _length(column_type: str) -> int:
+    inside = column_type.partition("(")[2].partition(")")[0]
+    return int(inside) if inside.isdigit() else 1  # CHAR is CHAR(1)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How InnoDB stores a parent's new key that an ``ON UPDATE CASCADE`` writes into a text
+    child: a CHAR child prints it without trailing spaces ('b  ' is 'b'); a VARCHAR child of
+    a CHAR(n) parent gets the parent's stored value, padded with spaces to n bytes ('b' is
+    'b' and n - 1 spaces: seen on MariaDB 10.11 and MySQL 9.7)."""
+
+    strip: bool = False
+    pad: int = 0
+    codec: str = "utf-8"
+
+    def __call__(self, value: bytes) -> bytes:
+        if self.strip:
+            return value.rstrip(b" ")
+        text = value.decode("utf-8", "surrogateescape")
+        short = self.pad - len(text.encode(self.codec, "replace"))
+        return value + b" " * short if short > 0 else value
+
+
+def fit(child: Column, parent_type: str) -> Fit | None:
+    """``Fit`` of a foreign-key column (None: the parent's value is stored as it is)."""
+    if is_char(child):
+        return Fit(strip=True)
+    theirs = parent_type.split("(")[0].strip().lower()
+    if child.kind is Kind.TEXT and theirs == "char" and child.collation:
+        codec = CODECS.get(charset_of(child.collation))
+        return Fit(pad=_length(parent_type), codec=codec) if codec else None
+    return None
+
+
+def mixed_chars(child: Column, parent: Column) -> str:
+    """Why a CHAR on one side of a key and a VARCHAR on the other cannot be followed ("" when
+    they can: under a PAD SPACE collation, their rows are found by the comparison key)."""
+    bases = {_base(child), _base(parent)}
+    if Kind.TEXT not in (child.kind, parent.kind) or "char" not in bases or bases == {"char"}:
+        return ""
+    collation = child.collation or ""
+    shown = f"{child.name} is {child.column_type} and the parent's {parent.name} is "
+    shown += f"{parent.column_type} under the collation {collation}"
+    if no_pad(collation):
+        return (
+            f"{shown}, a NO PAD collation: InnoDB compares the CHAR's bytes padded with "
+            "spaces, which MySQL prints without them"
+        )
+    if _base(parent) == "char" and charset_of(collation) not in CODECS:
+        return (
+            f"{shown}: an ON UPDATE CASCADE copies the CHAR's value padded to its length in "
+            f"{charset_of(collation)}, which sync does not count"
+        )
+    return ""
+
+
+def padded(column: Column, parent_type: str) -> bool:
+    """A ``CHAR`` under a PAD SPACE collation referencing a ``VARCHAR``: MySQL's = pads the
+    shorter value with spaces ('a' = 'a ', the parent's trailing spaces kept), so its rows
+    are found by the server's comparison key too, as a ``weighed`` column's."""
+    if column.kind is not Kind.TEXT or not column.collation or no_pad(column.collation):
+        return False
+    theirs = parent_type.split("(")[0].strip().lower()
+    return is_char(column) and theirs not in ("", "char")
+
+
+def keyed_by_weight(fk: ForeignKey, ts: TableSchema, column: str) -> bool:
+    """Whether the rows of ``fk`` are found by the server's comparison key of ``column``:
+    it is ``weighed``, or ``padded`` against the column it references."""
+    col = ts.column(column)
+    if weighed(col):
+        return True
+    types = dict(zip(fk.columns, fk.parent_types))
+    return padded(col, types.get(column, ""))
+
+
 def weighed_columns(ts: TableSchema) -> tuple[str, ...]:
-    """The columns of the table's cascading foreign keys that are ``weighed``."""
+    """The columns of the table's cascading foreign keys whose rows are found by the
+    server's comparison key (``keyed_by_weight``)."""
     names = ts.column_names
     out = [c for fk in ts.foreign_keys if fk.unlogged_rules
-           for c in fk.columns if c in names and weighed(ts.column(c))]  # fmt: skip
+           for c in fk.columns if c in names and keyed_by_weight(fk, ts, c)]  # fmt: skip
     return tuple(dict.fromkeys(out))
 
 
@@ -155,8 +251,12 @@ def inexact_key(
     for c, p in zip(fk.columns, fk.parent_columns):
         if c in child.column_names and p in parent.column_names:
             mine, theirs = child.column(c), parent.column(p)
+            mixed = mixed_chars(mine, theirs)
+            if mixed:
+                return mixed
             same = theirs.kind is Kind.TEXT and theirs.collation == mine.collation
-            if weighed(mine) and same and (keyed is None or c in keyed):
+            weigh = weighed(mine) or padded(mine, theirs.column_type)
+            if weigh and same and (keyed is None or c in keyed):
                 continue
             why = inexact_match(mine, theirs)
             if why:

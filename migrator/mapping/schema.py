@@ -74,6 +74,10 @@ class ForeignKey:
     on_delete: str = ""  # the rule as MySQL spells it: CASCADE, SET NULL, RESTRICT...; "" none
     on_update: str = ""
     parent_database: str = ""  # the parent's database where it is not the table's own
+    #: the referenced columns' types (``COLUMN_TYPE``, as ``Column.column_type``), where the
+    #: parent is in the table's database: a child ``CHAR`` referencing a ``VARCHAR`` compares
+    #: with padding (mapping/cascades.py ``weighed_columns``); () when unknown
+    parent_types: tuple[str, ...] = ()
 
     @property
     def unlogged_rules(self) -> list[str]:

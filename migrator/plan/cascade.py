@@ -48,7 +48,9 @@ from dataclasses import dataclass
 from migrator.errors import MigratorError
 from migrator.mapping.cascades import (
     COLLATION_FIX,
+    Fit,
     Unlogged,
+    fit,
     inexact_key,
     reaching,
     trx_versioned,
@@ -98,6 +100,10 @@ class Cascade:
     #: per foreign-key column, whether it is a FLOAT or DOUBLE, whose zero a child may hold
     #: as ``-0`` or ``0`` (MySQL's = finds both): both are looked up; () when none is
     zeros: tuple[bool, ...] = ()
+    #: per foreign-key column, how a parent's new value an ``ON UPDATE CASCADE`` writes into
+    #: it is stored (mapping/cascades.py ``Fit``: a CHAR's trailing spaces cut, a VARCHAR
+    #: child of a CHAR padded); () when every value is stored as it is
+    fits: tuple[Fit | None, ...] = ()
 
     def action(self, before: Row | None, after: Row | None) -> tuple[str, Row | None] | None:
         """What the parent's change does to the children: ("delete", None), ("null", None),
@@ -249,6 +255,8 @@ def followable(
                 by = by_prefix(child.resolved, tuple(fk.columns))
                 assert any(p == by for p, _ in images.by)
             zeros = tuple(child.resolved.schema.column(c).kind in FLOATS for c in fk.columns)
+            columns = child.resolved.schema
+            fits = tuple(fit(columns.column(c), t) for c, t in zip(fk.columns, fk.parent_types))
             mapped = plans.get(fk.parent)
             pos = mapped.pos if mapped else {c: i for i, c in enumerate(outside[fk.parent])}
             rules.append(
@@ -263,6 +271,7 @@ def followable(
                     None if images is None or not images.whole else images.key,
                     weigh if any(weigh) else (),
                     zeros if any(zeros) else (),
+                    fits if any(fits) else (),
                 )
             )
     schemas = [p.resolved.schema for p in plans.values()]

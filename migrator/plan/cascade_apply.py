@@ -58,7 +58,9 @@ class Cascades:
                 if kind != "delete":
                     row = list(old)
                     for k, i in enumerate(rule.child_pos):
-                        row[i] = new_values[k] if new_values is not None else None
+                        v = new_values[k] if new_values is not None else None
+                        fits = rule.fits[k] if rule.fits else None
+                        row[i] = fits(v) if fits is not None and v is not None else v
                     for k, at in enumerate(rule.weigh):  # the comparison keys, as the values
                         if at is not None:
                             row[at[1]] = None if new_keys is None else new_keys[k]

@@ -116,6 +116,7 @@ def _read_schema(engine: Engine, only: list[str] | None) -> Schema:
                 str((fk.get("options") or {}).get("ondelete") or ""),
                 str((fk.get("options") or {}).get("onupdate") or ""),
                 str(fk.get("referred_schema") or ""),  # set for another database's table
+                _types_of(columns, fk) if not fk.get("referred_schema") else (),
             )
             for fk in inspector.get_foreign_keys(name)
         )
@@ -129,6 +130,12 @@ def _read_schema(engine: Engine, only: list[str] | None) -> Schema:
             row_end=row_ends.get(name),
         )
     return Schema(str(database), tables, tuple(inspector.get_view_names()))
+
+
+def _types_of(columns: dict[str, list[Column]], fk: Any) -> tuple[str, ...]:
+    """The referenced columns' types, by name in the parent's columns ("" where not found)."""
+    types = {c.name: c.column_type for c in columns.get(fk["referred_table"], ())}
+    return tuple(types.get(c, "") for c in fk["referred_columns"])
 
 
 _PERIOD = re.compile(r"PERIOD\s+FOR\s+SYSTEM_TIME\s*\(\s*`((?:[^`]|``)+)`\s*,\s*`((?:[^`]|``)+)`")

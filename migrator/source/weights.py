@@ -19,7 +19,7 @@ from typing import Protocol
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-from migrator.mapping.cascades import weighed
+from migrator.mapping.cascades import charset_of, weighed
 from migrator.mapping.schema import TableSchema
 from migrator.source.selects import RawRow, weight_expr
 
@@ -31,20 +31,24 @@ REMEMBERED = 50_000
 Pair = tuple[str, bytes]  # (collation, value)
 
 
-def charset_of(collation: str) -> str:
-    """The character set a collation belongs to: its name's first part (``utf8mb4_0900_ai_ci``,
-    ``latin1_swedish_ci``, MariaDB's ``utf8mb3_general_ci``)."""
-    return collation.split("_", 1)[0]
-
-
 class Fetches(Protocol):
     def fetch_all(self, stmt: sa.sql.Executable) -> list[RawRow]: ...
 
 
-def collations_of(ts: TableSchema, columns: Sequence[str]) -> tuple[str | None, ...]:
-    """Per column, its collation where MySQL's = compares it under one (``weighed``), else
-    None (byte equality)."""
-    return tuple(c.collation if weighed(c := ts.column(n)) else None for n in columns)
+def collations_of(
+    ts: TableSchema, columns: Sequence[str], child: TableSchema, referencing: Sequence[str]
+) -> tuple[str | None, ...]:
+    """Per column of ``ts`` (a parent's, referenced by ``child``'s ``referencing``), its
+    collation where MySQL's = compares it under one (either side ``weighed``: a VARCHAR
+    child's 'a ' references a CHAR parent's 'a' under a PAD SPACE ``_bin``), else None
+    (byte equality)."""
+    out = []
+    for name, theirs in zip(columns, referencing):
+        column = ts.column(name)
+        mine = child.column(theirs) if theirs in child.column_names else None
+        under = weighed(column) or (mine is not None and weighed(mine))
+        out.append(column.collation if under else None)
+    return tuple(out)
 
 
 class Weights:

@@ -124,7 +124,8 @@ class TableVerifier(RowChecks):
             out.append((",".join(ref.columns), key))
             at = tuple(self.plan.pos[c] for c in ref.columns)
             floats = any(pr.schema.column(p).kind in FLOATS for p in pcols)
-            held = Parent(ref.table, pcols, at, clause(pr), collations_of(pr.schema, pcols), floats)
+            under = collations_of(pr.schema, pcols, self.plan.resolved.schema, ref.columns)
+            held = Parent(ref.table, pcols, at, clause(pr), under, floats)
             self.held_parents.add(",".join(ref.columns), held)
         return out
 

@@ -49,6 +49,18 @@ CREATE TABLE code (c VARCHAR(10) COLLATE utf8mb4_bin PRIMARY KEY);
 CREATE TABLE coded (id INT PRIMARY KEY, c VARCHAR(10) COLLATE utf8mb4_bin NOT NULL,
   CONSTRAINT fk_coded_code FOREIGN KEY (c) REFERENCES code (c)
   ON DELETE CASCADE ON UPDATE CASCADE);
+CREATE TABLE label (c VARCHAR(10) COLLATE utf8mb4_bin PRIMARY KEY);
+CREATE TABLE labelled (id INT PRIMARY KEY, c CHAR(10) COLLATE utf8mb4_bin NOT NULL,
+  CONSTRAINT fk_labelled_label FOREIGN KEY (c) REFERENCES label (c)
+  ON DELETE CASCADE ON UPDATE CASCADE);
+CREATE TABLE stamp (c CHAR(10) COLLATE utf8mb4_bin PRIMARY KEY);
+CREATE TABLE stamped (id INT PRIMARY KEY, c VARCHAR(10) COLLATE utf8mb4_bin NULL,
+  CONSTRAINT fk_stamped_stamp FOREIGN KEY (c) REFERENCES stamp (c)
+  ON DELETE SET NULL ON UPDATE CASCADE);
+CREATE TABLE tally (k VARBINARY(12) PRIMARY KEY);
+CREATE TABLE tallied (id INT PRIMARY KEY, k BINARY(8) NOT NULL,
+  CONSTRAINT fk_tallied_tally FOREIGN KEY (k) REFERENCES tally (k)
+  ON DELETE CASCADE ON UPDATE CASCADE);
 CREATE TABLE region (name VARCHAR(20) CHARACTER SET latin1 COLLATE latin1_swedish_ci PRIMARY KEY);
 CREATE TABLE shop (id INT PRIMARY KEY,
   region VARCHAR(20) CHARACTER SET latin1 COLLATE latin1_swedish_ci NOT NULL,
@@ -62,6 +74,9 @@ PARENTS = {
     "city": ("name", [("resident", "city"), ("book_city", "city")], "accent"),
     "code": ("c", [("coded", "c")], "space"),
     "region": ("name", [("shop", "region")], "latin1"),
+    "label": ("c", [("labelled", "c")], "space"),  # a CHAR child of a VARCHAR parent
+    "stamp": ("c", [("stamped", "c")], "space"),  # a VARCHAR child of a CHAR parent
+    "tally": ("k", [("tallied", "k")], "binary"),  # a BINARY(8) child of a VARBINARY(12)
 }
 
 ACCENTS = str.maketrans({"e": "é", "a": "à", "o": "ô"})
@@ -78,6 +93,8 @@ class Writes(RandomTransactions):
         r = self.rng
         if how == "space":
             return value.rstrip(" ") + " " * r.randrange(3)
+        if how == "binary":  # 8 bytes: what a BINARY(8) holds, and the only parent it matches
+            return (value + "xxxxxxxx")[:8]
         if how == "accent" and r.random() < 0.5:
             value = value.translate(ACCENTS) if r.random() < 0.5 else value
         if how == "latin1" and "å" not in value.lower():
@@ -89,7 +106,7 @@ class Writes(RandomTransactions):
         column = PARENTS[table][0]
         with self.conn.cursor() as cur:
             cur.execute(f"SELECT {column} FROM {table}")
-            return [r[0] for r in cur.fetchall()]
+            return [r[0].decode() if isinstance(r[0], bytes) else r[0] for r in cur.fetchall()]
 
     def step(self) -> str:
         r = self.rng
@@ -142,8 +159,13 @@ def _run(db: Any, redis_url: str, redis_client: redis.Redis) -> None:
         cur.execute("SELECT COUNT(*) FROM book JOIN author ON book.author = author.name"
                     " AND BINARY book.author <> BINARY author.name")  # fmt: skip
         variants = cur.fetchone()[0]
+        cur.execute("SELECT COUNT(*) FROM labelled JOIN label ON labelled.c = label.c"
+                    " AND BINARY labelled.c <> BINARY label.c")  # fmt: skip
+        padded = cur.fetchone()[0]  # a CHAR child of a parent key with trailing spaces
+        cur.execute("SELECT COUNT(*) FROM tallied")
+        binary = cur.fetchone()[0]
     work.close()
-    assert variants > 0
+    assert variants > 0 and padded > 0 and binary > 0, (variants, padded, binary)
     keys = equals_a_fresh_migrate(db, mapping, redis_url, redis_client)
     weighed = [k for k in keys if k.startswith(b"migrator:collated:rows:book:by:author:")]
     assert len(weighed) > 1, "the children are found by the comparison key of their foreign key"
