@@ -116,6 +116,27 @@ class Union:
     def rows_where(self, *args: Any, **kwargs: Any) -> list[RawRow]:
         return self._rows("rows_where", *args, **kwargs)
 
+    def sampled_rows(
+        self, table: str, selector: Selector, pk: Sequence[str], values: Sequence[Any],
+        where: Any = None,
+    ) -> Generator[list[RawRow], None, None]:  # fmt: skip
+        """The rows of the primary keys ``values`` (``verify --sample``), each shard's in turn
+        as ``batches`` yields them: while a shard's are consumed, ``CURRENT`` names it (the
+        owner their fields must name), and a later shard's rows colliding with an earlier
+        shard's are left out (and reported as collisions)."""
+        uniques = self.uniques.get(table, [])
+        for k, (name, src) in enumerate(self.sources):
+            token = CURRENT.set(name)
+            try:
+                rows = src.rows_where(table, selector, pk, values, where)
+                if k and rows:
+                    rows = self.overlaps.apart(self.sources[:k], name, table, selector, pk,
+                                               uniques, rows, where)  # fmt: skip
+                if rows:
+                    yield rows
+            finally:
+                CURRENT.reset(token)
+
     def sharing_rows(self, *args: Any, **kwargs: Any) -> list[RawRow]:
         return self._rows("sharing_rows", *args, **kwargs)
 
