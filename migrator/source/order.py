@@ -4,9 +4,9 @@
 same keys, so the three agree on which rows are newest.
 
 Numbers compare by value (fixed-width text or the bits of a double, so that byte order is
-numeric order), every other value byte for byte (a text column under a collation that orders
-otherwise is a limit of docs/sharding.md). Each key is a prefix of no other, so the keys of
-several columns, joined, compare column by column."""
+numeric order), every other value byte for byte: a text column under a collation is ranked by
+the server's comparison key of its value (source/shards.py ``ordered_latest``). Each key is a
+prefix of no other, so the keys of several columns, joined, compare column by column."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ is computed over the rows is computed over all of them. The counter's ``MAX(pk)`
 highest over the shards (compared as numbers for a numeric column); a latest list's newest N
 are each shard's newest N (the query one source runs) merged in the same order: the order
 column descending, then the primary key descending, each value's ``order_key``
-(source/order.py, which sync's candidates use too): numbers by value, the rest as bytes (a
-text ``order_by`` under a collation that orders otherwise is a limit, docs/sharding.md#limits).
+(source/order.py, which sync's candidates use too): numbers by value, text under a collation
+by the server's comparison key (``ordered_latest``), the rest as bytes.
 
 While a shard's rows are read, ``CURRENT`` (plan/owners.py) names it: the owner hash's
 expected entries (``Owners`` of a table resolved for the union, ``UNION``) are that shard's.
@@ -21,6 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from migrator.mapping.cascades import weighed
 from migrator.mapping.kinds import Kind
 from migrator.mapping.schema import Column
 from migrator.plan.owners import CURRENT
@@ -29,7 +30,7 @@ from migrator.retry import Retrying
 from migrator.source.mysql import Source
 from migrator.source.order import order_key
 from migrator.source.overlaps import Overlaps
-from migrator.source.selects import RawRow, Selector, column_expr, convert_row
+from migrator.source.selects import RawRow, Selector, column_expr, convert_row, weight_column
 from migrator.source.snapshot import Snapshot
 
 
@@ -202,7 +203,7 @@ class Union:
     ) -> list[RawRow]:
         """The primary keys of the newest ``limit`` rows over every shard (see above); a key
         two shards hold (a collision) is the earlier shard's row, which Redis keeps."""
-        rows: list[tuple[bytes, RawRow]] = []
+        rows: list[tuple[RawRow, bytes]] = []
         for k, (name, src) in enumerate(self.sources):
             asked = limit
             while True:
@@ -212,45 +213,52 @@ class Union:
                 # less the rows migrate leaves out as collisions, then as many more as it left
                 kept = self._apart(k, name, table, [c.name for c in pk], got, where)
                 fetched = len(got)
-                got = [row for row in got if tuple(row[:-1]) in kept]
+                got = [(key, rank) for key, rank in got if tuple(key) in kept]
                 if len(got) >= limit or fetched < asked:
                     break
                 asked *= 2
-            for row in got:
-                order, key = row[-1], row[:-1]
-                rank = order_key(order, order_by.kind) + b"".join(
-                    order_key(v, c.kind) for v, c in zip(key, pk)
-                )
-                rows.append((rank, key))
-        rows.sort(key=lambda r: r[0], reverse=True)
-        return [key for _, key in rows[:limit]]
+            rows += got
+        rows.sort(key=lambda r: r[1], reverse=True)
+        return [key for key, _ in rows[:limit]]
 
     def _apart(
-        self, k: int, name: str, table: str, pk: list[str], got: list[RawRow], where: Any
-    ) -> set[tuple[Any, ...]]:
-        """The primary keys among ``got`` (shard ``k``'s rows, primary key first) that no
-        earlier shard's row collides with (source/overlaps.py; not counted again)."""
+        self, k: int, name: str, table: str, pk: list[str], got: list[tuple[RawRow, bytes]],
+        where: Any,
+    ) -> set[tuple[Any, ...]]:  # fmt: skip
+        """The primary keys among ``got`` (shard ``k``'s rows: key, rank) that no earlier
+        shard's row collides with (source/overlaps.py; not counted again)."""
         uniques = self.uniques.get(table, [])
         src = self.sources[k][1]
         selector = src.selector(table, list(dict.fromkeys([*pk, *(c for u in uniques for c in u)])))
-        full = src.rows_where(table, selector, pk, [tuple(r[: len(pk)]) for r in got], where)
+        full = src.rows_where(table, selector, pk, [tuple(key) for key, _ in got], where)
         kept = Overlaps().apart(self.sources[:k], name, table, selector, pk, uniques, full, where)
         return {tuple(r[: len(pk)]) for r in kept}
 
 
 def ordered_latest(
     src: Source, table: str, pk: Sequence[Column], order_by: Column, limit: int, where: Any
-) -> list[RawRow]:
-    """``Source.latest``'s rows with the order column's value last (to merge shards by)."""
+) -> list[tuple[RawRow, bytes]]:
+    """``Source.latest``'s rows (``ORDER BY order_by DESC, pk DESC``), each as its primary key
+    and its rank: bytes whose order is the query's order, to merge shards by. Each value's
+    ``order_key``; a text column MySQL compares under a collation (``weighed``) by the
+    server's comparison key of its value (``WEIGHT_STRING``, source/selects.py
+    ``weight_column``), so that case, accent and trailing-space variants rank as the server
+    orders them, never reimplementing a collation."""
     names = [c.name for c in pk]
     t = sa.table(table, *(sa.column(n) for n in {*names, order_by.name}))
     o = t.c[order_by.name]
+    ranked = tuple(weight_column(c) if weighed(c) else c for c in (order_by, *pk))
+    cols = (*pk, *ranked)
     stmt = (
-        sa.select(*(column_expr(c, t) for c in pk), column_expr(order_by, t))
+        sa.select(*(column_expr(c, t) for c in cols))
         .where(o.is_not(None), *([] if where is None else [where]))
         .order_by(o.desc(), *(t.c[n].desc() for n in names))
         .limit(limit)
     )
-    cols = (*pk, order_by)
     sel = Selector(tuple(c.name for c in cols), cols, tuple(converter(c.kind) for c in cols))
-    return [convert_row(r, sel) for r in src.fetch_all(stmt)]
+    out = []
+    for r in src.fetch_all(stmt):
+        row = convert_row(r, sel)
+        rank = b"".join(order_key(v, c.kind) for v, c in zip(row[len(pk) :], ranked))
+        out.append((row[: len(pk)], rank))
+    return out
