@@ -350,3 +350,29 @@ def test_a_unique_collision_under_an_escaped_composite_key_is_reported(
     assert not redis_client.exists(b"pair:z:w\\:2")
     assert redis_client.exists(b"pair:m:n")
     assert verify(f).exit_code == 1  # the collision, named by verify too
+
+
+def test_a_latest_list_over_an_enum_is_ordered_by_its_definition(
+    mysql_server_url, tmp_path, redis_url, redis_client
+):
+    """An ENUM ``order_by`` ranks the shards' rows by its members' order of definition, as
+    MySQL's ORDER BY does (not by their text): the list is what the query over a database of
+    the union's rows answers."""
+    schema = "CREATE TABLE task (id INT PRIMARY KEY, stage ENUM('zeta', 'alpha', 'mid'));"
+    rows = {"east": [(1, "alpha"), (2, "zeta"), (3, "mid")],
+            "west": [(101, "zeta"), (102, "alpha"), (103, "zeta")]}  # fmt: skip
+    with shard_databases(mysql_server_url, schema, n=3) as (east, west, union):
+        for db, held in ((east, rows["east"]), (west, rows["west"]),
+                         (union, rows["east"] + rows["west"])):  # fmt: skip
+            db.insert("INSERT INTO task VALUES (%s, %s)", held)
+        f = tmp_path / "tasks.yaml"
+        f.write_text(
+            f'version: 1\nsources:\n  - {{name: east, url: "{east.url}"}}\n'
+            f'  - {{name: west, url: "{west.url}"}}\ntarget: {redis_url}\ntables:\n'
+            '  task: {latest: [{key: "task:latest", order_by: stage, limit: 4}]}\n'
+        )
+        assert migrate(f).exit_code == 0
+        want = union.query("SELECT id FROM task ORDER BY stage DESC, id DESC LIMIT 4")
+        assert redis_client.lrange("task:latest", 0, -1) == [str(r[0]).encode() for r in want]
+        assert want[0][0] == 3  # 'mid', defined last
+        assert verify(f).ok

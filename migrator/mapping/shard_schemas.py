@@ -75,12 +75,14 @@ def order_differences(table: Table, schemas: Map[str, Schema]) -> list[str]:
 
 
 def _collation(schema: Schema, table: str, column: str) -> str | None:
-    """The collation the column's text is ranked under (None: by its bytes or value)."""
+    """The collation the column's text is ranked under (None: by its bytes or value; an ENUM
+    or SET by its number: source/shards.py ``rank_of``)."""
     ts = schema.tables[table]
     if column not in ts.column_names:
         return None
     c = ts.column(column)
-    return c.collation if weighed(c) else None
+    numbered = c.column_type.split("(")[0].strip().lower() in ("enum", "set")  # by number
+    return c.collation if weighed(c) and not numbered else None
 
 
 def table_differences(name: str, schemas: Map[str, Schema]) -> list[str]:

@@ -6,8 +6,8 @@ is computed over the rows is computed over all of them. The counter's ``MAX(pk)`
 highest over the shards (compared as numbers for a numeric column); a latest list's newest N
 are each shard's newest N (the query one source runs) merged in the same order: the order
 column descending, then the primary key descending, each value's ``order_key``
-(source/order.py, which sync's candidates use too): numbers by value, text under a collation
-by the server's comparison key (``ordered_latest``), the rest as bytes.
+(source/order.py, which sync's candidates use too): numbers by value, an ENUM by its number,
+text under a collation by the server's comparison key (``rank_of``), the rest as bytes.
 
 While a shard's rows are read, ``CURRENT`` (plan/owners.py) names it: the owner hash's
 expected entries (``Owners`` of a table resolved for the union, ``UNION``) are that shard's.
@@ -239,26 +239,35 @@ def ordered_latest(
     src: Source, table: str, pk: Sequence[Column], order_by: Column, limit: int, where: Any
 ) -> list[tuple[RawRow, bytes]]:
     """``Source.latest``'s rows (``ORDER BY order_by DESC, pk DESC``), each as its primary key
-    and its rank: bytes whose order is the query's order, to merge shards by. Each value's
-    ``order_key``; a text column MySQL compares under a collation (``weighed``) by the
-    server's comparison key of its value (``WEIGHT_STRING``, source/selects.py
-    ``weight_column``), so that case, accent and trailing-space variants rank as the server
-    orders them, never reimplementing a collation."""
+    and its rank: bytes whose order is the query's order, to merge shards by (``rank_of``)."""
     names = [c.name for c in pk]
     t = sa.table(table, *(sa.column(n) for n in {*names, order_by.name}))
     o = t.c[order_by.name]
-    ranked = tuple(weight_column(c) if weighed(c) else c for c in (order_by, *pk))
-    cols = (*pk, *ranked)
+    ranks = [rank_of(c, t) for c in (order_by, *pk)]
     stmt = (
-        sa.select(*(column_expr(c, t) for c in cols))
+        sa.select(*(column_expr(c, t) for c in pk), *(expr for expr, _ in ranks))
         .where(o.is_not(None), *([] if where is None else [where]))
         .order_by(o.desc(), *(t.c[n].desc() for n in names))
         .limit(limit)
     )
-    sel = Selector(tuple(c.name for c in cols), cols, tuple(converter(c.kind) for c in cols))
+    sel = Selector(tuple(names), tuple(pk), tuple(converter(c.kind) for c in pk))
     out = []
     for r in src.fetch_all(stmt):
-        row = convert_row(r, sel)
-        rank = b"".join(order_key(v, c.kind) for v, c in zip(row[len(pk) :], ranked))
-        out.append((row[: len(pk)], rank))
+        key = convert_row(r[: len(pk)], sel)
+        rank = b"".join(order_key(v, kind) for v, (_, kind) in zip(r[len(pk) :], ranks))
+        out.append((key, rank))
     return out
+
+
+def rank_of(column: Column, t: Any) -> tuple[Any, Kind]:
+    """What ranks a column's values as MySQL's ``ORDER BY`` does, and the kind its
+    ``order_key`` reads it as: an ENUM or SET by its number (the order of its definition), text
+    that MySQL compares under a collation (``weighed``) by the server's comparison key of the
+    value (``WEIGHT_STRING``: source/selects.py ``weight_column``), so that case, accent and
+    trailing-space variants rank as the server orders them, never reimplementing a collation;
+    any other value by itself."""
+    if column.column_type.split("(")[0].strip().lower() in ("enum", "set"):
+        return t.c[column.name] + 0, Kind.INTEGER
+    if weighed(column):
+        return column_expr(weight_column(column), t), Kind.BINARY
+    return column_expr(column, t), column.kind
