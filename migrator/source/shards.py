@@ -266,8 +266,19 @@ def rank_of(column: Column, t: Any) -> tuple[Any, Kind]:
     value (``WEIGHT_STRING``: source/selects.py ``weight_column``), so that case, accent and
     trailing-space variants rank as the server orders them, never reimplementing a collation;
     any other value by itself."""
-    if column.column_type.split("(")[0].strip().lower() in ("enum", "set"):
+    if numbered(column):
         return t.c[column.name] + 0, Kind.INTEGER
     if weighed(column):
         return column_expr(weight_column(column), t), Kind.BINARY
     return column_expr(column, t), column.kind
+
+
+def numbered(column: Column) -> bool:
+    """An ENUM or SET: MySQL orders it by its number, not its text."""
+    return column.column_type.split("(")[0].strip().lower() in ("enum", "set")
+
+
+def by_the_server(column: Column) -> bool:
+    """Whether ``rank_of`` ranks the column by what the server gives besides its value (a
+    number or a comparison key), where migrator before ranked its text's bytes."""
+    return numbered(column) or weighed(column)

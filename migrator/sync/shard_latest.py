@@ -27,12 +27,13 @@ member's first NUL ends it. On a Redis Cluster the script reads keys of one slot
 candidates key hashes as the list key does (its hash tag kept, or the list key made the tag),
 and a list key whose candidates cannot (a ``}`` outside a hash tag) is refused there (exit 2).
 Before that naming the candidates were ``migrator:<m>:latest:<shard>:<list key>``, on a single
-server only: a shard's process renames its own when it starts (``rename_old``).
+server only: a shard's process renames its own when it starts (``rename_old``), and rewrites
+those of lists whose ranks an older migrator gave otherwise (``rerank``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from migrator.errors import MigratorError, docs
@@ -42,9 +43,12 @@ from migrator.mapping.schema import Column
 from migrator.plan.batch import Command
 from migrator.plan.owners import owner_field, owners_key
 from migrator.plan.planner import TablePlan
+from migrator.retry import Retrying
 from migrator.source.mysql import Source
 from migrator.source.selects import RawRow
-from migrator.source.shards import ordered_latest
+from migrator.source.shards import by_the_server, ordered_latest
+from migrator.source.where import clause
+from migrator.store.cluster_sink import sink_for
 from migrator.store.sink import retry
 
 #: KEYS[1] the list, KEYS[2..] every shard's candidates; ARGV[1] the list's length
@@ -143,6 +147,23 @@ def commands(
     out.append((b"EVAL", MERGE, b"%d" % (1 + len(every)), list_key, *every,
                 b"%d" % latest.limit))  # fmt: skip
     return out
+
+
+def rerank(
+    client: Any, src: Source, plans: Mapping[str, TablePlan], shard: str,
+    shards: Sequence[str], retrying: Retrying | None = None,
+) -> None:  # fmt: skip
+    """When the shard's process starts: its candidates of each list ordered (or its ties
+    broken) by text under a collation or an ENUM read again from its server and every shard's
+    merged, so that ranks an older migrator gave such values (their text's bytes) leave the
+    merge even while the shard's rows do not change."""
+    out: list[Command] = []
+    for plan in plans.values():
+        r = plan.resolved
+        for latest in r.table.latest:
+            if any(by_the_server(r.schema.column(c)) for c in (latest.order_by, *r.primary_key)):
+                out += commands(client, src, plan, latest, shard, shards, clause(r))
+    sink_for(client, retrying).write(out)
 
 
 def _own_latest(

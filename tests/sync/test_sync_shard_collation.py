@@ -4,8 +4,9 @@ latest list is ordered by a VARCHAR under a case- and accent-insensitive PAD SPA
 with case, accent and trailing-space variants of the same text on both shards. ``migrate``,
 ``verify`` and each shard's ``sync`` rank the union's rows by the server's comparison key
 (``WEIGHT_STRING``), so the list is what ``ORDER BY name DESC, id DESC LIMIT N`` over the union
-gives, asked of a server (both engines, which agree), not sorted in Python; a column ordering a
-list under another collation on each shard is refused (exit 2)."""
+gives, asked of a server (both engines, which agree), not sorted in Python; candidates an older
+migrator ranked by their bytes are ranked again when the shard's process starts; a column
+ordering a list under another collation on each shard is refused (exit 2)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from migrator.cli import app
 from migrator.commands import migrate
 from migrator.commands.sync import sync
 from migrator.commands.verify import verify
+from migrator.mapping.kinds import Kind
+from migrator.source.order import order_key
+from migrator.sync.shard_latest import MERGE, candidates_key
 from tests.services import create_database
 from tests.sync.shard_scene import servers  # noqa: F401  (the fixture)
 
@@ -120,6 +124,21 @@ def test_a_latest_list_over_text_is_ordered_as_the_servers_collation_orders_the_
         assert client.lrange("word:latest", 0, -1) == _newest(servers, dbs, collation), seed
     checked = verify(mapping, target=redis_url)
     assert checked.exit_code == 0, json.dumps(checked.as_dict(), default=str)[:3000]
+
+    # west's candidates as an older migrator ranked them (the text's bytes), the list merged
+    # so: west's process, started again with nothing to apply, ranks them as the server does
+    mine = candidates_key("words", "west", b"word:latest")
+    names = dict(dbs["west"].query("SELECT id, name FROM word"))
+    old = [order_key(names[int(m.split(b"\0")[1])].encode(), Kind.TEXT).hex().encode()
+           + order_key(m.split(b"\0")[1], Kind.INTEGER).hex().encode() + b"\0"
+           + m.split(b"\0")[1] for m in client.zrange(mine, 0, -1)]  # fmt: skip
+    client.delete(mine)
+    client.zadd(mine, dict.fromkeys(old, 0))
+    every = [candidates_key("words", n, b"word:latest") for n in dbs]
+    client.eval(MERGE, 1 + len(every), b"word:latest", *every, LIMIT)
+    assert client.lrange("word:latest", 0, -1) != _newest(servers, dbs, collation)
+    assert sync(mapping, target=redis_url, shard="west", until_caught_up=True).exit_code == 0
+    assert client.lrange("word:latest", 0, -1) == _newest(servers, dbs, collation)
 
 
 def test_a_list_ordered_under_another_collation_on_each_shard_is_refused(
