@@ -81,8 +81,12 @@ def _collation(schema: Schema, table: str, column: str) -> str | None:
     if column not in ts.column_names:
         return None
     c = ts.column(column)
-    numbered = c.column_type.split("(")[0].strip().lower() in ("enum", "set")  # by number
-    return c.collation if weighed(c) and not numbered else None
+    return c.collation if weighed(c) and not numbered(c) else None
+
+
+def numbered(column: Column) -> bool:
+    """An ENUM or SET: MySQL orders it by its number, not its text."""
+    return column.column_type.split("(")[0].strip().lower() in ("enum", "set")
 
 
 def table_differences(name: str, schemas: Map[str, Schema]) -> list[str]:

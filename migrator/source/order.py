@@ -6,8 +6,8 @@ same keys, so the three agree on which rows are newest.
 Numbers compare by value (fixed-width text or the bits of a double, so that byte order is
 numeric order), every other value byte for byte: an ENUM is ranked by its number and a text
 column under a collation by the server's comparison key of its value (source/shards.py
-``rank_of``). Each key is a
-prefix of no other, so the keys of several columns, joined, compare column by column."""
+``rank_of``). Each key is a prefix of no other, so the keys of several columns, joined,
+compare column by column."""
 
 from __future__ import annotations
 

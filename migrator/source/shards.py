@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from migrator.mapping.cascades import weighed
 from migrator.mapping.kinds import Kind
 from migrator.mapping.schema import Column
+from migrator.mapping.shard_schemas import numbered
 from migrator.plan.owners import CURRENT
 from migrator.plan.values import converter
 from migrator.retry import Retrying
@@ -271,11 +272,6 @@ def rank_of(column: Column, t: Any) -> tuple[Any, Kind]:
     if weighed(column):
         return column_expr(weight_column(column), t), Kind.BINARY
     return column_expr(column, t), column.kind
-
-
-def numbered(column: Column) -> bool:
-    """An ENUM or SET: MySQL orders it by its number, not its text."""
-    return column.column_type.split("(")[0].strip().lower() in ("enum", "set")
 
 
 def by_the_server(column: Column) -> bool:
