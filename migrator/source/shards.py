@@ -29,9 +29,9 @@ from migrator.plan.owners import CURRENT
 from migrator.plan.values import converter
 from migrator.retry import Retrying
 from migrator.source.mysql import Source
-from migrator.source.order import order_key
+from migrator.source.order import order_key, rank_of
 from migrator.source.overlaps import Overlaps
-from migrator.source.selects import RawRow, Selector, column_expr, convert_row, weight_column
+from migrator.source.selects import RawRow, Selector, column_expr, convert_row
 from migrator.source.snapshot import Snapshot
 
 
@@ -240,13 +240,14 @@ def ordered_latest(
     src: Source, table: str, pk: Sequence[Column], order_by: Column, limit: int, where: Any
 ) -> list[tuple[RawRow, bytes]]:
     """``Source.latest``'s rows (``ORDER BY order_by DESC, pk DESC``), each as its primary key
-    and its rank: bytes whose order is the query's order, to merge shards by (``rank_of``)."""
+    and its rank: bytes whose order is the query's order, to merge shards by
+    (source/order.py ``rank_of``)."""
     names = [c.name for c in pk]
     t = sa.table(table, *(sa.column(n) for n in {*names, order_by.name}))
     o = t.c[order_by.name]
     ranks = [rank_of(c, t) for c in (order_by, *pk)]
     stmt = (
-        sa.select(*(column_expr(c, t) for c in pk), *(expr for expr, _ in ranks))
+        sa.select(*(column_expr(c, t) for c in pk), *(e for exprs, _ in ranks for e in exprs))
         .where(o.is_not(None), *([] if where is None else [where]))
         .order_by(o.desc(), *(t.c[n].desc() for n in names))
         .limit(limit)
@@ -254,24 +255,12 @@ def ordered_latest(
     sel = Selector(tuple(names), tuple(pk), tuple(converter(c.kind) for c in pk))
     out = []
     for r in src.fetch_all(stmt):
-        key = convert_row(r[: len(pk)], sel)
-        rank = b"".join(order_key(v, kind) for v, (_, kind) in zip(r[len(pk) :], ranks))
+        key, at, rank = convert_row(r[: len(pk)], sel), len(pk), b""
+        for exprs, ranked in ranks:
+            rank += ranked(*r[at : at + len(exprs)])
+            at += len(exprs)
         out.append((key, rank))
     return out
-
-
-def rank_of(column: Column, t: Any) -> tuple[Any, Kind]:
-    """What ranks a column's values as MySQL's ``ORDER BY`` does, and the kind its
-    ``order_key`` reads it as: an ENUM or SET by its number (the order of its definition), text
-    that MySQL compares under a collation (``weighed``) by the server's comparison key of the
-    value (``WEIGHT_STRING``: source/selects.py ``weight_column``), so that case, accent and
-    trailing-space variants rank as the server orders them, never reimplementing a collation;
-    any other value by itself."""
-    if numbered(column):
-        return t.c[column.name] + 0, Kind.INTEGER
-    if weighed(column):
-        return column_expr(weight_column(column), t), Kind.BINARY
-    return column_expr(column, t), column.kind
 
 
 def by_the_server(column: Column) -> bool:

@@ -37,9 +37,11 @@ TABLES = """tables:
     latest: [{key: "word:latest", order_by: name, limit: 7}]
 """
 #: the same few words in case, accent and trailing-space variants (equal under the collation;
-#: their bytes order otherwise: 'Zoe' < 'zoe' < 'Zoé' < 'zoe ' byte for byte)
-WORDS = ["zoe", "Zoe", "ZOE", "zoé", "Zoé ", "zoe  ", "yann", "Yann", "yánn ", "ÿann", "xu",
-         "Xu ", "XU", "b", "B", "bé"]  # fmt: skip
+#: their bytes order otherwise: 'Zoe' < 'zoe' < 'Zoé' < 'zoe ' byte for byte), and followed by
+#: a character below the space (a tab, a newline: before the word under PAD SPACE), a
+#: no-break space and another word
+WORDS = ["zoe", "Zoe", "ZOE", "zoé", "Zoé ", "zoe  ", "zoe\t", "Zoe\n ", "zoe\u00a0", "zoe z",
+         "yann", "Yann", "yánn ", "ÿann", "yann\t", "xu", "Xu ", "XU", "b", "B", "bé"]  # fmt: skip
 #: each shard's primary keys
 BASE = {"east": 1000, "west": 0}
 LIMIT = 7
