@@ -8,12 +8,13 @@ test_sync_shards.py); and the candidates' names hash to the list's Redis Cluster
 from __future__ import annotations
 
 from decimal import Decimal
+from itertools import product
 
 import pytest
 from redis.crc import key_slot
 
 from migrator.mapping.kinds import Kind
-from migrator.source.order import order_key
+from migrator.source.order import order_key, padded
 from migrator.sync.shard_latest import candidates_key, hashed, old_candidates_key
 
 
@@ -63,3 +64,26 @@ def test_a_brace_that_keeps_the_candidates_out_of_the_slot_is_found() -> None:
     assert old_candidates_key("shop", "east", b"item:latest") == (
         b"migrator:shop:latest:east:item:latest"
     )
+
+
+def test_padded_keys_order_as_pad_space_compares() -> None:
+    """``padded`` (source/order.py): comparison keys of text under a PAD SPACE collation, as the
+    server gives them (units of the space's width), ordered as the collation compares the
+    values — the shorter as if padded with spaces, so a unit below the space's after a common
+    part (a tab) comes first and trailing spaces do not count — checked against that padding
+    over every sequence of up to four units of a tab, the space and a letter (live:
+    tests/sync/test_sync_shard_collation.py)."""
+    space = b"\x02\x09"
+    units = [b"\x02\x01", space, b"\x0e\x33"]  # a tab's, the space's, 'a''s (unicode_ci)
+    keys = [b"".join(p) for n in range(5) for p in product(units, repeat=n)]
+
+    def by_padding(a: bytes, b: bytes) -> int:
+        width = max(len(a), len(b))
+        a, b = a + space * ((width - len(a)) // 2), b + space * ((width - len(b)) // 2)
+        return (a > b) - (a < b)
+
+    for a in keys:
+        for b in keys:
+            got = (padded(a, space) > padded(b, space)) - (padded(a, space) < padded(b, space))
+            assert got == by_padding(a, b), (a, b)
+    assert padded(b"\x0e\x33" + space * 2, space) == padded(b"\x0e\x33", space)

@@ -141,7 +141,7 @@ def test_the_union_of_two_shards_is_loaded_and_verified_exactly(
     clean = verify(f)
     assert clean.ok, [(t.table, t.counts) for t in clean.tables]
     assert clean.tables[0].mysql_rows == 5
-    for mode in ({"sample": 10}, {"counts_only": True}):  # rows of every shard, no owner check
+    for mode in ({"sample": 10}, {"counts_only": True}):  # rows of every shard
         other = verify(f, **mode)
         assert other.ok and other.tables[0].mysql_rows == 5, (mode, other.tables[0].counts)
 
@@ -174,6 +174,38 @@ def test_the_union_of_two_shards_is_loaded_and_verified_exactly(
     again = migrate(f, replace=True)
     assert again.exit_code == 0 and not again.rerun, again.notes
     assert not [n for n in again.notes if "earlier run" in n], again.notes
+
+
+def test_verify_sample_checks_the_owner_fields(two, tmp_path, redis_url, redis_client):
+    """``verify --sample`` reads each sampled row from its shard and checks its owner field as
+    the full verify does: a wrong one is a *different value*, a missing one a *missing field*
+    (exit 1, naming them), as the full verify reports them and its ``--fix`` (which refuses
+    ``--sample``) writes them back."""
+    east, west = two
+    _fill(east, EAST)
+    _fill(west, WEST)
+    f = _mapping(tmp_path, {"east": east.url, "west": west.url}, redis_url)
+    assert migrate(f).exit_code == 0
+    owner = b"migrator:shop:shard:customer"
+    redis_client.hset(owner, encode_row((b"2",)), b"west")  # east's row, said to be west's
+    redis_client.hdel(owner, encode_row((b"101",)))  # west's row, its field gone
+    result = CliRunner().invoke(app, ["verify", str(f), "--sample", "10"])
+    assert result.exit_code == 1, result.output
+    assert "migrator:shop:shard:customer" in result.output, result.output
+    (check,) = verify(f, sample=10).tables
+    assert check.mysql_rows == 5
+    shown = {(kind, d.key, d.field, d.mysql, d.redis) for kind, ds in check.examples.items()
+             for d in ds}  # fmt: skip
+    assert shown == {
+        (vr.DIFFERENT_VALUE, owner.decode(), "1:2", "east", "west"),
+        (vr.MISSING_FIELD, owner.decode(), "3:101", "west", None),
+    }, shown
+    full = {(k, d.key, d.field) for k, ds in verify(f).tables[0].examples.items() for d in ds}
+    assert full == {(k, key, field) for k, key, field, _, _ in shown}, full
+    verify(f, fix=True)
+    assert verify(f).ok and verify(f, sample=10).ok
+    assert redis_client.hget(owner, encode_row((b"2",))) == b"east"
+    assert redis_client.hget(owner, encode_row((b"101",))) == b"west"
 
 
 def test_one_shard_alone_and_its_own_checkpoint(two, tmp_path, redis_url, redis_client):
@@ -318,3 +350,29 @@ def test_a_unique_collision_under_an_escaped_composite_key_is_reported(
     assert not redis_client.exists(b"pair:z:w\\:2")
     assert redis_client.exists(b"pair:m:n")
     assert verify(f).exit_code == 1  # the collision, named by verify too
+
+
+def test_a_latest_list_over_an_enum_is_ordered_by_its_definition(
+    mysql_server_url, tmp_path, redis_url, redis_client
+):
+    """An ENUM ``order_by`` ranks the shards' rows by its members' order of definition, as
+    MySQL's ORDER BY does (not by their text): the list is what the query over a database of
+    the union's rows answers."""
+    schema = "CREATE TABLE task (id INT PRIMARY KEY, stage ENUM('zeta', 'alpha', 'mid'));"
+    rows = {"east": [(1, "alpha"), (2, "zeta"), (3, "mid")],
+            "west": [(101, "zeta"), (102, "alpha"), (103, "zeta")]}  # fmt: skip
+    with shard_databases(mysql_server_url, schema, n=3) as (east, west, union):
+        for db, held in ((east, rows["east"]), (west, rows["west"]),
+                         (union, rows["east"] + rows["west"])):  # fmt: skip
+            db.insert("INSERT INTO task VALUES (%s, %s)", held)
+        f = tmp_path / "tasks.yaml"
+        f.write_text(
+            f'version: 1\nsources:\n  - {{name: east, url: "{east.url}"}}\n'
+            f'  - {{name: west, url: "{west.url}"}}\ntarget: {redis_url}\ntables:\n'
+            '  task: {latest: [{key: "task:latest", order_by: stage, limit: 4}]}\n'
+        )
+        assert migrate(f).exit_code == 0
+        want = union.query("SELECT id FROM task ORDER BY stage DESC, id DESC LIMIT 4")
+        assert redis_client.lrange("task:latest", 0, -1) == [str(r[0]).encode() for r in want]
+        assert want[0][0] == 3  # 'mid', defined last
+        assert verify(f).ok

@@ -14,11 +14,11 @@ from contextlib import contextmanager
 
 from migrator.commands.session import opened, refuse_invalid, select_tables, shards
 from migrator.errors import ConnectError, MigratorError, docs
-from migrator.mapping.model import Mapping
+from migrator.mapping.model import Mapping, Table
 from migrator.mapping.resolve import Resolved, resolve
 from migrator.mapping.schema import Schema
 from migrator.mapping.shard_schemas import FIX as SCHEMA_FIX
-from migrator.mapping.shard_schemas import table_differences
+from migrator.mapping.shard_schemas import ORDER_FIX, order_differences, table_differences
 from migrator.plan.owners import UNION
 from migrator.source.mysql import Source
 from migrator.source.shards import Union
@@ -40,12 +40,16 @@ def connect(name: str, url: str) -> tuple[Source, Schema]:
         ) from None
 
 
-def refuse_different(table: str, first: str, name: str, want: Schema, got: Schema) -> None:
+def refuse_different(table: Table, first: str, name: str, want: Schema, got: Schema) -> None:
     """Exit 2 when shard ``name``'s table differs from the first shard's as validate says it
-    (mapping/shard_schemas.py: columns, types whose values print otherwise, primary key)."""
-    problems = table_differences(table, {first: want, name: got})
+    (mapping/shard_schemas.py: columns, types whose values print otherwise, primary key; a
+    column ordering a latest list under another collation)."""
+    problems = table_differences(table.name, {first: want, name: got})
     if problems:
         raise MigratorError("; ".join(problems), SCHEMA_FIX)
+    problems = order_differences(table, {first: want, name: got})
+    if problems:
+        raise MigratorError("; ".join(problems), ORDER_FIX)
 
 
 @contextmanager
@@ -67,7 +71,7 @@ def opened_union(
         first = sources[0][0]
         for (name, _), schema in zip(sources[1:], schemas[1:]):
             for r in resolved:
-                refuse_different(r.name, first, name, schemas[0], schema)
+                refuse_different(r.table, first, name, schemas[0], schema)
         uniques = {r.name: [u.columns for u in r.table.unique] for r in resolved}
         yield Union(sources, uniques), resolved
     finally:

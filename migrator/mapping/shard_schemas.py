@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping as Map
 
-from migrator.mapping.model import Mapping
+from migrator.mapping.cascades import weighed
+from migrator.mapping.model import Mapping, Table
 from migrator.mapping.schema import Column, Schema
 from migrator.mapping.validate import Problem
 
@@ -23,6 +24,10 @@ _WIDTH = re.compile(r"^(tinyint|smallint|mediumint|int|integer|bigint)\(\d+\)")
 FIX = (
     "give every shard the same schema (the same ALTER on each), or map the table from the "
     "shards that have it in a mapping of its own"
+)
+ORDER_FIX = (
+    "give the column one collation on every shard (the same ALTER TABLE ... MODIFY ... COLLATE "
+    "on each; utf8mb4_general_ci and utf8mb4_unicode_ci are on both MariaDB and MySQL)"
 )
 
 
@@ -43,7 +48,45 @@ def differences(mapping: Mapping, schemas: Map[str, Schema]) -> list[Problem]:
         line = mapping.line_of(path)
         out += [Problem("error", message, path, mapping.file, line, FIX)
                 for message in table_differences(table.name, schemas)]  # fmt: skip
+        out += [Problem("error", message, path, mapping.file, line, ORDER_FIX)
+                for message in order_differences(table, schemas)]  # fmt: skip
     return out
+
+
+def order_differences(table: Table, schemas: Map[str, Schema]) -> list[str]:
+    """How the shards' rows of ``table`` cannot be ranked as one for a latest list
+    (docs/sharding.md#migrate): its order is each shard's ``ORDER BY order_by DESC, pk DESC``,
+    merged by the server's comparison key of a text column under a collation
+    (mapping/cascades.py ``weighed``); keys of two collations do not compare, so such a
+    column of the order must have one collation on every shard."""
+    has = [n for n in schemas if table.name in schemas[n].tables]
+    if not table.latest or len(has) < 2:
+        return []
+    first = schemas[has[0]].tables[table.name]
+    pk = table.primary_key or first.primary_key
+    out = []
+    for column in dict.fromkeys(c for x in table.latest for c in (x.order_by, *pk)):
+        seen = {n: _collation(schemas[n], table.name, column) for n in has}
+        if any(c is not None for c in seen.values()) and len(set(seen.values())) > 1:
+            each = ", ".join(f"{c or 'none'} on {n}" for n, c in seen.items())
+            out.append(f"column {table.name}.{column} orders a latest list under collations "
+                       f"that rank text otherwise: {each}")  # fmt: skip
+    return out
+
+
+def _collation(schema: Schema, table: str, column: str) -> str | None:
+    """The collation the column's text is ranked under (None: by its bytes or value; an ENUM
+    or SET by its number: source/shards.py ``rank_of``)."""
+    ts = schema.tables[table]
+    if column not in ts.column_names:
+        return None
+    c = ts.column(column)
+    return c.collation if weighed(c) and not numbered(c) else None
+
+
+def numbered(column: Column) -> bool:
+    """An ENUM or SET: MySQL orders it by its number, not its text."""
+    return column.column_type.split("(")[0].strip().lower() in ("enum", "set")
 
 
 def table_differences(name: str, schemas: Map[str, Schema]) -> list[str]:

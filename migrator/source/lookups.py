@@ -4,7 +4,7 @@ Each is one statement read whole through ``Source.fetch_all`` (retried as it say
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -228,6 +228,16 @@ class Lookups:
             stmt = stmt.where(where)
         found = self.fetch_all(stmt)
         return [convert_row(r, selector) for r in found] if selector.needs_conversion else found
+
+    def sampled_rows(
+        self, table: str, selector: Selector, pk: Sequence[str], values: Sequence[Any],
+        where: Any = None,
+    ) -> Iterator[list[RawRow]]:  # fmt: skip
+        """``rows_where`` of the primary keys ``values``, as ``batches`` yields rows (a sharded
+        source's, source/shards.py: each shard's in turn, its owner known). Used by verify."""
+        rows = self.rows_where(table, selector, pk, values, where)
+        if rows:
+            yield rows
 
     def random_keys(self, table: str, pk: Sequence[str], n: int, where: Any = None) -> list[RawRow]:
         """The primary keys of ``n`` random rows (``ORDER BY RAND() LIMIT n``). Used by verify."""

@@ -6,8 +6,8 @@ is computed over the rows is computed over all of them. The counter's ``MAX(pk)`
 highest over the shards (compared as numbers for a numeric column); a latest list's newest N
 are each shard's newest N (the query one source runs) merged in the same order: the order
 column descending, then the primary key descending, each value's ``order_key``
-(source/order.py, which sync's candidates use too): numbers by value, the rest as bytes (a
-text ``order_by`` under a collation that orders otherwise is a limit, docs/sharding.md#limits).
+(source/order.py, which sync's candidates use too): numbers by value, an ENUM by its number,
+text under a collation by the server's comparison key (``rank_of``), the rest as bytes.
 
 While a shard's rows are read, ``CURRENT`` (plan/owners.py) names it: the owner hash's
 expected entries (``Owners`` of a table resolved for the union, ``UNION``) are that shard's.
@@ -21,13 +21,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from migrator.mapping.cascades import weighed
 from migrator.mapping.kinds import Kind
 from migrator.mapping.schema import Column
+from migrator.mapping.shard_schemas import numbered
 from migrator.plan.owners import CURRENT
 from migrator.plan.values import converter
 from migrator.retry import Retrying
 from migrator.source.mysql import Source
-from migrator.source.order import order_key
+from migrator.source.order import order_key, rank_of
 from migrator.source.overlaps import Overlaps
 from migrator.source.selects import RawRow, Selector, column_expr, convert_row
 from migrator.source.snapshot import Snapshot
@@ -116,6 +118,27 @@ class Union:
     def rows_where(self, *args: Any, **kwargs: Any) -> list[RawRow]:
         return self._rows("rows_where", *args, **kwargs)
 
+    def sampled_rows(
+        self, table: str, selector: Selector, pk: Sequence[str], values: Sequence[Any],
+        where: Any = None,
+    ) -> Generator[list[RawRow], None, None]:  # fmt: skip
+        """The rows of the primary keys ``values`` (``verify --sample``), each shard's in turn
+        as ``batches`` yields them: while a shard's are consumed, ``CURRENT`` names it (the
+        owner their fields must name), and a later shard's rows colliding with an earlier
+        shard's are left out (and reported as collisions)."""
+        uniques = self.uniques.get(table, [])
+        for k, (name, src) in enumerate(self.sources):
+            token = CURRENT.set(name)
+            try:
+                rows = src.rows_where(table, selector, pk, values, where)
+                if k and rows:
+                    rows = self.overlaps.apart(self.sources[:k], name, table, selector, pk,
+                                               uniques, rows, where)  # fmt: skip
+                if rows:
+                    yield rows
+            finally:
+                CURRENT.reset(token)
+
     def sharing_rows(self, *args: Any, **kwargs: Any) -> list[RawRow]:
         return self._rows("sharing_rows", *args, **kwargs)
 
@@ -181,7 +204,7 @@ class Union:
     ) -> list[RawRow]:
         """The primary keys of the newest ``limit`` rows over every shard (see above); a key
         two shards hold (a collision) is the earlier shard's row, which Redis keeps."""
-        rows: list[tuple[bytes, RawRow]] = []
+        rows: list[tuple[RawRow, bytes]] = []
         for k, (name, src) in enumerate(self.sources):
             asked = limit
             while True:
@@ -191,45 +214,56 @@ class Union:
                 # less the rows migrate leaves out as collisions, then as many more as it left
                 kept = self._apart(k, name, table, [c.name for c in pk], got, where)
                 fetched = len(got)
-                got = [row for row in got if tuple(row[:-1]) in kept]
+                got = [(key, rank) for key, rank in got if tuple(key) in kept]
                 if len(got) >= limit or fetched < asked:
                     break
                 asked *= 2
-            for row in got:
-                order, key = row[-1], row[:-1]
-                rank = order_key(order, order_by.kind) + b"".join(
-                    order_key(v, c.kind) for v, c in zip(key, pk)
-                )
-                rows.append((rank, key))
-        rows.sort(key=lambda r: r[0], reverse=True)
-        return [key for _, key in rows[:limit]]
+            rows += got
+        rows.sort(key=lambda r: r[1], reverse=True)
+        return [key for key, _ in rows[:limit]]
 
     def _apart(
-        self, k: int, name: str, table: str, pk: list[str], got: list[RawRow], where: Any
-    ) -> set[tuple[Any, ...]]:
-        """The primary keys among ``got`` (shard ``k``'s rows, primary key first) that no
-        earlier shard's row collides with (source/overlaps.py; not counted again)."""
+        self, k: int, name: str, table: str, pk: list[str], got: list[tuple[RawRow, bytes]],
+        where: Any,
+    ) -> set[tuple[Any, ...]]:  # fmt: skip
+        """The primary keys among ``got`` (shard ``k``'s rows: key, rank) that no earlier
+        shard's row collides with (source/overlaps.py; not counted again)."""
         uniques = self.uniques.get(table, [])
         src = self.sources[k][1]
         selector = src.selector(table, list(dict.fromkeys([*pk, *(c for u in uniques for c in u)])))
-        full = src.rows_where(table, selector, pk, [tuple(r[: len(pk)]) for r in got], where)
+        full = src.rows_where(table, selector, pk, [tuple(key) for key, _ in got], where)
         kept = Overlaps().apart(self.sources[:k], name, table, selector, pk, uniques, full, where)
         return {tuple(r[: len(pk)]) for r in kept}
 
 
 def ordered_latest(
     src: Source, table: str, pk: Sequence[Column], order_by: Column, limit: int, where: Any
-) -> list[RawRow]:
-    """``Source.latest``'s rows with the order column's value last (to merge shards by)."""
+) -> list[tuple[RawRow, bytes]]:
+    """``Source.latest``'s rows (``ORDER BY order_by DESC, pk DESC``), each as its primary key
+    and its rank: bytes whose order is the query's order, to merge shards by
+    (source/order.py ``rank_of``)."""
     names = [c.name for c in pk]
     t = sa.table(table, *(sa.column(n) for n in {*names, order_by.name}))
     o = t.c[order_by.name]
+    ranks = [rank_of(c, t) for c in (order_by, *pk)]
     stmt = (
-        sa.select(*(column_expr(c, t) for c in pk), column_expr(order_by, t))
+        sa.select(*(column_expr(c, t) for c in pk), *(e for exprs, _ in ranks for e in exprs))
         .where(o.is_not(None), *([] if where is None else [where]))
         .order_by(o.desc(), *(t.c[n].desc() for n in names))
         .limit(limit)
     )
-    cols = (*pk, order_by)
-    sel = Selector(tuple(c.name for c in cols), cols, tuple(converter(c.kind) for c in cols))
-    return [convert_row(r, sel) for r in src.fetch_all(stmt)]
+    sel = Selector(tuple(names), tuple(pk), tuple(converter(c.kind) for c in pk))
+    out = []
+    for r in src.fetch_all(stmt):
+        key, at, rank = convert_row(r[: len(pk)], sel), len(pk), b""
+        for exprs, ranked in ranks:
+            rank += ranked(*r[at : at + len(exprs)])
+            at += len(exprs)
+        out.append((key, rank))
+    return out
+
+
+def by_the_server(column: Column) -> bool:
+    """Whether ``rank_of`` ranks the column by what the server gives besides its value (a
+    number or a comparison key), where migrator before ranked its text's bytes."""
+    return numbered(column) or weighed(column)

@@ -77,8 +77,17 @@ class Weights:
 
 
 def _key(collation: str, value: bytes) -> sa.ColumnElement[bytes]:
+    return weight_expr(_text(collation, value), collation)
+
+
+def space_key(collation: str) -> sa.ColumnElement[bytes]:
+    """The comparison key of one space under ``collation`` (not cut: the padding's unit)."""
+    return sa.func.weight_string(_text(collation, b" "))
+
+
+def _text(collation: str, value: bytes) -> sa.ColumnElement[str]:
     if not collation.replace("_", "").isalnum():  # a name the server gave: never pasted raw
         raise ValueError(f"not a collation name: {collation!r}")
     text = sa.cast(sa.literal(value.decode("utf-8", "surrogateescape")),
                    mysql.CHAR(charset=charset_of(collation)))  # fmt: skip
-    return weight_expr(sa.collate(text, collation), collation)
+    return sa.collate(text, collation)

@@ -81,16 +81,29 @@ class Claims:
             left = self._uniques(left, mine, stats, retrying)
         if not left:
             return left
-        fields = [self.owners.field(row) for row in left]
-        key = self.owners.key
+        others = self._claim(left, retrying)
+        for at, owner in others.items():
+            what = f"its primary key is on shard {owner.decode()} too"
+            self._collide(left[at], stats, what, self.pk)
+        return [row for i, row in enumerate(left) if i not in others]
+
+    def keys(self, rows: Sequence[Row], retrying: Retrying) -> list[Row]:
+        """The rows of ``rows`` whose primary key this shard holds once claimed, the others
+        left out unsaid: rows already past their moment, which write nothing but the owner
+        field their change then removes (plan/expiry_delta.py), and which ``migrate`` does not
+        read (so no collision of theirs is reported, nor their unique values looked up)."""
+        others = self._claim(list(rows), retrying) if rows else {}
+        return [row for i, row in enumerate(rows) if i not in others]
+
+    def _claim(self, rows: list[Row], retrying: Retrying) -> dict[int, bytes]:
+        """``HSETNX`` of each row's owner field (``CLAIM``): the place of each row whose field
+        another shard holds, and that shard."""
+        fields = [self.owners.field(row) for row in rows]
+        key, mine = self.owners.key, self.owners.owner()
         taken = retrying.call(
             lambda: self.client.eval(CLAIM, 1, key, mine, *fields), transient, "Redis"
         )
-        others = dict(zip(taken[0::2], taken[1::2]))
-        for at, owner in others.items():
-            what = f"its primary key is on shard {owner.decode()} too"
-            self._collide(left[int(at)], stats, what, self.pk)
-        return [row for i, row in enumerate(left) if i not in others]
+        return {int(at): owner for at, owner in zip(taken[0::2], taken[1::2])}
 
     def _uniques(self, rows: list[Row], mine: bytes, stats: Stats, retrying: Retrying) -> list[Row]:
         wanted: list[tuple[int, int, bytes, bytes]] = []  # (row, unique, value, its pk text)

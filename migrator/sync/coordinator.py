@@ -170,6 +170,9 @@ def coordinate(
         search_index.build(client, m.name, searches, progress)
         if shard and not is_cluster(client):  # (a Cluster never held the old names)
             retry(lambda: shard_latest.rename_old(client, resolved, shard))
+        if shard:  # ranks an older migrator gave text (its bytes): the server's now
+            surfaced(lambda: shard_latest.rerank(client, src, plans, shard, names),
+                     "ranking the shard's latest-list candidates", src.close)  # fmt: skip
         state = SyncState(client, m.name, shard)
         stored = state.load()
         server = surfaced(lambda: gtid.server_id(src.raw_connection()),

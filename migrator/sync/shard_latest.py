@@ -6,7 +6,8 @@ shards each process reads its own shard's newest N, with their order values, int
 sorted set of its own, ``migrator:<m>:latest:<shard>:{<list key>}`` (``candidates_key``: in
 the list's Redis Cluster slot; all scores 0; each member
 the row's sort key — the order value, then the primary key, each encoded so that byte order is
-MySQL's order — a NUL, then the primary key as the list holds it), and then rebuilds the list
+MySQL's order (``ordered_latest``'s rank) — a NUL, then the primary key as the list holds
+it), and then rebuilds the list
 from every shard's candidates by a script (``MERGE``): the N greatest sort keys over every
 shard, newest first, as ``ORDER BY order_by DESC, pk DESC LIMIT N`` over the union orders them.
 Both go in the group's MULTI/EXEC. A shard's candidates are its newest N rows that Redis holds
@@ -19,18 +20,20 @@ server is down keeps its last candidates, so its rows stay where they were. A sh
 load and ``--reload`` write its candidates at the end of each table (plan/finish.py's place).
 
 The order is the one ``migrate`` and ``verify`` merge the shards' newest rows in
-(source/order.py ``order_key``): numbers by value, every other value byte for byte (a
-collation that orders otherwise is a limit of docs/sharding.md). The sort key is hex, so the
+(source/shards.py ``ordered_latest``): numbers by value, text that MySQL compares under a
+collation by the server's comparison key of the value (``WEIGHT_STRING``), every other value
+byte for byte. The sort key is hex, so the
 member's first NUL ends it. On a Redis Cluster the script reads keys of one slot: every
 candidates key hashes as the list key does (its hash tag kept, or the list key made the tag),
 and a list key whose candidates cannot (a ``}`` outside a hash tag) is refused there (exit 2).
 Before that naming the candidates were ``migrator:<m>:latest:<shard>:<list key>``, on a single
-server only: a shard's process renames its own when it starts (``rename_old``).
+server only: a shard's process renames its own when it starts (``rename_old``), and rewrites
+those of lists whose ranks an older migrator gave otherwise (``rerank``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from migrator.errors import MigratorError, docs
@@ -40,10 +43,12 @@ from migrator.mapping.schema import Column
 from migrator.plan.batch import Command
 from migrator.plan.owners import owner_field, owners_key
 from migrator.plan.planner import TablePlan
+from migrator.retry import Retrying
 from migrator.source.mysql import Source
-from migrator.source.order import order_key
 from migrator.source.selects import RawRow
-from migrator.source.shards import ordered_latest
+from migrator.source.shards import by_the_server, ordered_latest
+from migrator.source.where import clause
+from migrator.store.cluster_sink import sink_for
 from migrator.store.sink import retry
 
 #: KEYS[1] the list, KEYS[2..] every shard's candidates; ARGV[1] the list's length
@@ -126,18 +131,13 @@ def commands(
     """The shard's candidates of ``latest`` read from its server, and the list merged from
     every shard's: DEL + ZADD + EVAL, for the group's MULTI/EXEC (or a load's end)."""
     r = plan.resolved
-    pk = [r.schema.column(c) for c in r.primary_key]
     order = r.schema.column(latest.order_by)
     members: list[bytes] = []
-    for row in _own_latest(client, src, plan, order, latest.limit, shard, where):
-        key, value = row[:-1], row[-1]
+    for key, rank in _own_latest(client, src, plan, order, latest.limit, shard, where):
         text = plan.pk_text(key)
-        if text is None or value is None or None in key:
+        if text is None or None in key:
             continue
-        sort = order_key(value, order.kind) + b"".join(
-            order_key(v, c.kind) for v, c in zip(key, pk)
-        )
-        members.append(sort.hex().encode() + b"\0" + text)
+        members.append(rank.hex().encode() + b"\0" + text)
     list_key = latest.key.render({}).encode()
     mine = candidates_key(r.mapping_name, shard, list_key)
     out: list[Command] = [(b"DEL", mine)]
@@ -149,9 +149,26 @@ def commands(
     return out
 
 
+def rerank(
+    client: Any, src: Source, plans: Mapping[str, TablePlan], shard: str,
+    shards: Sequence[str], retrying: Retrying | None = None,
+) -> None:  # fmt: skip
+    """When the shard's process starts: its candidates of each list ordered (or its ties
+    broken) by text under a collation or an ENUM read again from its server and every shard's
+    merged, so that ranks an older migrator gave such values (their text's bytes) leave the
+    merge even while the shard's rows do not change."""
+    out: list[Command] = []
+    for plan in plans.values():
+        r = plan.resolved
+        for latest in r.table.latest:
+            if any(by_the_server(r.schema.column(c)) for c in (latest.order_by, *r.primary_key)):
+                out += commands(client, src, plan, latest, shard, shards, clause(r))
+    sink_for(client, retrying).write(out)
+
+
 def _own_latest(
     client: Any, src: Source, plan: TablePlan, order: Column, limit: int, shard: str, where: Any
-) -> list[RawRow]:
+) -> list[tuple[RawRow, bytes]]:
     """The shard's newest ``limit`` rows (``ordered_latest``) that Redis holds as this shard's:
     a row the owner hash gives to another shard, or to none (a collision left it out), is
     left out, and as many more rows are read as were left out (twice as many each time)."""
@@ -161,7 +178,7 @@ def _own_latest(
     asked = limit
     while True:
         got = ordered_latest(src, r.name, pk, order, asked, where)
-        fields = [owner_field(tuple(row[:-1])) for row in got]
+        fields = [owner_field(tuple(values)) for values, _ in got]
         owners = retry(lambda: client.hmget(key, fields)) if got else []  # noqa: B023
         kept = [row for row, owner in zip(got, owners, strict=True) if owner == mine]
         if len(kept) >= limit or len(got) < asked:

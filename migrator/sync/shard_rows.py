@@ -7,7 +7,10 @@ hash of plan/owners.py (``migrator:<m>:shard:<table>``: encoded primary key -> s
   owner field, atomic: the first claim wins), is a **collision**: its after-image is left out
   of the group (the other shard's row and entries stay as they are), said once per row in the
   log (``collision``: the table, the key or value, both shards and the SQL that finds the
-  rows) and counted (``migrator_sync_collisions_total{shard=...,table=...}``). Then the
+  rows) and counted (``migrator_sync_collisions_total{shard=...,table=...}``). An
+  after-image already past its moment (``expire:``), which writes nothing, claims its primary
+  key only: another shard's key leaves it out unsaid, as ``migrate``, which does not read it,
+  says nothing of it (its change then removes the field it did claim). Then the
   owners of its before-images are read: a before-image is applied only while the row is this
   shard's in Redis (its owner field says so, or an earlier change of the group wrote it), so
   a row held out — another shard's, or never written — is never removed from the structures
@@ -105,6 +108,16 @@ class ShardRows:
                 self.collisions.found(table, self.owners[table].field(row), said)
         return kept
 
+    def _expired(self, table: str, row: Row) -> bool:
+        """Whether the row is already past its moment (``expire:``): the change writes it as
+        absent, as ``migrate`` leaves it (it does not read it)."""
+        expiry = self.plans[table].expiry
+        if expiry is None:
+            return False
+        now = expiry.now_ms()
+        moment = expiry.moment(row, now)
+        return moment is not None and moment <= now
+
     def _held(self, table: str, row: Row, owner: bytes) -> None:
         """Say a before-image of a row another shard owns (its change is not applied)."""
         plan = self.plans[table]
@@ -123,11 +136,16 @@ class ShardRows:
     def group(self, group: Sequence[Transaction]) -> None:
         """Leave out of ``group`` (in place) what another shard's rows hold (see above)."""
         afters: dict[str, list[Row]] = {}
+        past: dict[str, list[Row]] = {}  # already past their moment (plan/expiry_delta.py)
         for txn in group:
             for c in txn.changes:
                 if c.after is not None and c.table in self.owners:
-                    afters.setdefault(c.table, []).append(c.after)
+                    into = past if self._expired(c.table, c.after) else afters
+                    into.setdefault(c.table, []).append(c.after)
         kept = set().union(*(self._keep(t, rows) for t, rows in afters.items()))
+        retrying = self.retrying or Retrying()
+        for t, rows in past.items():  # claimed to be removed; another shard's: left out unsaid
+            kept |= {id(r) for r in self.claims[t].keys(rows, retrying)}
         fields: dict[str, dict[bytes, None]] = {}
         for txn in group:
             for c in txn.changes:

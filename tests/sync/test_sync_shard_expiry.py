@@ -9,6 +9,7 @@ key (tests/sync/test_sync_expiry.py's comparison), and a ``migrate`` of the unio
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import threading
@@ -18,11 +19,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from migrator.commands import migrate
 from migrator.commands.sync import sync
 from migrator.commands.verify import verify
+from migrator.plan.expiry import decode_row as pk_of
 from migrator.plan.expiry import encode_row
 from tests.services import create_database
 from tests.sync.helpers import following
@@ -172,3 +175,41 @@ def test_rows_of_both_shards_expire_while_their_processes_follow(
             proc.terminate()
             assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
     _settled(servers, dbs, mapping, redis_url, tmp_path)
+
+
+def test_a_row_inserted_past_its_moment_under_another_shards_key_is_no_collision(
+    servers: dict[str, Any],  # noqa: F811
+    tmp_path: Path,
+    redis_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """West inserts, already past its moment, a row under a primary key east's row holds: it
+    is absent, as ``migrate`` leaves it (which does not read it), so west's process neither
+    claims it nor reports a collision; east's row, its owner field and its entries stay, and
+    ``verify`` and ``migrate`` of the shards find no collision either."""
+    dbs, mapping = _shards(servers, tmp_path)
+    _caught_up(mapping, dbs, redis_url)
+    client = redis.Redis.from_url(redis_url)
+    owners = b"migrator:expiry:shard:tok"
+    ids = sorted(int(pk_of(f)[0] or 0) for f, o in client.hgetall(owners).items() if o == b"east")
+    ttls = {i: client.pttl(f"tok:{i}") for i in ids}
+    taken = next(i for i in ids if ttls[i] == -1 or ttls[i] > 600_000)  # east's, lasting
+    field, east_row = encode_row((str(taken).encode(),)), client.hgetall(f"tok:{taken}")
+    past = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(seconds=60)
+    dbs["west"].run(
+        f"INSERT INTO tok VALUES ({taken}, 'late@x', 'Oslo', 7, '{past}'); "
+        f"INSERT INTO tok VALUES (78, 'gone@x', 'Rome', 8, '{past}')"  # a key no shard holds
+    )
+    time.sleep(3.5)  # past the other rows' short moments: each process sweeps its own
+    with caplog.at_level(logging.WARNING, logger="migrator.sync"):
+        _caught_up(mapping, dbs, redis_url)
+    said = [r.getMessage() for r in caplog.records if getattr(r, "event", "") == "collision"]
+    assert said == []
+    assert client.hget(owners, field) == b"east"
+    assert client.hgetall(f"tok:{taken}") == east_row
+    assert client.hget(owners, encode_row((b"78",))) is None and not client.exists("tok:78")
+    assert client.hget("tok:uniques:email", "late@x") is None
+    checked = verify(mapping, target=redis_url)
+    assert checked.exit_code == 0, json.dumps(checked.as_dict(), default=str)[:3000]
+    loaded = migrate(mapping, target=redis_url, replace=True)
+    assert loaded.exit_code == 0 and loaded.collided == 0, loaded.tables
