@@ -96,7 +96,8 @@ class CrewWrites(RandomTransactions):
             one = r.choice(self.ids("shift") or [0])
             return f"UPDATE shift SET note = {r.choice(['x', 'y'])!r} WHERE id = {one}"
         if choice == 9:
-            return f"UPDATE duty SET crew_id = {crew} WHERE id = {r.choice(self.ids('duty') or [0])}"
+            one = r.choice(self.ids("duty") or [0])
+            return f"UPDATE duty SET crew_id = {crew} WHERE id = {one}"
         if choice == 10:  # the crews' team_id follows (ON UPDATE CASCADE)
             return f"UPDATE team SET id = {self.fresh()} WHERE id = {r.choice(teams)}"
         if choice == 11:  # shifts and duties follow: duties move in and out of the filter
