@@ -75,9 +75,12 @@ NONE_FIX = (
     f"own), or map the table as: hash; or make the rule RESTRICT, or {ASIDE}"
 )
 WHERE_FIX = (
+    "drop expire: from the table (its filter's rows left out are then kept as row images), or "
     "test the foreign key's columns only for NULL (crew_id IS NOT NULL), or, under SET NULL, "
     f"only in tests a NULL cannot pass (crew_id IN (1, 2)); or make the rule RESTRICT, or {ASIDE}"
 )
+#: why a table keeps no images of the rows its filter leaves out (filter_rules.keeps_left_out)
+UNKEPT = "and, with expire: or nest:, it keeps no images of the rows its filter leaves out"
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,7 @@ def filtered(fk: ForeignKey, child: Resolved, plans: dict[str, TablePlan]) -> tu
                else "compares the foreign key's values")  # fmt: skip
         why = (
             f"the child's row filter (where:) reads the foreign key's columns ({read}) and "
-            f"{how}: its {rule} can bring into it a row Redis does not hold"
+            f"{how}: its {rule} can bring into it a row Redis does not hold, {UNKEPT}"
         )
         return why, WHERE_FIX
     parent = plans.get(fk.parent)
@@ -211,9 +214,11 @@ def filtered(fk: ForeignKey, child: Resolved, plans: dict[str, TablePlan]) -> tu
     why = (
         f"the parent table {fk.parent} has a row filter (where:) and its own rows change by "
         f"its foreign key {name}-> {own.parent} {', '.join(own.unlogged_rules)}, which the "
-        "binary log does not carry: the children of the rows it leaves out are unknown"
+        f"binary log does not carry, {UNKEPT}: the children of the rows it leaves out are "
+        "unknown"
     )
-    return why, f"drop where: from {fk.parent}, or make one of the two rules RESTRICT, or {ASIDE}"
+    fix = f"drop expire: or where: from {fk.parent}, or make one of the two rules RESTRICT"
+    return why, f"{fix}, or {ASIDE}"
 
 
 def followable(
