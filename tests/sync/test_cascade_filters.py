@@ -151,7 +151,7 @@ def test_filters_on_the_key_follow_the_rules_on_mysql_with_innodb_foreign_keys( 
     )
 
 
-# -- what stays refused: expire: -----------------------------------------------------------------------
+# -- what stays refused: a filter on a table with expire: ------------------------------------
 
 CHAIN = """
 CREATE TABLE team (id INT PRIMARY KEY);
