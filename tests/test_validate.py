@@ -228,10 +228,11 @@ def test_errors_come_first_and_what_concerns_sync_alone_is_one_line(
     mysql_db: Any, tmp_path: Path
 ) -> None:
     """c's two foreign keys, each SET NULL under a row filter a NULL passes (a rule can bring
-    a row into it), are refused: one line for c."""
+    a row into it) on a table with expire: (which keeps no images of the rows its filter leaves
+    out), are refused: one line for c."""
     mysql_db.run(
         "CREATE TABLE p (code INT PRIMARY KEY); CREATE TABLE p2 (code INT PRIMARY KEY);"
-        "CREATE TABLE c (id INT PRIMARY KEY, code INT, code2 INT, KEY (code), "
+        "CREATE TABLE c (id INT PRIMARY KEY, code INT, code2 INT, ends DATETIME, KEY (code), "
         "KEY (code2), FOREIGN KEY (code) REFERENCES p (code) ON DELETE SET NULL, "
         "FOREIGN KEY (code2) REFERENCES p2 (code) ON DELETE SET NULL);"
         "CREATE TABLE q (id INT PRIMARY KEY);"
@@ -240,6 +241,7 @@ def test_errors_come_first_and_what_concerns_sync_alone_is_one_line(
     path.write_text(
         f"version: 1\nsource: {mysql_db.url}\ntables:\n  p: {{}}\n  p2: {{}}\n  c:\n"
         "    indexes: [code, code2]\n    where: code IS NULL OR code2 IS NULL\n"
+        "    expire: {column: ends}\n"
         "  q:\n    columns: [nope]\n"
     )
     runner = CliRunner()

@@ -29,9 +29,9 @@ from migrator.commands import dry_run, validate, verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.plan.expiry import encode_row
-from tests.sync.helpers import RandomTransactions
 from tests.sync.test_cascade_images import (
     ONLY_MARIADB,
+    Writes,
     _on_innodb_fk_mysql,
     _rows,
     equals_a_fresh_migrate,
@@ -70,14 +70,9 @@ tables:
 """
 
 
-class CrewWrites(RandomTransactions):
+class CrewWrites(Writes):
     """Inserts everywhere; rows moved in and out of the filters by logged updates; teams and
     crews deleted and their keys changed (cascaded by the server, not logged)."""
-
-    def ids(self, table: str) -> list[int]:
-        with self.conn.cursor() as cur:
-            cur.execute(f"SELECT id FROM {table} ORDER BY 1")
-            return [r[0] for r in cur.fetchall()]
 
     def step(self) -> str:
         r = self.rng
