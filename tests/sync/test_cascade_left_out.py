@@ -13,9 +13,10 @@ the rule fires and filters each again with its new values.
   its filter leaves out are found through their images (a cascade of a cascade).
 
 Random writes move rows in and out of every filter, delete parents and change their keys, the
-tables once read again online (``sync --resnapshot``); each run ends with ``verify`` 0 and every key, the images included, equal to a fresh ``migrate``'s;
-``verify`` then finds a left-out row's image and SET member missing and a stray image, and
-``verify --fix`` repairs them. ``dry-run`` counts the images.
+tables once read again online (``sync --resnapshot``); each run ends with ``verify`` 0 and
+every key, the images included, equal to a fresh ``migrate``'s; ``verify`` then finds a
+left-out row's image and SET member missing and a stray image, and ``verify --fix`` repairs
+them. ``dry-run`` counts the images.
 """
 
 from __future__ import annotations
