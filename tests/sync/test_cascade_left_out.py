@@ -38,7 +38,7 @@ from tests.sync.test_cascade_images import (
 )
 from tests.sync.test_cascade_images import innodb_fk_mysql as innodb_fk_mysql
 
-_ids = iter(range(8850, 8880))
+_ids = iter(range(12200, 12230))
 
 CREWS = """
 CREATE TABLE team (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL);
