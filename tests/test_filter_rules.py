@@ -86,8 +86,8 @@ def _crews() -> Schema:
         # a filtered parent whose own rows go with their team: its children are followed
         ("crew: {where: 'active = 1'}\n  shift: {}", ["crew"]),
         ("crew: {where: 'active = 1'}", []),  # no mapped child to follow
-        # expire: keeps no images of the rows the filter leaves out: sync refuses it instead
-        ("crew: {}\n  shift: {where: 'crew_id IS NULL', expire: {column: hours}}", []),
+        # with expire: too, their images without a moment
+        ("crew: {}\n  shift: {where: 'crew_id IS NULL', expire: {column: hours}}", ["shift"]),
     ],
 )
 def test_the_tables_that_keep_the_images_of_the_rows_their_filter_leaves_out(
@@ -98,3 +98,16 @@ def test_the_tables_that_keep_the_images_of_the_rows_their_filter_leaves_out(
     kept = [t.name for t in mapping.tables
             if keeps_left_out(t, schema.tables[t.name], mapping, schema)]  # fmt: skip
     assert kept == keeping
+
+
+def test_a_sharded_source_keeps_no_images_of_the_rows_left_out() -> None:
+    """(sync refuses those shapes there: tests/sync/test_cascade_filters.py)"""
+    schema = _crews()
+    shards = "sources:\n  - {name: a, url: 'mysql://h/a'}\n  - {name: b, url: 'mysql://h/b'}\n"
+    tables = (
+        "tables:\n  team: {}\n  crew: {where: 'active = 1'}\n  shift: {where: 'crew_id IS NULL'}\n"
+    )
+    mapping = parse_mapping(f"version: 1\n{shards}{tables}")
+    assert not [
+        t for t in mapping.tables if keeps_left_out(t, schema.tables[t.name], mapping, schema)
+    ]

@@ -98,10 +98,10 @@ def keeps_left_out(table: Table, ts: TableSchema, mapping: Mapping, schema: Sche
     """Whether the table keeps the row images of the rows its filter leaves out (module
     docstring): a rule of its own foreign key can bring such a row in (``admitting``), or its
     own rows change by a rule the log lacks that reaches a mapped child's cascading foreign key
-    (mapping/cascades.py ``reaching``). Not for a nested table (``nest:``), one with
-    ``expire:``, nor a sharded source's (``sources:``): sync refuses those instead."""
+    (mapping/cascades.py ``reaching``). Not for a nested table (``nest:``) nor a sharded
+    source's (``sources:``): sync refuses those instead."""
     f = table.where
-    if f is None or table.nest is not None or table.expire is not None or mapping.sources:
+    if f is None or table.nest is not None or mapping.sources:
         return False
     if any(admitting(f, fk.columns, fk.unlogged_rules) for fk in ts.foreign_keys):
         return True

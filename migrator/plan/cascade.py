@@ -30,9 +30,8 @@ otherwise than byte-wise (``mapping.cascades.inexact_match``: a ``_ci`` collatio
 a VARCHAR, a type compared by value unless both sides have one same DECIMAL, temporal, YEAR
 or BIT type); a row filter the rule can bring a row into (mapping/filter_rules.py), or one on
 a parent whose own rows change by a rule the log does not carry (``filtered``), where the
-table keeps no images of the rows its filter leaves out (a nested table, one with
-``expire:``, a sharded source's: elsewhere they are kept, plan/row_images.py, and found like
-any other); a
+table keeps no images of the rows its filter leaves out (a nested table, a sharded
+source's: elsewhere they are kept, plan/row_images.py, and found like any other); a
 separator that may occur in a composite's values next to a column ``SET NULL`` empties; a
 Redis Cluster target (a replay of a half-applied group could read children of a later state).
 The child's primary key may be text: the members are read back (``TableLayout.read_joined``),
@@ -76,13 +75,12 @@ NONE_FIX = (
     f"own), or map the table as: hash; or make the rule RESTRICT, or {ASIDE}"
 )
 WHERE_FIX = (
-    "drop expire: from the table (its filter's rows left out are then kept as row images), or "
     "test the foreign key's columns only for NULL (crew_id IS NOT NULL), or, under SET NULL, "
     f"only in tests a NULL cannot pass (crew_id IN (1, 2)); or make the rule RESTRICT, or {ASIDE}"
 )
 #: why a table keeps no images of the rows its filter leaves out (filter_rules.keeps_left_out)
 UNKEPT = (
-    "and, with expire:, nest: or a sharded source (sources:), it keeps no images of the rows "
+    "and, nested (nest:) or of a sharded source (sources:), it keeps no images of the rows "
     "its filter leaves out"
 )
 
@@ -196,8 +194,7 @@ def filtered(fk: ForeignKey, child: Resolved, plans: dict[str, TablePlan]) -> tu
     Such a table keeps the images of the rows its filter leaves out (``left_out_images``), as
     does a filtered parent whose own rows change by a rule the log does not carry: their rows
     are found whole, and each is filtered again. Refused where they are not kept (``nest:``,
-    ``expire:``, ``sources:``): Redis does not hold those rows, nor (for a parent) their
-    children."""
+    ``sources:``): Redis does not hold those rows, nor (for a parent) their children."""
     where = child.table.where
     rule = "" if where is None else admitting(where, fk.columns, fk.unlogged_rules)
     if where is not None and rule and not child.left_out_images:
@@ -222,8 +219,7 @@ def filtered(fk: ForeignKey, child: Resolved, plans: dict[str, TablePlan]) -> tu
         f"binary log does not carry, {UNKEPT}: the children of the rows it leaves out are "
         "unknown"
     )
-    fix = f"drop expire: or where: from {fk.parent}, or make one of the two rules RESTRICT"
-    return why, f"{fix}, or {ASIDE}"
+    return why, f"drop where: from {fk.parent}, or make one of the two rules RESTRICT, or {ASIDE}"
 
 
 def followable(

@@ -10,7 +10,7 @@ run ends with ``verify`` 0 and Redis equal to a fresh ``migrate``. A filter that
 foreign key's columns, and one on a parent whose own rows change by such a rule (a cascade of a
 cascade through rows Redis does not hold), are followed where the table keeps the images of
 the rows its filter leaves out (tests/sync/test_cascade_left_out.py), and refused by ``validate``
-and ``sync`` with the fix where it cannot (``expire:``).
+and ``sync`` with the fix where it cannot (a sharded source, ``sources:``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from migrator.commands import validate
 from migrator.commands.sync import sync
 from migrator.errors import MigratorError
 from migrator.mapping.loader import parse_mapping
+from tests.services import create_database, drop_database, new_database_name
 from tests.sync.test_cascade_images import (
     ONLY_MARIADB,
     TICKETS,
@@ -151,55 +152,58 @@ def test_filters_on_the_key_follow_the_rules_on_mysql_with_innodb_foreign_keys( 
     )
 
 
-# -- what stays refused: a filter on a table with expire: ------------------------------------
+# -- what stays refused: a sharded source's tables keep no images of rows left out ------------
 
 CHAIN = """
 CREATE TABLE team (id INT PRIMARY KEY);
 CREATE TABLE crew (id INT PRIMARY KEY, team_id INT NOT NULL, active TINYINT NOT NULL,
-  ends DATETIME NULL, KEY (team_id), CONSTRAINT fk_crew_team FOREIGN KEY (team_id)
-  REFERENCES team (id) ON DELETE CASCADE);
-CREATE TABLE shift (id INT PRIMARY KEY, crew_id INT NULL, ends DATETIME NULL, KEY (crew_id),
+  KEY (team_id), CONSTRAINT fk_crew_team FOREIGN KEY (team_id) REFERENCES team (id)
+  ON DELETE CASCADE);
+CREATE TABLE shift (id INT PRIMARY KEY, crew_id INT NULL, KEY (crew_id),
   CONSTRAINT fk_shift_crew FOREIGN KEY (crew_id) REFERENCES crew (id)
   ON DELETE SET NULL ON UPDATE CASCADE);
 """
-#: a table with expire: keeps no images of the rows its filter leaves out (the filters below
-#: are followed without it: tests/sync/test_cascade_left_out.py)
-EXPIRE = "    expire: {column: ends}\n"
 REFUSED = {
     # the filter reads the foreign key's columns: a SET NULL can bring a row into it
-    f"  team: {{}}\n  crew: {{}}\n  shift:\n    where: \"crew_id IS NULL\"\n{EXPIRE}":
+    "  team: {}\n  crew: {}\n  shift:\n    where: \"crew_id IS NULL\"\n":
         ("shift", "reads the foreign key's columns (crew_id) and can keep a row whose foreign "
-         "key is NULL: its ON DELETE SET NULL", "drop expire: from the table"),
+         "key is NULL: its ON DELETE SET NULL", "test the foreign key's columns only for NULL"),
     # ... and compares its values: an ON UPDATE CASCADE can bring a row into it
-    f"  team: {{}}\n  crew: {{}}\n  shift:\n    where: \"crew_id IN (1, 2)\"\n{EXPIRE}":
+    "  team: {}\n  crew: {}\n  shift:\n    where: \"crew_id IN (1, 2)\"\n":
         ("shift", "compares the foreign key's values: its ON UPDATE CASCADE",
          "only in tests a NULL cannot pass"),
     # a filtered parent whose own rows go by ON DELETE CASCADE: its left-out rows' children
-    f"  team: {{}}\n  crew:\n    where: \"active = 1\"\n{EXPIRE}  shift: {{}}\n":
-        ("shift", "the parent table crew has a row filter", "drop expire: or where: from crew"),
+    "  team: {}\n  crew:\n    where: \"active = 1\"\n  shift: {}\n":
+        ("shift", "the parent table crew has a row filter", "drop where: from crew"),
 }  # fmt: skip
 
 
 @pytest.mark.engine("mariadb", why=ONLY_MARIADB)
 @pytest.mark.parametrize("tables", list(REFUSED))
-def test_filters_sync_cannot_follow_are_refused_by_validate_and_sync_with_the_fix(  # type: ignore[no-untyped-def]
+def test_filters_sync_cannot_follow_on_a_sharded_source_are_refused_with_the_fix(  # type: ignore[no-untyped-def]
     mariadb_db, redis_url: str, tables: str, tmp_path
 ) -> None:
-    mariadb_db.run(CHAIN)
-    table, why, fix = REFUSED[tables]
-    text = f"version: 1\nsource: {mariadb_db.url}\ntables:\n{tables}"
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    report = validate(path)
-    refusals = [p for p in report.warnings if p.brief]
-    assert not report.errors and len(refusals) == 1, [str(p) for p in refusals]
-    assert refusals[0].path == f"tables.{table}" and why in refusals[0].message
-    assert fix in str(refusals[0].hint)
-    judged = validate(path, for_sync=True)  # validate --sync: the refusal is an error
-    assert [str(p) for p in judged.errors] == [str(p) for p in refusals], judged.errors
-    assert judged.exit_code == 2
-    mapping = parse_mapping(text, name="refused")
-    with pytest.raises(MigratorError) as e:
-        sync(mapping, source=mariadb_db.url, target=redis_url, until_caught_up=True,
-             server_id=next(_ids))  # fmt: skip
-    assert e.value.exit_code == 2 and why in str(e.value) and fix in str(e.value.hint)
+    """Over shards (sources:) a table keeps no images of the rows its filter leaves out: the
+    shapes tests/sync/test_cascade_left_out.py follows are refused there by validate --sync
+    and sync, with the fix."""
+    other = create_database(mariadb_db.server_url, new_database_name())
+    try:
+        for db in (mariadb_db, other):
+            db.run(CHAIN)
+        table, why, fix = REFUSED[tables]
+        text = (f"version: 1\nsources:\n  - {{name: east, url: '{mariadb_db.url}'}}\n"
+                f"  - {{name: west, url: '{other.url}'}}\ntables:\n{tables}")  # fmt: skip
+        path = tmp_path / "m.yaml"
+        path.write_text(text)
+        judged = validate(path, for_sync=True)  # validate --sync: the refusal is an error
+        refusals = [p for p in judged.errors if p.path == f"tables.{table}"]
+        assert judged.exit_code == 2 and len(refusals) == 1, [str(p) for p in judged.problems]
+        assert why in refusals[0].message and "sharded source" in refusals[0].message
+        assert fix in str(refusals[0].hint)
+        mapping = parse_mapping(text, name="refused")
+        with pytest.raises(MigratorError) as e:
+            sync(mapping, target=redis_url, until_caught_up=True, server_id=next(_ids),
+                 shard="east")  # fmt: skip
+        assert e.value.exit_code == 2 and why in str(e.value) and fix in str(e.value.hint)
+    finally:
+        drop_database(mariadb_db.server_url, other.name)

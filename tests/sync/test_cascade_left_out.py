@@ -17,7 +17,10 @@ Random writes move rows in and out of every filter, delete parents and change th
 tables once read again online (``sync --resnapshot``); each run ends with ``verify`` 0 and
 every key, the images included, equal to a fresh ``migrate``'s; ``verify`` then finds a
 left-out row's image and SET member missing and a stray image, and ``verify --fix`` repairs
-them. ``dry-run`` counts the images.
+them. ``dry-run`` counts the images. Last, a crew with shifts of every kind, then its team
+deleted. The same with ``expire:`` on ``shift`` (past, far and no moments): the images of the
+rows its filter leaves out are kept whatever their moment, those of the rows it keeps until it
+passes.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import redis
 from migrator.commands import dry_run, validate, verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
+from migrator.mapping.model import Mapping
 from migrator.plan.expiry import encode_row
 from tests.sync.test_cascade_images import (
     Writes,
@@ -45,7 +49,8 @@ CREATE TABLE team (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL);
 CREATE TABLE crew (id INT PRIMARY KEY, team_id INT NOT NULL, active TINYINT NOT NULL,
   KEY (team_id), CONSTRAINT fk_crew_team FOREIGN KEY (team_id) REFERENCES team (id)
   ON DELETE CASCADE ON UPDATE CASCADE);
-CREATE TABLE shift (id INT PRIMARY KEY, crew_id INT NULL, note VARCHAR(20), KEY (crew_id),
+CREATE TABLE shift (id INT PRIMARY KEY, crew_id INT NULL, note VARCHAR(20), ends DATETIME NULL,
+  KEY (crew_id),
   CONSTRAINT fk_shift_crew FOREIGN KEY (crew_id) REFERENCES crew (id)
   ON DELETE SET NULL ON UPDATE CASCADE);
 CREATE TABLE duty (id INT PRIMARY KEY, crew_id INT NULL, hours INT NOT NULL, KEY (crew_id),
@@ -67,6 +72,15 @@ tables:
     as: columns
     where: "crew_id < 10025 OR crew_id > 40040"
 """
+#: shift with expire: too: the rows its filter leaves out keep their images whatever their
+#: moment, those it keeps only until it passes (the sweep's rule, plan/expiry_delta.py)
+EXPIRING = MAPPING.replace(
+    "    where: \"crew_id IS NULL OR note = 'x'\"\n",
+    "    where: \"crew_id IS NULL OR note = 'x'\"\n    expire: {column: ends}\n",
+)
+#: an end in the past, none, or one far off
+ENDS = ["'2001-01-01 00:00:00'", "NULL", "'2099-01-01 00:00:00'"]
+SHIFT = "crew_id IS NULL OR note = 'x'"  # shift's filter, as SQL
 
 
 class CrewWrites(Writes):
@@ -76,22 +90,23 @@ class CrewWrites(Writes):
     def step(self) -> str:
         r = self.rng
         teams, crews = self.ids("team"), self.ids("crew")
-        choice = r.randrange(14)
+        choice = r.randrange(17)
         if choice < 1 or not teams:
             return f"INSERT INTO team VALUES ({self.fresh()}, 'n{r.randrange(99)}')"
-        if choice < 3 or not crews:
+        if choice < 3 or choice > 13 or not crews:
             return f"INSERT INTO crew VALUES ({self.fresh()}, {r.choice(teams)}, {r.randrange(2)})"
-        crew = r.choice([*crews, "NULL"])
+        crew = r.choice(crews) if r.random() < 0.85 else "NULL"
         if choice < 5:
             note = r.choice(["'x'", "'y'", "NULL"])
-            return f"INSERT INTO shift VALUES ({self.fresh()}, {crew}, {note})"
+            return f"INSERT INTO shift VALUES ({self.fresh()}, {crew}, {note}, {r.choice(ENDS)})"
         if choice < 7:
             return f"INSERT INTO duty VALUES ({self.fresh()}, {crew}, {r.randrange(9)})"
         if choice == 7:  # in and out of the filters by logged changes
             return f"UPDATE crew SET active = 1 - active WHERE id = {r.choice(crews)}"
         if choice == 8:
-            one = r.choice(self.ids("shift") or [0])
-            return f"UPDATE shift SET note = {r.choice(['x', 'y'])!r} WHERE id = {one}"
+            one, note = r.choice(self.ids("shift") or [0]), r.choice(["x", "y"])
+            new = f"note = {note!r}, ends = {r.choice(ENDS)}, crew_id = {crew}"
+            return f"UPDATE shift SET {new} WHERE id = {one}"
         if choice == 9:
             one = r.choice(self.ids("duty") or [0])
             return f"UPDATE duty SET crew_id = {crew} WHERE id = {one}"
@@ -99,8 +114,10 @@ class CrewWrites(Writes):
             return f"UPDATE team SET id = {self.fresh()} WHERE id = {r.choice(teams)}"
         if choice == 11:  # shifts and duties follow: duties move in and out of the filter
             return f"UPDATE crew SET id = {self.fresh()} WHERE id = {r.choice(crews)}"
-        if choice == 12:  # its crews go, their shifts and duties are set NULL
+        if choice == 12 and r.random() < 0.4:  # its crews go, their shifts and duties NULL
             return f"DELETE FROM team WHERE id = {r.choice(teams)}"
+        if choice == 12:
+            return f"INSERT INTO team VALUES ({self.fresh()}, 'n{r.randrange(99)}')"
         return f"DELETE FROM crew WHERE id = {r.choice(crews)}"
 
 
@@ -108,13 +125,17 @@ def _count(db: Any, sql: str) -> int:
     return int(_rows(db, sql)[0][0])
 
 
-def _left_out(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Any) -> None:
+def _synced(
+    db: Any, text: str, redis_url: str, redis_client: redis.Redis, tmp_path: Any
+) -> tuple[Mapping, dict[bytes, Any]]:
+    """``text`` validated for sync, then synced through random writes; verify exits 0 and
+    every key equals a fresh migrate's. Returns the mapping and the keys."""
     db.run(CREWS)
     path = tmp_path / "crews.yaml"
-    path.write_text(f"source: {db.url}\n{MAPPING}")
+    path.write_text(f"source: {db.url}\n{text}")
     report = validate(path, for_sync=True)  # nothing refused, nothing noted against it
     assert report.exit_code == 0 and not [p for p in report.warnings if p.brief], report
-    mapping = parse_mapping(MAPPING, name="crews")
+    mapping = parse_mapping(text, name="crews")
     sid = next(_ids)
     run = {"source": db.url, "target": redis_url, "until_caught_up": True}
     work = CrewWrites(db, 1)
@@ -128,7 +149,27 @@ def _left_out(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Any)
         again = ["crew", "shift", "duty"] if n == 2 else []
         sync(mapping, server_id=sid, resnapshot_tables=again, **run)  # type: ignore[arg-type]
     work.close()
-    keys = equals_a_fresh_migrate(db, mapping, redis_url, redis_client)
+    # last, one crew with a shift of each kind, then its team deleted: the rule brings the
+    # shifts left out into the filter, and takes its duty out of it
+    team, crew = 99001, 99002
+    last = [
+        f"INSERT INTO team VALUES ({team}, 'last')",
+        f"INSERT INTO duty VALUES (99000, {crew}, 1)",
+    ]
+    last[1:1] = [f"INSERT INTO crew VALUES ({crew + n}, {team}, {1 - n})" for n in (0, 1)]
+    shifts = [(c, note, ends) for c in (crew, crew + 1) for note in ("'x'", "'y'") for ends in ENDS]
+    last += [f"INSERT INTO shift VALUES ({crew + 3 + n}, {c}, {note}, {ends})"
+             for n, (c, note, ends) in enumerate(shifts)]  # fmt: skip
+    db.run(";".join(last))
+    sync(mapping, server_id=sid, **run)  # type: ignore[arg-type]
+    db.run(f"DELETE FROM team WHERE id = {team}")
+    sync(mapping, server_id=sid, **run)  # type: ignore[arg-type]
+    assert _count(db, f"SELECT COUNT(*) FROM shift WHERE id > {crew} AND crew_id IS NULL") == 12
+    return mapping, equals_a_fresh_migrate(db, mapping, redis_url, redis_client)
+
+
+def _left_out(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Any) -> None:
+    mapping, keys = _synced(db, MAPPING, redis_url, redis_client, tmp_path)
     # the filters leave rows out, and every row's image is kept, those left out included
     for table, kept in (("crew", "active = 1"), ("shift", "crew_id IS NULL OR note = 'x'")):
         every = _count(db, f"SELECT COUNT(*) FROM {table}")
@@ -183,4 +224,35 @@ def test_filters_a_rule_can_bring_rows_into_keep_their_images_on_mysql_with_inno
 ) -> None:
     _on_innodb_fk_mysql(
         innodb_fk_mysql, lambda db: _left_out(db, redis_url, redis_client, tmp_path)
+    )
+
+
+def _expiring(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Any) -> None:
+    _, keys = _synced(db, EXPIRING, redis_url, redis_client, tmp_path)
+    images = keys[b"migrator:crews:rows:shift"][1]
+    out = f"NOT COALESCE({SHIFT}, FALSE)"
+    left = {
+        encode_row((str(i).encode(),)) for (i,) in _rows(db, f"SELECT id FROM shift WHERE {out}")
+    }
+    live = f"({SHIFT}) AND (ends IS NULL OR ends > NOW())"
+    kept = {
+        encode_row((str(i).encode(),)) for (i,) in _rows(db, f"SELECT id FROM shift WHERE {live}")
+    }
+    assert set(images) == left | kept and kept and left
+    # a row left out past its moment keeps its image; one kept past it has none
+    assert _count(db, f"SELECT COUNT(*) FROM shift WHERE {out} AND ends < NOW()")
+    assert _count(db, f"SELECT COUNT(*) FROM shift WHERE ({SHIFT}) AND ends < NOW()")
+
+
+def test_a_filter_a_rule_can_bring_rows_into_with_expire_keeps_the_left_out_images(  # type: ignore[no-untyped-def]
+    binlog_db, redis_url: str, redis_client: redis.Redis, tmp_path
+) -> None:
+    _expiring(binlog_db, redis_url, redis_client, tmp_path)
+
+
+def test_a_filter_with_expire_keeps_the_left_out_images_on_mysql_with_innodb_foreign_keys(  # type: ignore[no-untyped-def]
+    innodb_fk_mysql, redis_url: str, redis_client: redis.Redis, tmp_path
+) -> None:
+    _on_innodb_fk_mysql(
+        innodb_fk_mysql, lambda db: _expiring(db, redis_url, redis_client, tmp_path)
     )
