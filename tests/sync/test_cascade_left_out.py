@@ -229,19 +229,17 @@ def test_filters_a_rule_can_bring_rows_into_keep_their_images_on_mysql_with_inno
 
 def _expiring(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Any) -> None:
     _, keys = _synced(db, EXPIRING, redis_url, redis_client, tmp_path)
-    images = keys[b"migrator:crews:rows:shift"][1]
+
+    def pks(where: str) -> set[bytes]:
+        return {
+            encode_row((b"%d" % i,)) for (i,) in _rows(db, f"SELECT id FROM shift WHERE {where}")
+        }
+
     out = f"NOT COALESCE({SHIFT}, FALSE)"
-    left = {
-        encode_row((str(i).encode(),)) for (i,) in _rows(db, f"SELECT id FROM shift WHERE {out}")
-    }
-    live = f"({SHIFT}) AND (ends IS NULL OR ends > NOW())"
-    kept = {
-        encode_row((str(i).encode(),)) for (i,) in _rows(db, f"SELECT id FROM shift WHERE {live}")
-    }
-    assert set(images) == left | kept and kept and left
+    left, kept = pks(out), pks(f"({SHIFT}) AND (ends IS NULL OR ends > NOW())")
+    assert set(keys[b"migrator:crews:rows:shift"][1]) == left | kept and kept and left
     # a row left out past its moment keeps its image; one kept past it has none
-    assert _count(db, f"SELECT COUNT(*) FROM shift WHERE {out} AND ends < NOW()")
-    assert _count(db, f"SELECT COUNT(*) FROM shift WHERE ({SHIFT}) AND ends < NOW()")
+    assert pks(f"{out} AND ends < NOW()") and pks(f"({SHIFT}) AND ends < NOW()")
 
 
 def test_a_filter_a_rule_can_bring_rows_into_with_expire_keeps_the_left_out_images(  # type: ignore[no-untyped-def]
