@@ -17,7 +17,8 @@ Random writes move rows in and out of every filter, delete parents and change th
 tables once read again online (``sync --resnapshot``); each run ends with ``verify`` 0 and
 every key, the images included, equal to a fresh ``migrate``'s; ``verify`` then finds a
 left-out row's image and SET member missing and a stray image, and ``verify --fix`` repairs
-them. ``dry-run`` counts the images. Last, a crew with shifts of every kind, then its team
+them. A ``migrate`` by two workers in chunks writes the same keys; ``dry-run`` counts the
+images. Last, a crew with shifts of every kind, then its team
 deleted. The same with ``expire:`` on ``shift`` (past, far and no moments): the images of the
 rows its filter leaves out are kept whatever their moment, those of the rows it keeps until it
 passes.
@@ -29,13 +30,14 @@ from typing import Any
 
 import redis
 
-from migrator.commands import dry_run, validate, verify
+from migrator.commands import dry_run, migrate, validate, verify
 from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.mapping.model import Mapping
 from migrator.plan.expiry import encode_row
 from tests.sync.test_cascade_images import (
     Writes,
+    _keys,
     _on_innodb_fk_mysql,
     _rows,
     equals_a_fresh_migrate,
@@ -180,6 +182,11 @@ def _left_out(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Any)
     # the rules did what the test is about: shifts nulled into the filter, duties moved
     assert _count(db, "SELECT COUNT(*) FROM shift WHERE crew_id IS NULL AND note = 'y'")
     assert _count(db, "SELECT COUNT(*) FROM duty WHERE crew_id > 40040")
+    # a load in chunks by two workers reads them too: the same keys
+    redis_client.flushdb()
+    done = migrate(mapping, source=db.url, target=redis_url, workers=2, chunk_rows=7)
+    loaded = {k: v for k, v in _keys(redis_client).items() if not k.endswith(b":id")}
+    assert done.exit_code == 0 and loaded == keys  # (counters: equals_a_fresh_migrate's)
     # dry-run counts the images of the rows left out: one field per row of the table
     planned = {t["table"]: t for t in dry_run(mapping, source=db.url).as_dict()["tables"]}
     shift = planned["shift"]
