@@ -23,7 +23,9 @@ change by a rule that reaches a child (mapping/filter_rules.py ``keeps_left_out`
 whole image of every row, those its filter leaves out as well (``RowImages.left_out``), and
 a SET per value of each cascading foreign key: ``migrate`` reads such a table unfiltered and
 writes the images alone for the rows left out (plan/planner.py), ``sync`` keeps them for every
-logged change (plan/delta.py) and ``verify`` compares them (verify/tables.py).
+logged change (plan/delta.py; under ``expire:`` a left-out row's image has no moment:
+plan/expiry_delta.py) and ``verify`` compares them (verify/tables.py). Not over shards
+(``sources:``) nor for a nested table: sync refuses those shapes there.
 
 They are one more structure of the table (``RowImages``): ``migrate`` writes them with the
 rows, ``sync`` keeps them in the same group (plan/delta.py's ``h`` and ``S`` entries),
