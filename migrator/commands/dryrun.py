@@ -45,7 +45,7 @@ from migrator.source.mysql import Source
 from migrator.source.nesting import children
 from migrator.source.shard_nesting import one_source
 from migrator.source.snapshot import Snapshot
-from migrator.source.where import clause
+from migrator.source.where import clause, read_clause
 from migrator.store.cluster import SCHEMES
 from migrator.urls import mask
 
@@ -332,7 +332,7 @@ def plan_table(
         entries.at(s.binlog_file or "binlog.000001", s.binlog_position or 4, s.gtid, s.moment)
         truncate = [entries.truncate()]
         sink.write(truncate, None if sink.out is None else resp(truncate))
-    for rows in src.batches(r.name, selector, r.primary_key, batch_size, where=clause(r)):
+    for rows in src.batches(r.name, selector, r.primary_key, batch_size, where=read_clause(r)):
         commands, stats = plan.plan(rows)
         packed = plan.pack(rows)[0] if sink.out is not None else None
         if entries is not None:
@@ -354,7 +354,7 @@ def sample_commands(src: Source, plan: TablePlan, resolved: Resolved, n: int) ->
         return []
     selector = src.selector(resolved.name, plan.row_names)
     pages = src.batches(
-        resolved.name, selector, resolved.primary_key, n, page_size=n, where=clause(resolved)
+        resolved.name, selector, resolved.primary_key, n, page_size=n, where=read_clause(resolved)
     )
     rows = next(pages, [])
     pages.close()  # the unbuffered read ends before finish_commands asks the source again

@@ -15,7 +15,12 @@ that row's other columns are in no event of the log and nowhere in Redis. So:
   NULL either, it referenced a row): a filter that tests them only for NULL (``IS [NOT] NULL``)
   answers the same before and after; one that compares their values may not.
 
-Pure: works on the filter's tree (mapping/where.py).
+Such a table, and a filtered parent whose own rows change by such a rule where that reaches a
+mapped child (a cascade of a cascade through the rows its filter leaves out), keeps the row
+images of the rows its filter leaves out as well (``keeps_left_out``; plan/row_images.py): the
+rule then finds them, and each is filtered again with its new values.
+
+Pure: works on the filter's tree (mapping/where.py) and the schema it is handed.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from itertools import product
 
+from migrator.mapping.cascades import reaching
+from migrator.mapping.model import Mapping, Table
+from migrator.mapping.schema import Schema, TableSchema
 from migrator.mapping.where import And, Compare, Filter, In, IsNull, Node, Not, Or, tests
 
 #: MySQL's three truth values: true, false, unknown (a comparison with NULL)
@@ -84,3 +92,25 @@ def admitting(f: Filter, columns: Collection[str], rules: Collection[str]) -> st
         if rule == "ON UPDATE CASCADE" and compares_values(f, columns):
             return rule
     return ""
+
+
+def keeps_left_out(table: Table, ts: TableSchema, mapping: Mapping, schema: Schema) -> bool:
+    """Whether the table keeps the row images of the rows its filter leaves out (module
+    docstring): a rule of its own foreign key can bring such a row in (``admitting``), or its
+    own rows change by a rule the log lacks that reaches a mapped child's cascading foreign key
+    (mapping/cascades.py ``reaching``). Not for a nested table (``nest:``) nor a sharded
+    source's (``sources:``): sync refuses those instead."""
+    f = table.where
+    if f is None or table.nest is not None or mapping.sources:
+        return False
+    if any(admitting(f, fk.columns, fk.unlogged_rules) for fk in ts.foreign_keys):
+        return True
+    for other in mapping.tables:
+        child = schema.tables.get(other.name)
+        if child is None or other.nest is not None:
+            continue
+        for fk in child.foreign_keys:
+            mine = fk.parent == table.name and not fk.parent_database and fk.unlogged_rules
+            if mine and reaching(fk, ts) is not None:
+                return True
+    return False

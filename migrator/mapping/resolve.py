@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from migrator.errors import MappingError, MappingErrors
+from migrator.mapping.filter_rules import keeps_left_out
 from migrator.mapping.model import Index, Mapping, Table, Template, Unique
 from migrator.mapping.schema import Schema, TableSchema
 from migrator.mapping.shape import suggest
@@ -23,6 +24,9 @@ class Resolved:
     #: the shard of a sharded source (``sources:``) whose rows this is ("": not sharded);
     #: its tables keep an owner hash (plan/owners.py)
     shard: str = ""
+    #: it keeps the row images of the rows its filter leaves out too, for sync's cascades
+    #: (mapping/filter_rules.py ``keeps_left_out``)
+    left_out_images: bool = False
 
     @property
     def name(self) -> str:
@@ -135,7 +139,8 @@ def resolve(
             table, primary_key=tuple(pk), key=key, columns=columns, counter=counter
         )
         escape = table.escape or mapping.options.escape
-        out.append(Resolved(resolved, ts, sep, escape, mapping.name, shard))
+        kept = keeps_left_out(table, ts, mapping, schema)
+        out.append(Resolved(resolved, ts, sep, escape, mapping.name, shard, kept))
     if errors:
         raise MappingErrors(errors) if len(errors) > 1 else errors[0]
     return out

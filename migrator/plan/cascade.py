@@ -29,7 +29,9 @@ foreign key's columns are not read by the mapping; the key's columns compare
 otherwise than byte-wise (``mapping.cascades.inexact_match``: a ``_ci`` collation, PAD SPACE on
 a VARCHAR, a type compared by value unless both sides have one same DECIMAL, temporal, YEAR
 or BIT type); a row filter the rule can bring a row into (mapping/filter_rules.py), or one on
-a parent whose own rows change by a rule the log does not carry (``filtered``); a
+a parent whose own rows change by a rule the log does not carry (``filtered``), where the
+table keeps no images of the rows its filter leaves out (a nested table, a sharded
+source's: elsewhere they are kept, plan/row_images.py, and found like any other); a
 separator that may occur in a composite's values next to a column ``SET NULL`` empties; a
 Redis Cluster target (a replay of a half-applied group could read children of a later state).
 The child's primary key may be text: the members are read back (``TableLayout.read_joined``),
@@ -77,6 +79,11 @@ NONE_FIX = (
 WHERE_FIX = (
     "test the foreign key's columns only for NULL (crew_id IS NOT NULL), or, under SET NULL, "
     f"only in tests a NULL cannot pass (crew_id IN (1, 2)); or make the rule RESTRICT, or {ASIDE}"
+)
+#: why a table keeps no images of the rows its filter leaves out (filter_rules.keeps_left_out)
+UNKEPT = (
+    "and, nested (nest:) or of a sharded source (sources:), it keeps no images of the rows "
+    "its filter leaves out"
 )
 
 
@@ -189,24 +196,25 @@ def filtered(fk: ForeignKey, child: Resolved, plans: dict[str, TablePlan]) -> tu
     """Why a row filter (``where:``) keeps sync from finding every row the rule changes (("",
     "") when it does not), and the fix. A SET NULL or ON UPDATE CASCADE changes the foreign
     key's columns only: a changed row that leaves the filter is removed like any other, and one
-    the filter left out can come in only where ``admitting`` says (mapping/filter_rules.py):
-    Redis does not hold it. A parent with a filter of its own holds no rows it leaves out, so
-    where its own rows change by a rule the log does not carry, the children of those it
-    leaves out are unknown (a cascade of a cascade through rows sync does not hold)."""
+    the filter left out can come in only where ``admitting`` says (mapping/filter_rules.py).
+    Such a table keeps the images of the rows its filter leaves out (``left_out_images``), as
+    does a filtered parent whose own rows change by a rule the log does not carry: their rows
+    are found whole, and each is filtered again. Refused where they are not kept (``nest:``,
+    ``sources:``): Redis does not hold those rows, nor (for a parent) their children."""
     where = child.table.where
     rule = "" if where is None else admitting(where, fk.columns, fk.unlogged_rules)
-    if where is not None and rule:
+    if where is not None and rule and not child.left_out_images:
         read = ", ".join(c for c in fk.columns if c in where.columns)
         how = ("can keep a row whose foreign key is NULL" if rule.endswith("SET NULL")
                else "compares the foreign key's values")  # fmt: skip
         why = (
             f"the child's row filter (where:) reads the foreign key's columns ({read}) and "
-            f"{how}: its {rule} can bring into it a row Redis does not hold"
+            f"{how}: its {rule} can bring into it a row Redis does not hold, {UNKEPT}"
         )
         return why, WHERE_FIX
     parent = plans.get(fk.parent)
-    if parent is None or parent.table.where is None:
-        return "", ""
+    if parent is None or parent.table.where is None or parent.resolved.left_out_images:
+        return "", ""  # (its left-out rows' images are kept: plan/row_images.py)
     own = reaching(fk, parent.resolved.schema)
     if own is None:
         return "", ""
@@ -214,7 +222,8 @@ def filtered(fk: ForeignKey, child: Resolved, plans: dict[str, TablePlan]) -> tu
     why = (
         f"the parent table {fk.parent} has a row filter (where:) and its own rows change by "
         f"its foreign key {name}-> {own.parent} {', '.join(own.unlogged_rules)}, which the "
-        "binary log does not carry: the children of the rows it leaves out are unknown"
+        f"binary log does not carry, {UNKEPT}: the children of the rows it leaves out are "
+        "unknown"
     )
     return why, f"drop where: from {fk.parent}, or make one of the two rules RESTRICT, or {ASIDE}"
 
@@ -245,7 +254,8 @@ def followable(
                 refused.append(Unlogged(name, what, f"sync cannot apply it exactly: {why}", fix))
                 continue
             weigh = _weigh(fk, child)
-            ix = None if any(weigh) else next(
+            whole = any(weigh) or child.resolved.left_out_images  # every row: by its images
+            ix = None if whole else next(
                 (i for i in child.resolved.index_sets() if set(i.columns) == set(fk.columns)),
                 None)  # fmt: skip
             set_key = None if ix is None else child.key_fn(child.index_template(ix.columns))

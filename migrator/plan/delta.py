@@ -212,6 +212,8 @@ class TableDelta:
         where = plan.table.where
         self.keeps = None if where is None else row_test(where, plan.pos, plan.resolved.schema)
         self.owners = owners_of(plan)
+        #: the row images of the rows the filter leaves out, kept as well (plan/row_images.py)
+        self.left_out = plan.left_out_images
 
     def entries(self, row: Row | None) -> Entries:
         """A row's entries, grouped per key (none for None)."""
@@ -222,13 +224,15 @@ class TableDelta:
         an insert, (row, None) a delete, else an update."""
         delta = Delta() if into is None else into
         delta.rows += 1
+        outside: Row | None = None  # a row left out by the filter whose image is kept
         if self.keeps is not None:
             keeps = self.keeps
             if before is not None and not keeps(before):
+                self._image(before, REMOVED, delta)
                 before = None
             if after is not None and not keeps(after):
                 self._left_out(after, delta)
-                after = None
+                outside, after = after, None
         # under escape: reject a row with a separator inside a composite's value is never
         # written (plan/escape.py), as migrate does: it was not there before, it is not after
         if self.guarded:
@@ -305,7 +309,16 @@ class TableDelta:
                 let_go = after is None or tuple(after[i] for i in positions) != held
                 if let_go and all(v is not None for v in held):
                     delta.dirty_unique.add((self.name, n, held))  # type: ignore[arg-type]
+        if outside is not None:  # after what the row's other entries planned
+            self._image(outside, None, delta)
         return delta
+
+    def _image(self, row: Row, removed: object, delta: Delta) -> None:
+        """A row the filter leaves out: its image and SET members written (``removed`` None)
+        or removed (REMOVED), where the table keeps them (``left_out``)."""
+        if self.left_out is not None:
+            for kind, key, sub, value in self.left_out.entries(row):
+                delta.put((kind, key, sub), value if removed is None else removed)
 
     def _left_out(self, row: Row, delta: Delta) -> None:
         """A row the filter leaves out is in no structure, but its key still raises the

@@ -8,6 +8,8 @@ entry and memo; and the sweep's removal of a row whose moment has passed.
   renewed by every write of the row; a column's moment is computed from the new image.
 * An image already past its moment is planned as no row (an UPDATE that moves the moment
   into the past removes the row), its key still raising the counter as a left-out row does.
+  An image the row filter leaves out is left to ``TableDelta``, whatever its moment: where the
+  table keeps the images of such rows (plan/row_images.py), it keeps them without expiry.
 * ``sweep``: a row of the schedule whose moment has passed is planned as a DELETE of its
   memo's image, so every structure's rule applies (unique entries, index, reference and
   tag members, scores removed; latest lists rebuilt; the counter never lowered).
@@ -42,7 +44,8 @@ class ExpiringTableDelta(TableDelta):
         moment = None
         if after is not None:
             moment = expiry.moment(after, now)
-            if moment is not None and moment <= now:
+            filtered_out = self.keeps is not None and not self.keeps(after)
+            if moment is not None and moment <= now and not filtered_out:
                 self._left_out(after, delta)  # already expired: absent, as migrate leaves it
                 after = None
         if before is not None and after is not None:

@@ -10,7 +10,7 @@ plan packed straight to Redis protocol bytes (``migrator.plan.packer``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from migrator.mapping.model import Template
 from migrator.mapping.resolve import Resolved
@@ -25,6 +25,7 @@ from migrator.plan.row_images import wanted as images_wanted
 from migrator.plan.structures import STRUCTURES as BASE
 from migrator.plan.structures import Structure
 from migrator.plan.vector_sets import VectorSets
+from migrator.plan.where import row_test
 
 #: every structure a table may get, in the order their commands go out
 STRUCTURES: dict[str, type[Structure]] = {**BASE, VectorSets.name: VectorSets}
@@ -49,8 +50,16 @@ class TablePlan(TableLayout):
     def __init__(self, resolved: Resolved) -> None:
         super().__init__(resolved)
         self.structures = [cls(self) for cls in STRUCTURES.values() if cls.wanted(self.table)]
+        #: the images of the rows the filter leaves out, kept too (plan/row_images.py): the
+        #: filter as a test of a row, rows read unfiltered (source/where.py ``read_clause``)
+        self.keeps: Callable[[Row], bool] | None = None
+        self.left_out_images: RowImages | None = None
         if images_wanted(self):  # what sync's cascades read (plan/row_images.py)
-            self.structures.append(RowImages(self))
+            images = RowImages(self)
+            self.structures.append(images)
+            if images.left_out and self.table.where is not None:
+                self.keeps = row_test(self.table.where, self.pos, resolved.schema)
+                self.left_out_images = images
         if sharded(self.resolved):  # which shard each row came from (plan/owners.py)
             self.structures.append(Owners(self))
         self._packer: Packer | None = None
@@ -61,6 +70,33 @@ class TablePlan(TableLayout):
     # -- planning --------------------------------------------------------------------------
     def plan(self, rows: Iterable[Row]) -> tuple[list[Command], Stats]:
         """The commands for a batch of rows, and what they amount to."""
+        if self.keeps is not None:
+            kept, left_out = self.split(rows)
+            commands, stats = self._plan(kept)
+            return commands + self.left_out_commands(left_out), stats
+        return self._plan(rows)
+
+    def split(self, rows: Iterable[Row]) -> tuple[list[Row], list[Row]]:
+        """A batch read unfiltered: (the rows the filter keeps, those it leaves out)."""
+        keeps = self.keeps
+        assert keeps is not None
+        kept: list[Row] = []
+        left_out: list[Row] = []
+        for row in rows:
+            (kept if keeps(row) else left_out).append(row)
+        return kept, left_out
+
+    def left_out_commands(self, rows: Sequence[Row]) -> list[Command]:
+        """The row images of rows the filter leaves out: nothing else of theirs is written."""
+        images = self.left_out_images
+        if not rows or images is None:
+            return []
+        batch = Batch()
+        for row in rows:
+            images.add(row, batch)
+        return batch.finish()
+
+    def _plan(self, rows: Iterable[Row]) -> tuple[list[Command], Stats]:
         batch = Batch()
         adders = [s.add for s in self.structures]
         checked = bool(self.guards)
@@ -111,7 +147,10 @@ class TablePlan(TableLayout):
 
     def written(self, rows: Iterable[Row]) -> list[Row]:
         """The rows of a batch that ``plan`` writes: not rejected (a separator in a composite's
-        value), not past their expiry (the first load's snapshot entries, plan/stream.py)."""
+        value), not past their expiry, kept by the filter where the rows are read unfiltered
+        (``keeps``; the first load's snapshot entries, plan/stream.py)."""
+        if self.keeps is not None:
+            rows = self.split(rows)[0]
         expiry, checked = self.expiry, bool(self.guards)
         if expiry is None and not checked:
             return list(rows)
@@ -131,8 +170,16 @@ class TablePlan(TableLayout):
         if self.expiry is not None:  # the general path: PEXPIREAT after each row's keys
             commands, stats = self.plan(rows)
             return resp(commands), len(commands), stats
+        if self.keeps is not None:
+            kept, left_out = self.split(rows)
+            payload, count, stats = self._pack(kept)
+            extra = self.left_out_commands(left_out)
+            return payload + resp(extra), count + len(extra), stats
+        return self._pack(rows)
+
+    def _pack(self, rows: Sequence[Row]) -> tuple[bytes, int, Stats]:
         if self._packer is None:
-            self._packer = Packer(self, self.structures, self.plan)
+            self._packer = Packer(self, self.structures, self._plan)
         return self._packer.pack(rows)
 
     def counter_command(self, max_pk: bytes | None) -> Command | None:

@@ -18,6 +18,15 @@ mapping's name):
   (``WEIGHT_STRING``, read with the row: ``TableLayout.row_names``), so that the SET of a value
   holds every row MySQL's ``=`` matches with it; such a table keeps whole row images.
 
+A table with a row filter (``where:``) that a rule can bring a row into, or whose own rows
+change by a rule that reaches a child (mapping/filter_rules.py ``keeps_left_out``), keeps the
+whole image of every row, those its filter leaves out as well (``RowImages.left_out``), and
+a SET per value of each cascading foreign key: ``migrate`` reads such a table unfiltered and
+writes the images alone for the rows left out (plan/planner.py), ``sync`` keeps them for every
+logged change (plan/delta.py; under ``expire:`` a left-out row's image has no moment:
+plan/expiry_delta.py) and ``verify`` compares them (verify/tables.py). Not over shards
+(``sources:``) nor for a nested table: sync refuses those shapes there.
+
 They are one more structure of the table (``RowImages``): ``migrate`` writes them with the
 rows, ``sync`` keeps them in the same group (plan/delta.py's ``h`` and ``S`` entries),
 ``verify`` compares them (verify/rows.py) and ``--fix`` repairs them. Under ``expire:`` they
@@ -83,6 +92,8 @@ def wanted(plan: TableLayout) -> bool:
     fks = cascading(r)
     if not fks or r.table.nest is not None:
         return False  # a nested table's rows are kept beside its documents (nesting_side.py)
+    if r.left_out_images:
+        return True
     return bool(unreadable(plan)) or not all(indexed(r, fk) for fk in fks) or bool(plan.weighed)
 
 
@@ -95,8 +106,10 @@ class RowImages(Structure):
         super().__init__(plan)
         r = plan.resolved
         self.key = images_key(r)
+        #: the images of the rows the filter leaves out are kept too (module docstring)
+        self.left_out = r.left_out_images
         #: the row images are kept (the row cannot be read back); else only the SETs below
-        self.whole = bool(unreadable(plan))
+        self.whole = bool(unreadable(plan)) or self.left_out
         self.pk = tuple(plan.pos[c] for c in r.primary_key)
         self.by: list[tuple[bytes, tuple[int, ...]]] = []  # (SET prefix, the key's positions)
         weights = {c: len(plan.select) + k for k, c in enumerate(plan.weighed)}
@@ -104,7 +117,8 @@ class RowImages(Structure):
             cols = tuple(fk.columns)
             prefix = by_prefix(r, cols)
             weighed = any(c in weights for c in cols)
-            if (indexed(r, fk) and not weighed) or any(c not in plan.pos for c in cols):
+            found = indexed(r, fk) and not weighed and not self.left_out  # by its index
+            if found or any(c not in plan.pos for c in cols):
                 continue
             if all(p != prefix for p, _ in self.by):  # a weighed column by its comparison key
                 self.by.append((prefix, tuple(weights.get(c, plan.pos[c]) for c in cols)))

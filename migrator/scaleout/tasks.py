@@ -29,7 +29,7 @@ from migrator.retry import Retrying
 from migrator.source.chunks import CHUNK_ROWS, Chunk, plan_chunks
 from migrator.source.mysql import Source
 from migrator.source.selects import keyset_value, selector_of
-from migrator.source.where import clause
+from migrator.source.where import read_clause
 from migrator.store.checkpoint import Checkpoint, TableState
 from migrator.store.claims import Claims
 from migrator.store.cluster_sink import sink_for, writer_for
@@ -94,7 +94,7 @@ def run_task(
     claims = None if owners is None else Claims(plan, owners, client)
     batches = src.batches(
         resolved.name, selector, pk, task.batch_size, after=after, until=until,
-        retrying=retrying, where=clause(resolved),
+        retrying=retrying, where=read_clause(resolved),
     )  # fmt: skip
     try:
         for read in batches:

@@ -41,6 +41,20 @@ def clause(resolved: Resolved, slack: float = 0.0) -> Any:
     return live if cond is None else sa.and_(cond, live)
 
 
+def read_clause(resolved: Resolved) -> Any:
+    """The condition of a load's read of the table's rows: ``clause``, but none for a table
+    that keeps the images of the rows its filter leaves out (``Resolved.left_out_images``):
+    it is read whole, and the planner tells its rows apart (plan/planner.py ``split``)."""
+    return None if resolved.left_out_images else clause(resolved)
+
+
+def left_out(resolved: Resolved) -> Any:
+    """The rows the table's filter leaves out (its condition is not true: false or unknown)."""
+    f = resolved.table.where
+    assert f is not None
+    return sa.not_(sa.func.coalesce(condition(f, resolved.schema), sa.false()))
+
+
 def condition(f: Filter, ts: TableSchema) -> Any:
     return _node(f.tree, ts)
 

@@ -27,7 +27,7 @@ from migrator.source.mysql import Source
 from migrator.source.nesting import all_written
 from migrator.source.selects import selector_of
 from migrator.source.snapshot import Snapshot, gtid_snapshot, start_snapshot
-from migrator.source.where import clause
+from migrator.source.where import clause, read_clause
 from migrator.store.cluster_sink import sink_for, writer_for
 from migrator.store.owned import owned
 from migrator.sync.shard_rows import ShardRows
@@ -99,7 +99,7 @@ def load_snapshot(
             progress.start(r.name, r.schema.row_estimate or None)
             try:
                 for rows in src.batches(
-                    r.name, selector, r.primary_key, m.options.batch_size, where=clause(r)
+                    r.name, selector, r.primary_key, m.options.batch_size, where=read_clause(r)
                 ):
                     if stop.is_set():
                         raise KeyboardInterrupt

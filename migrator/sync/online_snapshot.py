@@ -64,7 +64,7 @@ from migrator.source.binlog.settings import log_status
 from migrator.source.mysql import Source
 from migrator.source.selects import RawRow, keyset_value, selector_of
 from migrator.source.snapshot import is_mariadb, start_snapshot, wait_visible
-from migrator.source.where import clause
+from migrator.source.where import clause, read_clause
 from migrator.store.cluster_sink import Writer, sink_for, writer_for
 from migrator.store.keys import remove_owned
 from migrator.sync.shard_rows import ShardRows
@@ -340,7 +340,7 @@ class Snapshots:
         count, tail = 0, None
         pages = self.src.batches(
             p.table, selector, r.primary_key, self.mapping.options.batch_size, after=after,
-            page_size=self.chunk_rows, where=clause(r),
+            page_size=self.chunk_rows, where=read_clause(r),
         )  # fmt: skip
         try:
             for rows in pages:

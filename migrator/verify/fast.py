@@ -22,7 +22,9 @@ one connection (``Reader.packed``; a cluster routes them per slot).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import gc
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from migrator.plan.batch import Batch, Row, template_parts
@@ -255,3 +257,16 @@ def _generate(fast: FastChecks) -> Callable[..., int]:
 
 
 __all__ = ["FastBatch", "FastChecks", "usable"]
+
+
+@contextmanager
+def no_cycle_collection() -> Iterator[None]:
+    """The batch loop makes millions of short-lived lists and bytes, none in a cycle: the
+    cyclic garbage collector would walk them again and again (~20% of verify's time)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

@@ -45,6 +45,11 @@ class ImageCheck:
         reads += [(b"SMISMEMBER", key, *members) for key, members in sets.items()]
         return reads, (images, sets)
 
+    def rows(self, rows: Sequence[Row], read: Callable[[list[Command]], list[Any]]) -> None:
+        """Check ``rows`` now: the rows a filter leaves out, whose images alone are kept."""
+        reads, context = self.reads(rows)
+        self.check(read(reads) if reads else [], context)
+
     def near(self, rows: Sequence[Row]) -> None:
         """Rows too close to their expiry to judge (verify/expiry.py): their images and
         members are explained, present or not."""

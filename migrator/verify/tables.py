@@ -18,9 +18,6 @@ is stale whatever its shape or type; a row key is stale when no source row plans
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, Protocol
 
 from migrator.mapping.kinds import FLOATS
@@ -35,11 +32,11 @@ from migrator.source.mysql import Source
 from migrator.source.selects import keyset_value, shared_keys_query
 from migrator.source.shared import SharedValues, shared_values
 from migrator.source.weights import collations_of
-from migrator.source.where import clause
+from migrator.source.where import clause, left_out
 from migrator.store.keys import scan_space
 from migrator.verify import report as vr
 from migrator.verify.expiry import TOLERANCE
-from migrator.verify.fast import FastBatch, FastChecks, usable
+from migrator.verify.fast import FastBatch, FastChecks, no_cycle_collection, usable
 from migrator.verify.keys import Reader
 from migrator.verify.members import Explainer, params
 from migrator.verify.parents import HeldParents, Parent
@@ -173,7 +170,7 @@ class TableVerifier(RowChecks):
         fast = FastChecks(self) if usable(self) else None
         waiting: Any = None
         pk = self.r.primary_key
-        with _no_cycle_collection():
+        with no_cycle_collection():
             for read in src.batches(
                 self.name, self.selector, pk, size, after=after, until=until, where=self.where
             ):
@@ -192,6 +189,11 @@ class TableVerifier(RowChecks):
             if waiting is not None:
                 self._settle(fast, waiting)
                 self.flush()
+            if self.plan.keeps is not None and self.images is not None:  # (plan/row_images.py)
+                for read in src.batches(self.name, self.selector, pk, size, after=after,
+                                        until=until, where=left_out(self.r)):  # fmt: skip
+                    self.images.rows(read, reader.read)  # the rows left out: their images
+                    self.flush()
         if whole:
             self.conclude()
 
@@ -408,19 +410,6 @@ def _nested_in(plan: TablePlan, parent: str) -> bool:
 
 #: the structures whose keys are one per row, counted against the source's rows
 ROW_KEYS = ("hash", "document")
-
-
-@contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """The batch loop makes millions of short-lived lists and bytes, none in a cycle: the
-    cyclic garbage collector would walk them again and again (~20% of verify's time)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _show(items: list[bytes], limit: int = 10) -> str:

@@ -8,7 +8,9 @@ Redis holds (a hash child found by its index, an ``as: columns`` child and a ``f
 by their row images), under random writes that also move rows in and out of the filters; each
 run ends with ``verify`` 0 and Redis equal to a fresh ``migrate``. A filter that reads the
 foreign key's columns, and one on a parent whose own rows change by such a rule (a cascade of a
-cascade through rows Redis does not hold), are refused by ``validate`` and ``sync`` with the fix.
+cascade through rows Redis does not hold), are followed where the table keeps the images of
+the rows its filter leaves out (tests/sync/test_cascade_left_out.py), and refused by ``validate``
+and ``sync`` with the fix where it cannot (a sharded source, ``sources:``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from migrator.commands import validate
 from migrator.commands.sync import sync
 from migrator.errors import MigratorError
 from migrator.mapping.loader import parse_mapping
+from tests.services import create_database, drop_database, new_database_name
 from tests.sync.test_cascade_images import (
     ONLY_MARIADB,
     TICKETS,
@@ -149,7 +152,7 @@ def test_filters_on_the_key_follow_the_rules_on_mysql_with_innodb_foreign_keys( 
     )
 
 
-# -- what stays refused -----------------------------------------------------------------------
+# -- what stays refused: a sharded source's tables keep no images of rows left out ------------
 
 CHAIN = """
 CREATE TABLE team (id INT PRIMARY KEY);
@@ -177,24 +180,30 @@ REFUSED = {
 
 @pytest.mark.engine("mariadb", why=ONLY_MARIADB)
 @pytest.mark.parametrize("tables", list(REFUSED))
-def test_filters_sync_cannot_follow_are_refused_by_validate_and_sync_with_the_fix(  # type: ignore[no-untyped-def]
+def test_filters_sync_cannot_follow_on_a_sharded_source_are_refused_with_the_fix(  # type: ignore[no-untyped-def]
     mariadb_db, redis_url: str, tables: str, tmp_path
 ) -> None:
-    mariadb_db.run(CHAIN)
-    table, why, fix = REFUSED[tables]
-    text = f"version: 1\nsource: {mariadb_db.url}\ntables:\n{tables}"
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    report = validate(path)
-    refusals = [p for p in report.warnings if p.brief]
-    assert not report.errors and len(refusals) == 1, [str(p) for p in refusals]
-    assert refusals[0].path == f"tables.{table}" and why in refusals[0].message
-    assert fix in str(refusals[0].hint)
-    judged = validate(path, for_sync=True)  # validate --sync: the refusal is an error
-    assert [str(p) for p in judged.errors] == [str(p) for p in refusals], judged.errors
-    assert judged.exit_code == 2
-    mapping = parse_mapping(text, name="refused")
-    with pytest.raises(MigratorError) as e:
-        sync(mapping, source=mariadb_db.url, target=redis_url, until_caught_up=True,
-             server_id=next(_ids))  # fmt: skip
-    assert e.value.exit_code == 2 and why in str(e.value) and fix in str(e.value.hint)
+    """Over shards (sources:) a table keeps no images of the rows its filter leaves out: the
+    shapes tests/sync/test_cascade_left_out.py follows are refused there by validate --sync
+    and sync, with the fix."""
+    other = create_database(mariadb_db.server_url, new_database_name())
+    try:
+        for db in (mariadb_db, other):
+            db.run(CHAIN)
+        table, why, fix = REFUSED[tables]
+        text = (f"version: 1\nsources:\n  - {{name: east, url: '{mariadb_db.url}'}}\n"
+                f"  - {{name: west, url: '{other.url}'}}\ntables:\n{tables}")  # fmt: skip
+        path = tmp_path / "m.yaml"
+        path.write_text(text)
+        judged = validate(path, for_sync=True)  # validate --sync: the refusal is an error
+        refusals = [p for p in judged.errors if p.path == f"tables.{table}"]
+        assert judged.exit_code == 2 and len(refusals) == 1, [str(p) for p in judged.problems]
+        assert why in refusals[0].message and "sharded source" in refusals[0].message
+        assert fix in str(refusals[0].hint)
+        mapping = parse_mapping(text, name="refused")
+        with pytest.raises(MigratorError) as e:
+            sync(mapping, target=redis_url, until_caught_up=True, server_id=next(_ids),
+                 shard="east")  # fmt: skip
+        assert e.value.exit_code == 2 and why in str(e.value) and fix in str(e.value.hint)
+    finally:
+        drop_database(mariadb_db.server_url, other.name)
