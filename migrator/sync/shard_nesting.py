@@ -6,11 +6,10 @@ table of a sharded mapping keeps one, a nested table's too; the parent's own cla
 first, sync/shard_rows.py): one another shard owns is left out of the group, said once per
 row and run in the log (a ``collision`` event: the child, its parent, both shards and the
 SQL that lists such rows) and counted in ``migrator_sync_collisions_total{table=<child>}``:
-the change is applied to the child's table but not filed (sync/nesting.py ``change``'s
-``unfiled``); its before-images are applied as they come (taking out a row never filed
-changes nothing).
-A child whose own primary key another shard owns is left out by its claim
-(sync/shard_rows.py), as any row."""
+the change is applied to the child's table (its owner field stays this shard's, as migrate
+claims it) but not filed (sync/nesting.py ``change``'s ``unfiled``); its before-images are
+applied as they come (taking out a row never filed changes nothing). A child whose own
+primary key another shard owns is left out by its claim (sync/shard_rows.py), as any row."""
 
 from __future__ import annotations
 
@@ -34,8 +33,8 @@ class Parent:
     """A nested table whose parent keeps an owner hash, and how its rows name the parent's
     owner field."""
 
-    def __init__(self, owners: Owners, top: Level, child: Level, at: tuple[int, ...]) -> None:
-        self.owners, self.top, self.child, self.at = owners, top, child, at  # top: the parent
+    def __init__(self, owners: Owners, parent: Level, child: Level, at: tuple[int, ...]) -> None:
+        self.owners, self.parent, self.child, self.at = owners, parent, child, at
 
     def field(self, row: Row) -> bytes:
         return encode_row(tuple(row[i] for i in self.at))
@@ -70,7 +69,7 @@ class CrossChildren:
         """Say the cross-shard children a first load of the shard (``src``) left out of its
         documents: its children whose parent it does not hold and another shard owns."""
         for table, p in self.parents.items():
-            rows = orphans(src, p.top, p.child)
+            rows = orphans(src, p.parent, p.child)
             fields = list(dict.fromkeys(p.field(r) for r in rows))
             owner = owner_fields(self.client, {table: (p.owners.key, fields)}, retrying)
             for row in rows:
@@ -105,12 +104,12 @@ class CrossChildren:
                     self.unfiled.add(id(c))
 
     def _say(self, p: Parent, row: Row, owner: bytes) -> None:
-        key, values, sql = describe(row, p.child, p.top)
+        key, values, sql = describe(row, p.child, p.parent)
         other, mine, table = owner.decode("utf-8", "replace"), self.shard.decode(), p.child.name
         lay = p.child.layout
         self.said.found(
             table, encode_row(tuple(row[lay.pos[c]] for c in lay.resolved.primary_key)),
-            f"collision: {table} ({key}) is on shard {mine}, its parent {p.top.name} ({values}) "
+            f"collision: {table} ({key}) is on shard {mine}, its parent {p.parent.name} ({values}) "
             f"on shard {other}, which Redis holds it from: a document is built from its top "
             f"row's shard, so this child is not put in any (find such rows on shard {mine} "
             f"with: {sql})", key=key, owner=other, sql=sql,
