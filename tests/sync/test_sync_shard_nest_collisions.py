@@ -1,16 +1,17 @@
 """``sync --shard`` of nested documents when two shards' nested rows collide
 (docs/sharding.md#nested-documents): a private Oracle MySQL 9.7 (east) and a private MariaDB
 (west, whose cascades are not logged) each hold a shard of books, tags and notes, a process
-per shard following while both take random writes; meanwhile west writes the colliding rows
-(in ids the random writes leave alone): a tag whose primary key east's tag holds, changed
-again, with a note under it; a note naming a tag only east holds (a grandchild whose parent
-is on the other shard), changed again; and a note of its own moved under east's tag. Each is
-left out of west's documents and of the rows kept beside them (east's tag and its notes are
-never overwritten), said once per row and run (both shards, the key, the SQL) and counted in
-``migrator_sync_collisions_total``. Then every document equals one built here from each
-shard's rows (less what migrate leaves out), ``verify`` names exactly the collisions (and
-``--fix`` leaves them), and Redis equals a ``migrate`` of the shards into an emptied
-database; once west's colliding rows are gone, ``verify`` answers 0 and Redis equals a
+per shard following while both take random writes; meanwhile one shard (each in turn: the
+other, the holder, listed first in ``sources:``) writes the colliding rows, in ids the random
+writes leave alone: a tag whose primary key the holder's tag holds, changed again, with a
+note under it; a note naming a tag only the holder holds (a grandchild whose parent is on
+the other shard), changed again; and a note of its own moved under that tag. Each is left
+out of its shard's documents and of the rows kept beside them (the holder's tag and its
+notes are never overwritten), said once per row and run (both shards, the key, the SQL) and
+counted in ``migrator_sync_collisions_total``. Then every document equals one built here
+from each shard's rows (less what migrate leaves out), ``verify`` names exactly the
+collisions (and ``--fix`` leaves them), and Redis equals a ``migrate`` of the shards into an
+emptied database; once the colliding rows are gone, ``verify`` answers 0 and Redis equals a
 rebuild again."""
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from migrator.commands.migrate import migrate
@@ -43,19 +45,20 @@ __all__ = ["servers", "shop"]  # the fixtures
 
 #: ids from BASE + RESERVED on are the colliding rows': the random writes leave them alone
 RESERVED = 5000
-E, W = BASE["east"] + RESERVED, BASE["west"] + RESERVED  # (1,005,000 and 5,000)
 
 
 def _random(db: Any, name: str, seed: int, steps: int) -> None:
-    """Random transactions on one shard below its reserved ids: books inserted, renamed,
-    re-keyed (cascading to their tags) and deleted (cascading down), tags and notes
-    inserted, moved between parents and deleted."""
+    """Random transactions on one shard in its own ids below the reserved ones: books
+    inserted, renamed, re-keyed (cascading to their tags) and deleted (cascading down), tags
+    and notes inserted, moved between parents and deleted."""
     rng, base = random.Random(seed), BASE[name]
     with closing(db.connect(autocommit=True)) as conn, conn.cursor() as cur:
         for _ in range(steps):
             ids = {}
             for table in ("book", "tag", "note"):
-                cur.execute(f"SELECT id FROM {table} WHERE id < %s", (base + RESERVED,))
+                cur.execute(
+                    f"SELECT id FROM {table} WHERE id > %s AND id < %s", (base, base + RESERVED)
+                )  # (not the other shard's key it holds)
                 ids[table] = [r[0] for r in cur.fetchall()] or [base + 1]
             new = base + rng.randint(1, 3000)
             book, tag, note = (rng.choice(ids[t]) for t in ("book", "tag", "note"))
@@ -77,35 +80,38 @@ def _random(db: Any, name: str, seed: int, steps: int) -> None:
             cur.execute(sql, values)
 
 
-#: the reserved rows each shard holds before the processes start (book, tag, note)
-HELD = {
-    "east": [
-        f"INSERT INTO book VALUES ({E + 1}, 'east anchor', 'g0')",
-        f"INSERT INTO tag VALUES ({E + 1}, {E + 1}, 'east shared'), "
-        f"({E + 2}, {E + 1}, 'east only')",
-        f"INSERT INTO note VALUES ({E + 1}, {E + 1}, 'east under shared')",
-    ],
-    "west": [
-        f"INSERT INTO book VALUES ({W + 1}, 'west anchor', 'g0')",
-        f"INSERT INTO tag VALUES ({W + 1}, {W + 1}, 'west own')",
-        f"INSERT INTO note VALUES ({W + 4}, {W + 1}, 'west, to move')",
-    ],
-}
 OFF = "SET foreign_key_checks = 0"
-#: west's colliding writes, each a transaction, between the random ones
-COLLIDING = [
-    f"INSERT INTO tag VALUES ({E + 1}, {W + 1}, 'west dup')",  # east's tag's key: shape 1
-    f"UPDATE tag SET tagname = 'west dup 2' WHERE id = {E + 1}",  # changed again
-    f"INSERT INTO note VALUES ({W + 2}, {E + 1}, 'under west dup')",  # under the left-out tag
-    f"{OFF}; INSERT INTO note VALUES ({W + 3}, {E + 2}, 'on east tag')",  # shape 2
-    f"UPDATE note SET body = 'on east tag 2' WHERE id = {W + 3}",  # changed again
-    f"{OFF}; UPDATE note SET tag_id = {E + 2} WHERE id = {W + 4}",  # moved under east's tag
-]
-#: east's writes of the rows west's collide with, in between
-EAST_SIDE = [
-    f"UPDATE tag SET tagname = 'east shared 2' WHERE id = {E + 1}",
-    f"INSERT INTO note VALUES ({E + 3}, {E + 1}, 'east, later')",
-]
+
+
+def _held(h: int, c: int) -> tuple[list[str], list[str]]:
+    """The reserved rows the holder (ids from ``h``) and the colliding shard (from ``c``)
+    hold before the processes start: a book each, the holder's two tags and a note, the
+    other's tag and a note."""
+    return [
+        f"INSERT INTO book VALUES ({h + 1}, 'anchor', 'g0')",
+        f"INSERT INTO tag VALUES ({h + 1}, {h + 1}, 'shared'), ({h + 2}, {h + 1}, 'only')",
+        f"INSERT INTO note VALUES ({h + 1}, {h + 1}, 'under shared')",
+    ], [
+        f"INSERT INTO book VALUES ({c + 1}, 'anchor', 'g0')",
+        f"INSERT INTO tag VALUES ({c + 1}, {c + 1}, 'own')",
+        f"INSERT INTO note VALUES ({c + 4}, {c + 1}, 'to move')",
+    ]  # fmt: skip
+
+
+def _writes(h: int, c: int) -> tuple[list[str], list[str]]:
+    """The colliding shard's writes, each a transaction between the random ones, and the
+    holder's of the rows they collide with."""
+    return [
+        f"INSERT INTO tag VALUES ({h + 1}, {c + 1}, 'dup')",  # the holder's tag's key: shape 1
+        f"UPDATE tag SET tagname = 'dup 2' WHERE id = {h + 1}",  # changed again
+        f"INSERT INTO note VALUES ({c + 2}, {h + 1}, 'under dup')",  # under the left-out tag
+        f"{OFF}; INSERT INTO note VALUES ({c + 3}, {h + 2}, 'on its tag')",  # shape 2
+        f"UPDATE note SET body = 'on its tag 2' WHERE id = {c + 3}",  # changed again
+        f"{OFF}; UPDATE note SET tag_id = {h + 2} WHERE id = {c + 4}",  # moved under its tag
+    ], [
+        f"UPDATE tag SET tagname = 'shared 2' WHERE id = {h + 1}",
+        f"INSERT INTO note VALUES ({h + 3}, {h + 1}, 'later')",
+    ]  # fmt: skip
 
 
 def _statements(db: Any, statements: list[str], pause: float) -> None:
@@ -134,29 +140,35 @@ def _collisions(port: int) -> dict[str, float]:
     return out
 
 
-def _expected(rows: dict[str, dict[str, list[tuple]]]) -> dict[str, Any]:
-    """The documents migrate writes: west's tag whose key east holds is in none."""
-    west = dict(rows["west"])
-    west["tag"] = [t for t in west["tag"] if t[0] not in {t[0] for t in rows["east"]["tag"]}]
-    return documents(rows["east"], west)
+def _expected(rows: dict[str, dict[str, list[tuple]]], holder: str, colliding: str) -> Any:
+    """The documents migrate writes: the colliding shard's tag whose key the holder's tag
+    holds is in none."""
+    theirs = dict(rows[colliding])
+    held = {t[0] for t in rows[holder]["tag"]}
+    theirs["tag"] = [t for t in theirs["tag"] if t[0] not in held]
+    return documents(rows[holder], theirs)
 
 
+@pytest.mark.parametrize("colliding", ["west", "east"])  # MariaDB's writes collide, or MySQL's
 def test_colliding_nested_rows_followed_per_shard_are_left_out_said_and_equal_a_rebuild(
-    shop: dict[str, Any], redis_url: str, tmp_path: Path
+    shop: dict[str, Any], redis_url: str, tmp_path: Path, colliding: str
 ) -> None:
-    mapping = mapping_of(tmp_path, shop, redis_url)
+    holder = "east" if colliding == "west" else "west"  # first in sources: (it holds them first)
+    h, c = BASE[holder] + RESERVED, BASE[colliding] + RESERVED
+    mapping = mapping_of(tmp_path, {holder: shop[holder], colliding: shop[colliding]}, redis_url)
     client = redis.Redis.from_url(redis_url)
-    for name, db in shop.items():
-        for sql in HELD[name]:
-            db.run(sql)
+    for name, statements in zip((holder, colliding), _held(h, c)):
+        for sql in statements:
+            shop[name].run(sql)
     port = free_port()
     args = {n: ["sync", mapping, "--shard", n] for n in shop}
-    args["west"] += ["--metrics", f"127.0.0.1:{port}"]
+    args[colliding] += ["--metrics", f"127.0.0.1:{port}"]
+    theirs, own = _writes(h, c)
     threads = [
         threading.Thread(target=_random, args=(shop["east"], "east", 3, 100)),
         threading.Thread(target=_random, args=(shop["west"], "west", 4, 100)),
-        threading.Thread(target=_statements, args=(shop["west"], COLLIDING, 0.3)),
-        threading.Thread(target=_statements, args=(shop["east"], EAST_SIDE, 0.5)),
+        threading.Thread(target=_statements, args=(shop[colliding], theirs, 0.3)),
+        threading.Thread(target=_statements, args=(shop[holder], own, 0.5)),
     ]
     with ExitStack() as running:
         procs = {n: running.enter_context(following(args[n], dict(os.environ))) for n in shop}
@@ -164,36 +176,40 @@ def test_colliding_nested_rows_followed_per_shard_are_left_out_said_and_equal_a_
             t.start()
         for t in threads:
             t.join()
-        wait_for(  # west's process has applied its last colliding write
-            "west's collisions counted",
-            lambda: (c := _collisions(port)).get("tag", 0) >= 2 and c.get("note", 0) >= 4 and c,
-            60, every=0.5,
+        shop[colliding].run(f"UPDATE book SET name = 'done' WHERE id = {c + 1}")
+        wait_for(  # the colliding shard's process has applied its writes
+            "the colliding shard's last write applied",
+            lambda: json.loads(client.get(f"book:{c + 1}") or b"{}").get("name") == "done",
+            60, every=0.2,
         )  # fmt: skip
+        counted = _collisions(port)
         for proc in procs.values():
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
-        assert procs["west"].stderr is not None
-        log = procs["west"].stderr.read()
+        stderr = procs[colliding].stderr
+        assert stderr is not None
+        log = stderr.read()
     for name in shop:  # whatever the processes had not applied when stopped
         assert sync(mapping, shard=name, until_caught_up=True).stopped == "caught up"
     said = [line for line in log.splitlines() if "collision:" in line]
-    keys = {f"tag (id={E + 1})": 0, f"note (id={W + 2})": 0, f"note (id={W + 3})": 0,
-            f"note (id={W + 4})": 0}  # fmt: skip
+    keys = {f"tag (id={h + 1})": 0, f"note (id={c + 2})": 0, f"note (id={c + 3})": 0,
+            f"note (id={c + 4})": 0}  # fmt: skip
     for line in said:
         for key in keys:
             keys[key] += key in line
     assert list(keys.values()) == [1, 1, 1, 1], said  # once per row and run
-    assert all("shard west" in line and "shard east" in line for line in said), said
-    assert any(f"SELECT * FROM `tag` WHERE `id` = {E + 1}" in line for line in said), said
-    assert sum(f"its parent tag (id={E + 2}) on shard east" in line for line in said) == 2
+    assert counted.get("tag", 0) >= 2 and counted.get("note", 0) >= 4, counted
+    assert all(f"shard {colliding}" in x and f"shard {holder}" in x for x in said), said
+    assert any(f"SELECT * FROM `tag` WHERE `id` = {h + 1}" in line for line in said), said
+    assert sum(f"its parent tag (id={h + 2}) on shard {holder}" in x for x in said) == 2
     rows = {n: rows_of(db) for n, db in shop.items()}
     assert all(len(r["tag"]) > 5 and r["note"] for r in rows.values()), rows  # (what is left)
-    assert stored(client) == _expected(rows)
-    anchor = json.loads(client.get(f"book:{E + 1}") or b"{}")
-    assert [t["tagname"] for t in anchor["tags"]] == ["east only", "east shared 2"]
-    assert [n["body"] for n in anchor["tags"][1]["notes"]] == ["east under shared", "east, later"]
-    assert json.loads(client.get(f"book:{W + 1}") or b"{}")["tags"] == [
-        {"id": W + 1, "book_id": W + 1, "tagname": "west own", "notes": []}
+    assert stored(client) == _expected(rows, holder, colliding)
+    anchor = json.loads(client.get(f"book:{h + 1}") or b"{}")
+    assert [t["tagname"] for t in anchor["tags"]] == ["only", "shared 2"]
+    assert [n["body"] for n in anchor["tags"][1]["notes"]] == ["under shared", "later"]
+    assert json.loads(client.get(f"book:{c + 1}") or b"{}")["tags"] == [
+        {"id": c + 1, "book_id": c + 1, "tagname": "own", "notes": []}
     ]
     for fix in (False, True):  # the collisions, exactly; --fix leaves them as they are
         checked = verify(mapping, fix=fix)
@@ -201,11 +217,11 @@ def test_colliding_nested_rows_followed_per_shard_are_left_out_said_and_equal_a_
             "tag": {vr.COLLIDING: 1}, "note": {vr.CROSS_SHARD: 2}
         }, json.dumps(checked.as_dict(), default=str)[:3000]  # fmt: skip
     _equals_a_rebuild(client, mapping, 3)
-    # west's colliding rows gone (the note under its tag first: MariaDB does not log its
-    # cascades, and the tag's delete is another shard's row's): verify 0, a rebuild's keys
-    shop["west"].run(f"DELETE FROM note WHERE id IN ({W + 2}, {W + 3}, {W + 4}); "
-                     f"DELETE FROM tag WHERE id = {E + 1}")  # fmt: skip
-    assert sync(mapping, shard="west", until_caught_up=True).stopped == "caught up"
+    # the colliding rows gone (the note under the tag first: MariaDB does not log its
+    # cascades, and the tag's delete is of another shard's row): verify 0, a rebuild's keys
+    shop[colliding].run(f"DELETE FROM note WHERE id IN ({c + 2}, {c + 3}, {c + 4}); "
+                        f"DELETE FROM tag WHERE id = {h + 1}")  # fmt: skip
+    assert sync(mapping, shard=colliding, until_caught_up=True).stopped == "caught up"
     checked = verify(mapping)
     assert checked.exit_code == 0, json.dumps(checked.as_dict(), default=str)[:3000]
     _equals_a_rebuild(client, mapping, 0)
