@@ -80,8 +80,8 @@ def all_trees(
 ) -> Iterator[tuple[list[Row], Groups]]:
     """Every top row with its descendants, ``size`` top rows at a time (each page read
     whole, then its children), in the current snapshot of ``src``. ``keep``: the rows of a
-    level's page wanted (a sharded source's: those the shard owns, a top row's document as
-    a child's place in it), before their children are read."""
+    level's page wanted (a sharded source's: the top rows, and nested children, the shard
+    owns), before their children are read."""
     lay = top.layout
     selector = src.selector(top.name, lay.select)
     pk = lay.resolved.primary_key
