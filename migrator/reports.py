@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError
 from migrator.plan.batch import Reject
-from migrator.plan.owners import COLLISION, CROSS_SHARD, NESTED_KEY
+from migrator.plan.owners import COLLISION, CROSS_SHARD
 from migrator.source.shared import SharedValues
 from migrator.source.snapshot import Snapshot
 
@@ -105,12 +105,6 @@ class MigrateReport:
         """Nested children of a sharded source whose parent is on another shard: in no
         document (docs/sharding.md#nested-documents)."""
         return sum(t.rejected.get(CROSS_SHARD, 0) for t in self.tables)
-
-    @property
-    def nested_keys(self) -> int:
-        """Nested children of a sharded source whose primary key another shard's child holds
-        (docs/sharding.md#nested-documents)."""
-        return sum(t.rejected.get(NESTED_KEY, 0) for t in self.tables)
 
     @property
     def shared_rows(self) -> int:

@@ -117,6 +117,10 @@ def test_documents_over_two_shards_are_built_from_their_top_rows_shard(
     shown = [json.loads(shlex.split(line)[-1]) for line in book.sample if line.startswith("SET")]
     want = documents(EAST, WEST)
     assert shown == [want["book:1"], want["book:2"]]  # the first shard's, children from it
+    # the memory estimate counts the nested tables' owner hashes, one field per row
+    owned = {t.table: (t.keys.get("shard"), t.memory.get("shard", 0)) for t in plan.tables}
+    assert {t: k for t, (k, _) in owned.items()} == {"book": 1, "tag": 1, "note": 1}, owned
+    assert all(m > 0 for _, m in owned.values()), owned
     report = migrate(f)
     assert report.exit_code == 0, [(t.table, t.rejects) for t in report.tables]
     assert stored(redis_client) == documents(EAST, WEST)
@@ -128,6 +132,9 @@ def test_documents_over_two_shards_are_built_from_their_top_rows_shard(
         b"3:101": b"west",
         b"3:102": b"west",
     }
+    assert redis_client.hgetall(b"migrator:shop:shard:note") == {  # a nested table's too
+        b"1:1": b"east", b"1:2": b"east", b"1:3": b"east", b"3:101": b"west",
+    }  # fmt: skip
     clean = verify(f)
     assert clean.exit_code == 0, [(t.table, t.counts, t.examples) for t in clean.tables]
     # a west document changed and one removed: found, and --fix writes them again
@@ -191,32 +198,49 @@ def test_a_child_on_another_shard_than_its_parent_is_reported(
 
 
 def test_a_nested_child_key_on_two_shards_is_reported(two, tmp_path, redis_url, redis_client):
-    """Tag 1 on both shards, each under a book of its own shard: each document holds its own
-    shard's tag, and the key two shards hold is a collision migrate and verify name, with the
-    SQL (the rows kept beside the documents share it)."""
+    """Tag 1 on both shards, each under a book of its own shard: claimed as any row (the
+    nested table keeps an owner hash), so east's is written and west's left out of its
+    document, with its note, and reported by migrate and verify, with the SQL; --fix leaves
+    it out."""
     east, west = two
     fill(east, EAST)
-    fill(west, {**WEST, "tag": [*WEST["tag"], (1, 102, "dup")]})
+    fill(west, {**WEST, "tag": [*WEST["tag"], (1, 102, "dup")],
+                "note": [*WEST["note"], (103, 1, "under")]})  # fmt: skip
     f = mapping_file(tmp_path, two, redis_url)
     report = migrate(f)
     assert report.exit_code == 1
     assert {t.table: t.rejected for t in report.tables if t.rejected} == {
-        "tag@west": {"a nested child whose primary key another shard's child holds (collision)": 1}
+        "tag@west": {"a primary key or unique value another shard holds (collision)": 1}
     }
     (reject,) = next(t for t in report.tables if t.table == "tag@west").rejects
-    assert "a child's on shard east too" in reject.reason, reject.reason
+    assert "its primary key is on shard east too" in reject.reason, reject.reason
     assert "SELECT * FROM `tag` WHERE `id` = 1" in reject.reason, reject.reason
-    alone = migrate(f, replace=True, shard="west")  # one shard's reload compares it too
-    assert alone.exit_code == 1 and alone.nested_keys == 1, alone.tables
-    docs = stored(redis_client)
-    assert [t["tagname"] for t in docs["book:102"]["tags"]] == ["dup", "old"]
-    assert [t["tagname"] for t in docs["book:1"]["tags"]] == ["lang", "web"]
+    assert stored(redis_client) == documents(EAST, WEST)  # west's tag 1 in none
+    assert redis_client.hget(b"migrator:shop:shard:tag", b"1:1") == b"east"
+    assert redis_client.hget(b"migrator:shop:nest:tag", b"1:1") == b"1:11:13:web"
+    assert not redis_client.hexists(b"migrator:shop:nest:note", b"3:103")
+    alone = migrate(f, replace=True, shard="west")  # one shard's reload claims it again
+    assert alone.exit_code == 1 and alone.collided == 1, alone.tables
+    assert stored(redis_client) == documents(EAST, WEST)
+    for found in (verify(f), verify(f, fix=True)):
+        assert found.exit_code == 1
+        assert {t.table: dict(t.counts) for t in found.tables if t.counts} == {
+            "tag": {vr.COLLIDING: 1}
+        }, found.as_dict()
+        (d,) = {t.table: t for t in found.tables}["tag"].examples[vr.COLLIDING]
+        assert d.field == "SELECT * FROM `tag` WHERE `id` = 1", d
+    # the owner fields of a nested table: compared and repaired like any table's
+    redis_client.hset(b"migrator:shop:shard:tag", b"1:1", b"west")
+    redis_client.hdel(b"migrator:shop:shard:note", b"1:1")
     found = verify(f)
-    assert found.exit_code == 1
-    checks = {t.table: t for t in found.tables}
-    assert dict(checks["tag"].counts) == {vr.COLLIDING: 1}, checks["tag"].counts
-    (d,) = checks["tag"].examples[vr.COLLIDING]
-    assert d.field == "SELECT * FROM `tag` WHERE `id` = 1", d
+    assert dict({t.table: t for t in found.tables}["tag"].counts) == {
+        vr.COLLIDING: 1,
+        vr.DIFFERENT_VALUE: 1,
+    }, found.as_dict()
+    assert dict({t.table: t for t in found.tables}["note"].counts) == {vr.MISSING_FIELD: 1}
+    verify(f, fix=True)
+    assert redis_client.hget(b"migrator:shop:shard:tag", b"1:1") == b"east"
+    assert redis_client.hget(b"migrator:shop:shard:note", b"1:1") == b"east"
 
 
 def test_one_shards_documents_are_reloaded_alone(two, tmp_path, redis_url, redis_client):

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from migrator.commands.nested import nesting_trees
 from migrator.commands.session import shards
-from migrator.commands.shard_nesting import cross_rejects, key_rejects
+from migrator.commands.shard_nesting import cross_rejects
 from migrator.commands.shards import opened_union
 from migrator.errors import MigratorError, docs
 from migrator.mapping.model import Mapping
@@ -80,7 +80,6 @@ def run_shards(
                 reports.append((p, load_one(p, not reports)))
         # the nested children no shard's documents hold (commands/shard_nesting.py)
         crossed = cross_rejects(union.sources, nesting_trees(m, cast(Any, union), resolved), only)
-        crossed += key_rejects(union, resolved, only)
     if not reports:
         raise MigratorError(
             f"--resume refused: nothing is left to resume: every shard's checkpoint records a "
@@ -150,7 +149,6 @@ def reload_shard(
         loaded = load_one(part, False)
         crossed = cross_rejects(union.sources, nesting_trees(m, cast(Any, union), resolved),
                                 chosen.name)  # fmt: skip
-        crossed += key_rejects(union, resolved, chosen.name)
     out = merged([(part, loaded)])
     fold(out, crossed)
     out.removed = removed

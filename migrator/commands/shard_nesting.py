@@ -2,23 +2,21 @@
 whose parent row is on another shard (source/shard_nesting.py ``cross_shard``), in no
 document, reported by ``migrate`` as rejected rows of the child's table (``child@shard``) and
 by ``verify`` as differences of the child's table, each with both shards and the SQL that
-finds such rows: exit 1, never left out silently."""
+finds such rows: exit 1, never left out silently. (A nested child whose primary key another
+shard's child holds is claimed as any row: store/claims.py.)"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from migrator.errors import docs
-from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Reject
 from migrator.plan.nesting import Level
-from migrator.plan.owners import CROSS_SHARD, NESTED_KEY
+from migrator.plan.owners import CROSS_SHARD
 from migrator.reports import TableReport
 from migrator.source.mysql import Source
-from migrator.source.overlaps import Overlaps
 from migrator.source.shard_nesting import CrossChild, cross_shard
 from migrator.source.shards import Union
-from migrator.source.where import clause
 from migrator.verify.report import CROSS_SHARD as CROSSING
 from migrator.verify.report import TableCheck
 
@@ -57,44 +55,3 @@ def note_cross_shard(src: Source, top: Level, checks: dict[str, TableCheck]) -> 
             "in no document (a document is built from its top row's shard); move each to its "
             f"parent's shard; not repaired by --fix ({docs('sharding.md#nested-documents')})"
         )
-
-
-def key_rejects(union: Union, resolved: Sequence[Resolved], only: str | None) -> list[TableReport]:
-    """migrate's rejected rows: per nested table and shard, its children whose primary key
-    another shard's child holds too (source/overlaps.py, as verify finds collisions): each
-    document holds its own shard's child, but the rows kept beside the documents for ``sync``
-    share the key. Each later shard is compared with the earlier ones (``only``: that shard
-    with every other). Reported, exit 1; what is written is not changed."""
-    out: list[TableReport] = []
-    for r in resolved:
-        if r.table.nest is None:
-            continue
-        pk, where = list(r.primary_key), clause(r)
-        for k, (name, src) in enumerate(union.sources):
-            others = (
-                union.sources[:k] if only is None else [s for s in union.sources if s[0] != name]
-            )
-            if not others or (only is not None and name != only):
-                continue
-            found = Overlaps()
-            selector = src.selector(r.name, pk)
-            for rows in src.batches(r.name, selector, pk, 5000, where=where):
-                found.apart(others, name, r.name, selector, pk, (), rows, where)
-            n = found.counts.get(r.name, 0)
-            if not n:
-                continue
-            t = TableReport(f"{r.name}@{name}")
-            t.rejected[NESTED_KEY] = n
-            t.rejects = [
-                Reject(
-                    (o.sql.split(" WHERE ", 1)[-1],),
-                    ", ".join(pk),
-                    f"collision: its primary key is a child's on shard {o.other} too: each "
-                    f"document holds its own shard's child, but the rows kept beside the "
-                    f"documents share the key (sync may file one under the other's parent); "
-                    f"find the rows on each shard with: {o.sql}",
-                )
-                for o in found.listed.get(r.name, [])[:LISTED]
-            ]
-            out.append(t)
-    return out

@@ -38,10 +38,6 @@ COLLISION = "a primary key or unique value another shard holds (collision)"
 #: the reason a nested child whose parent row is on another shard is counted under: it is in
 #: no document (commands/shard_nesting.py)
 CROSS_SHARD = "a nested child whose parent is on another shard (in no document)"
-#: the reason a nested child whose primary key another shard's child holds is counted under:
-#: each document holds its own shard's child, the rows kept beside them share the key
-#: (commands/shard_nesting.py)
-NESTED_KEY = "a nested child whose primary key another shard's child holds (collision)"
 
 
 def owners_key(mapping_name: str, table: str) -> bytes:
@@ -99,8 +95,9 @@ class Owners(Structure):
 
 def sharded(resolved: Resolved) -> bool:
     """Whether the table keeps an owner hash: it was resolved for one shard of ``sources:``
-    (a nested table's rows live in their parent's documents: it keeps none)."""
-    return bool(resolved.shard) and resolved.table.nest is None
+    (a nested table too: its rows are claimed as any table's, so that a child's primary key
+    two shards hold is one row in the rows kept beside the documents, never two merged)."""
+    return bool(resolved.shard)
 
 
 def owners_of(plan: object) -> Owners | None:

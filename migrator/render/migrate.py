@@ -72,7 +72,7 @@ def render_migrate(report: MigrateReport) -> None:
         how = "options.escape: backslash writes them escaped"
         if report.collided == report.rejected:  # a sharded source's (docs/sharding.md)
             how = "each collides with another shard's row, which Redis keeps"
-        elif report.collided + report.crossed + report.nested_keys == report.rejected:
+        elif report.collided + report.crossed == report.rejected:
             how = "each collides with another shard's row or is a child on another shard "
             how += "than its parent, in no document"
         rejected = Text.from_markup(

@@ -22,12 +22,15 @@ from migrator.source.selects import keyset_value
 from migrator.source.where import clause
 
 IN_LIST = 1000  # parent values per query
-Keep = Callable[[list[Any]], list[Any]]  # a page of rows -> those wanted
+Keep = Callable[[Level, list[Any]], list[Any]]  # a level's page of rows -> those wanted
 
 
-def children(src: Source, level: Level, parents: Sequence[Row], groups: Groups) -> None:
+def children(
+    src: Source, level: Level, parents: Sequence[Row], groups: Groups, keep: Keep | None = None
+) -> None:
     """Read each child level of ``level`` for the ``parents`` rows, recursively, into
-    ``groups``."""
+    ``groups`` (``keep``: as in ``all_trees``, the rows of each level wanted; a row left out
+    takes its own children with it)."""
     for child in level.children:
         lay = child.layout
         schema = lay.resolved.schema
@@ -41,9 +44,11 @@ def children(src: Source, level: Level, parents: Sequence[Row], groups: Groups) 
         rows: list[Row] = []
         for i in range(0, len(wanted), IN_LIST):
             rows += src.rows_where(child.name, selector, by, wanted[i : i + IN_LIST], where)
+        if keep is not None and rows:
+            rows = keep(child, rows)
         groups[id(child)] = group(child, rows)
         if child.children and rows:
-            children(src, child, rows, groups)
+            children(src, child, rows, groups, keep)
 
 
 def documents(src: Source, top: Level, rows: Sequence[Row]) -> list[Command]:
@@ -75,8 +80,8 @@ def all_trees(
 ) -> Iterator[tuple[list[Row], Groups]]:
     """Every top row with its descendants, ``size`` top rows at a time (each page read
     whole, then its children), in the current snapshot of ``src``. ``keep``: the rows of a
-    page whose documents are wanted (a sharded source's: those the shard owns), before their
-    children are read."""
+    level's page wanted (a sharded source's: the top rows, and nested children, the shard
+    owns), before their children are read."""
     lay = top.layout
     selector = src.selector(top.name, lay.select)
     pk = lay.resolved.primary_key
@@ -87,9 +92,9 @@ def all_trees(
         rows = src.page(top.name, selector, pk, size, after, where)
         if not rows:
             return
-        kept = list(rows) if keep is None else keep(list(rows))
+        kept = list(rows) if keep is None else keep(top, list(rows))
         groups: Groups = {}
-        children(src, top, kept, groups)
+        children(src, top, kept, groups, keep)
         yield kept, groups
         if len(rows) < size:
             return

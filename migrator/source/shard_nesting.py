@@ -3,8 +3,8 @@
 A sharded schema keeps a parent's children on the parent's shard (Vitess's keyspace ID,
 Citus's co-located tables): a document is built from its top row's shard alone, its children
 and theirs read from that shard (``shard_trees``: each shard's top rows in turn, ``CURRENT``
-naming it, a later shard's top rows less those colliding with an earlier shard's, as
-``Union.batches`` leaves them out).
+naming it, a later shard's top rows, and nested children, less those colliding with an
+earlier shard's, as ``Union.batches`` leaves them out).
 
 A child whose parent row is on another shard than its own (a *cross-shard child*) is in no
 document: ``cross_shard`` finds them, per shard and nesting, by the children whose parent the
@@ -46,20 +46,27 @@ def shard_trees(src: Source, top: Level, size: int) -> Iterator[tuple[list[Row],
     if not isinstance(src, Union):
         yield from all_trees(src, top, size)
         return
-    lay = top.layout
-    pk = lay.resolved.primary_key
-    where = clause(lay.resolved)
-    uniques = src.uniques.get(top.name, [])
     for k, (name, shard) in enumerate(src.sources):
         token = CURRENT.set(name)
-        apart = partial(Overlaps().apart, src.sources[:k], name, top.name,
-                        shard.selector(top.name, lay.select), pk, uniques, where=where)  # fmt: skip
+        apart = partial(_apart, src, k)
         try:
             for rows, groups in all_trees(shard, top, size, apart if k else None):
                 CURRENT.set(name)  # (the consumer ran in between)
                 yield rows, groups
         finally:
             CURRENT.reset(token)
+
+
+def _apart(union: Union, k: int, level: Level, rows: list[Any]) -> list[Any]:
+    """The rows of ``level`` read from the ``k``-th shard less those colliding with an earlier
+    shard's (a top row, or a nested child whose primary key an earlier shard's child holds:
+    ``migrate`` claims each as any row, store/claims.py)."""
+    lay = level.layout
+    name, shard = union.sources[k]
+    selector = shard.selector(level.name, lay.select)
+    return Overlaps().apart(union.sources[:k], name, level.name, selector,
+                            lay.resolved.primary_key, union.uniques.get(level.name, []),
+                            rows, clause(lay.resolved))  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ their row hash (plan/row_images.py ``unreadable``: formats, a key other than the
 key, ...) or whose writes have no such inverse (vector sets, ``expire:``, change streams)
 is refused (exit 2) before anything is removed. The top table of nested documents is read
 back from the rows kept beside them, and its documents' trees removed with it
-(store/shard_documents.py).
+(store/shard_documents.py); a nested table's owner fields of NAME are removed alone.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def refuse_irreversible(plans: Sequence[TablePlan]) -> None:
     """Exit 2 when a table's rows cannot be removed row by row (see the module docstring)."""
     tops = nesting_tops({p.table.name: p for p in plans})
     for plan in plans:
-        if owners_of(plan) is None:
-            continue
+        if owners_of(plan) is None or plan.table.nest is not None:
+            continue  # (a nested table's rows go with their top's documents)
         t = plan.table
         why = "" if t.name in tops else unreadable(plan)
         if not why and t.kind not in ("hash", "none") and t.name not in tops:
@@ -102,7 +102,9 @@ def remove_shard_rows(
                                  retrying=retrying)  # fmt: skip
             held = cast(dict[bytes, bytes], page)
             fields = [f for f, owner in held.items() if owner == mine]
-            if fields:
+            if fields and plan.table.nest is not None:  # its rows: with the top's documents
+                retry(partial(_send, client, [(b"HDEL", key, *fields)]), retrying=retrying)
+            elif fields:
                 pks = [pk_of(f) for f in fields]
                 keys = [plan.row_key(read_back(plan, [pk], [{}])[0]) for pk in pks]
                 top = tops.get(plan.table.name)

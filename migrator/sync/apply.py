@@ -80,6 +80,7 @@ class GroupApplier:
         if nesting is not None:
             nesting.prefetch((c.table, c.before, c.after) for txn in group for c in txn.changes)
         entries = self._entries(group) if self.streams else []
+        unfiled = self.claims.crossing.unfiled if self.claims is not None else set()
         for txn in group:
             for change in txn.changes:
                 own = deltas.get(change.table)  # None: a parent read for its cascades only
@@ -95,7 +96,8 @@ class GroupApplier:
                 if self.cascades is not None:  # child rows the log does not carry
                     self.cascades.follow(change.table, change.before, change.after, total)
                 if nesting is not None:
-                    nesting.change(change.table, change.before, change.after)
+                    nesting.change(change.table, change.before, change.after,
+                                   unfiled=id(change) in unfiled)  # fmt: skip
         last = group[-1]
         self._commit(total, last.position, entries)
         self.position = last.position

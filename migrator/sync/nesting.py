@@ -16,9 +16,10 @@ the state before it, with the same result.
 
 The log does not carry what InnoDB's own foreign keys cascade (MariaDB; MySQL with
 ``innodb_native_foreign_keys=ON``): a parent's DELETE under ``ON DELETE CASCADE`` removes its
-children (and theirs) from the side structure, and a key change under ``ON UPDATE CASCADE``
-moves them, their foreign key's values rewritten, as InnoDB does; a ``SET NULL`` takes them
-out of every document. A server that logs them sends the children's changes itself.
+children (and theirs) from the side structure (over shards, with their owner fields:
+plan/owners.py), and a key change under ``ON UPDATE CASCADE`` moves them, their foreign
+key's values rewritten, as InnoDB does; a ``SET NULL`` takes them out of every document. A
+server that logs them sends the children's changes itself.
 
 A row with a NULL in its foreign key, or one its table's ``where:`` leaves out, is in no
 document and not kept (``_held``), as migrate writes them; ``refuse`` allows both only on a
@@ -37,6 +38,7 @@ from migrator.plan.batch import Command, Row
 from migrator.plan.expiry import decode_row, encode_row
 from migrator.plan.nesting import Groups, Level, commands
 from migrator.plan.nesting_side import Side, members_key, rows_key, sides, walk
+from migrator.plan.owners import Owners, owners_of
 from migrator.plan.where import row_test
 
 Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
@@ -135,10 +137,14 @@ class NestSync:
         self.rule: dict[str, ForeignKey] = {}  # nested table -> its foreign key to the parent
         #: a nested table's row filter (``where:``, on a table that nests no other: ``refuse``)
         self.keeps: dict[str, Callable[[Row], bool]] = {}
+        #: a sharded source's owner hashes (plan/owners.py), of the rows a cascade removes
+        self.owners: dict[str, Owners] = {}
         for top in tops.values():
             self.sides.update(sides(top))
             for level in walk(top):
                 self.top_of[level.name] = top
+                if (owners := owners_of(level.layout)) is not None:
+                    self.owners[level.name] = owners
                 lay = level.layout
                 if lay.table.where is not None:
                     self.keeps[level.name] = row_test(lay.table.where, lay.pos, lay.resolved.schema)
@@ -155,6 +161,7 @@ class NestSync:
         self.dirty: dict[str, dict[bytes, None]] = {}  # top table -> top keys (encoded)
         self.anchors: list[tuple[str, bytes]] = []  # (table, key): rows whose top to mark
         self.old_keys: dict[bytes, None] = {}  # document keys of top rows before the group
+        self.unowned: dict[bytes, dict[bytes, None]] = {}  # owner hash -> fields cascaded away
 
     @property
     def tables(self) -> set[str]:
@@ -212,7 +219,19 @@ class NestSync:
             self._sets(keys)
 
     # -- a row change --------------------------------------------------------------------
-    def change(self, table: str, before: Row | None, after: Row | None) -> None:
+    def change(
+        self, table: str, before: Row | None, after: Row | None, unfiled: bool = False
+    ) -> None:
+        """File one row change (``unfiled``: its after-image is a cross-shard child,
+        sync/shard_nesting.py: only its before-image is taken out, with what InnoDB's
+        cascades would take with a delete, their owner fields kept)."""
+        if unfiled:
+            self.unowned, kept = {}, self.unowned
+            try:
+                self.change(table, before, None)
+            finally:
+                self.unowned = kept
+            return
         side = self.sides.get(table)
         if side is None:
             return
@@ -221,6 +240,8 @@ class NestSync:
             pk = side.key(before)
             self._put(level, pk, None)
             self._mark(level, top, side, before, pk, into=False)
+        if after is not None and (owners := self.owners.get(table)) is not None:
+            self.unowned.get(owners.key, {}).pop(owners.field(after), None)  # (its delta's)
         if after is not None and self._held(side, after):
             pk = side.key(after)
             self._put(level, pk, encode_row(tuple(after)))
@@ -271,6 +292,8 @@ class NestSync:
                             None if after is None or rule == "SET NULL" else after[child.refs[k]]
                         )
                     new = tuple(moved)
+                elif (owners := self.owners.get(child.name)) is not None:  # (as its delta would)
+                    self.unowned.setdefault(owners.key, {})[owners.field(row)] = None
                 self.change(child.name, row, new)
 
     # -- the group's commands ------------------------------------------------------------
@@ -305,6 +328,7 @@ class NestSync:
                 out.append((b"HDEL", key, *gone))
             if kept:
                 out.append((b"HSET", key, *kept))
+        out += [(b"HDEL", key, *fields) for key, fields in self.unowned.items()]
         for key in sorted(self.touched):
             out.append((b"DEL", key))
             if self.members[key]:

@@ -202,7 +202,8 @@ def remove_own(
     removing: Callable[[int], None] = lambda n: None,
 ) -> int:
     """Remove every row the owner hashes name for ``shard`` (and its owner field), as a
-    delete of its image read back from Redis; the number of rows removed. A table whose rows
+    delete of its image read back from Redis (a nested table's: its owner fields alone, its
+    rows going with their top's documents); the number of rows removed. A table whose rows
     cannot be read back (``as: columns``, ``formats:``...) holding rows of the shard: exit 2."""
     done = 0
     tops = nesting_tops(plans)  # nested documents: read back from the rows kept beside them
@@ -213,6 +214,9 @@ def remove_own(
         delta = table_delta(plan)
         top = tops.get(name)
         for page in _pages(client, o.key, shard.encode()):
+            if plan.table.nest is not None:  # its rows: with the top's documents (below)
+                sink_for(client, retrying).write([(b"HDEL", o.key, *page)])
+                continue
             why = "" if top is not None else unreadable(plan)
             if why:
                 raise MigratorError(
