@@ -76,6 +76,7 @@ from migrator.sync.nesting import refuse as refuse_nesting
 from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS
 from migrator.sync.recovery import SyncRun
 from migrator.sync.schema_watch import Resnapshot
+from migrator.sync.shard_nesting import refuse_unowned
 from migrator.sync.shard_rows import Collisions, ShardRows
 from migrator.sync.shards import (
     refuse_changed,
@@ -205,6 +206,8 @@ def coordinate(
 
         changed, dropped = mapping_changes(stored, m, shape)
         refuse_changed(changed, shard)
+        if shard and stored.get("file"):  # a Redis an older migrator loaded: said, not met
+            retry(lambda: refuse_unowned(client, plans))
         log.started(m.file or m.name, src.shown_url, mask(url), stored, o.reload, online_load)
         identity = {"mapping": shape, "tables": json.dumps(table_fingerprints(m))}
         report = SyncReport(

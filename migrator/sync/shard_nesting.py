@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from migrator.errors import MigratorError
 from migrator.plan.batch import Row
 from migrator.plan.expiry import encode_row
 from migrator.plan.nesting import Level, trees
-from migrator.plan.nesting_side import walk
-from migrator.plan.owners import Owners, owners_of
+from migrator.plan.nesting_side import rows_key, walk
+from migrator.plan.owners import Owners, owners_key, owners_of
 from migrator.plan.planner import TablePlan
 from migrator.retry import Retrying
 from migrator.source.binlog.reader import Transaction
@@ -114,3 +115,25 @@ class CrossChildren:
             f"row's shard, so this child is not put in any (find such rows on shard {mine} "
             f"with: {sql})", key=key, owner=other, sql=sql,
         )  # fmt: skip
+
+
+def refuse_unowned(client: Any, plans: dict[str, TablePlan]) -> None:
+    """Refuse (exit 2) to follow a shard whose Redis holds rows kept beside the documents of a
+    nested table but no owner hash for it: loaded by a migrator from before nested tables kept
+    owner hashes, under which a delete or move of a nested row would not be applied."""
+    for top in trees(plans).values():
+        for level in walk(top):
+            if level.nest is None:
+                continue
+            lay = level.layout
+            owners = owners_key(lay.resolved.mapping_name, lay.table.name)
+            if client.exists(owners) or not client.exists(rows_key(level)):
+                continue
+            raise MigratorError(
+                f"Redis holds the rows kept beside the documents of the nested table "
+                f"{lay.table.name} but no owner hash for them ({owners.decode()}): they were "
+                "loaded by a migrator from before nested tables kept one, and sync would not "
+                "apply a delete or move of one of them",
+                "run 'migrator verify MAPPING --fix' once (it writes the owner fields of every "
+                "shard), or start each shard's sync with --reload",
+            )

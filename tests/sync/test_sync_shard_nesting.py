@@ -26,6 +26,7 @@ import redis
 from migrator.commands.migrate import migrate
 from migrator.commands.sync import sync
 from migrator.commands.verify import verify
+from migrator.errors import MigratorError
 from migrator.sync.shard_rows import Collisions
 from migrator.verify import report as vr
 from tests.services import create_database, key_values
@@ -187,3 +188,27 @@ def test_a_child_written_under_another_shards_parent_is_left_out_and_said(
     assert len(said) == 1 and "tag (id=77) is on shard west" in said[0], said
     assert counted[-1].per_table() == {"tag": 1}
     assert verify(mapping).exit_code == 1
+
+
+def test_a_redis_loaded_without_nested_owner_hashes_is_refused_until_fixed(
+    shop: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    """A Redis an older migrator loaded holds no owner hash for the nested tables: sync of a
+    shard would then apply no delete or move of a nested row (its before-image is no row of
+    the shard's in Redis), so it refuses (exit 2) and names the fix; verify --fix writes them."""
+    mapping = mapping_of(tmp_path, shop, redis_url)
+    client = redis.Redis.from_url(redis_url)
+    for name in shop:
+        assert sync(mapping, shard=name, until_caught_up=True).exit_code == 0
+    client.delete(b"migrator:shop:shard:tag", b"migrator:shop:shard:note")  # as older ones left
+    east = BASE["east"]
+    shop["east"].run(f"DELETE FROM note WHERE id = {east + 1}")
+    with pytest.raises(MigratorError, match="no owner hash") as refused:
+        sync(mapping, shard="east", until_caught_up=True)
+    assert refused.value.exit_code == 2 and "verify MAPPING --fix" in str(refused.value.hint)
+    assert verify(mapping, fix=True).exit_code in (0, 1)  # repaired (the note still there)
+    for name in shop:
+        assert sync(mapping, shard=name, until_caught_up=True).stopped == "caught up"
+    assert verify(mapping).exit_code == 0
+    rows = {n: rows_of(db) for n, db in shop.items()}
+    assert stored(client) == documents(rows["east"], rows["west"])  # the note's delete applied
