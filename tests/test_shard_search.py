@@ -71,3 +71,44 @@ def test_collisions_make_no_search_difference_and_a_missing_document_does(
     assert (docs.mysql, docs.redis) == ("7", "6")
     tags = {(d.field, d.mysql, d.redis) for d in check.examples[TAGS]}
     assert tags == {("email=e@x", "1", "0"), ("region=ap", "1", "0")}
+
+
+NESTED_SCHEMA = """
+CREATE TABLE book (id INT PRIMARY KEY, name VARCHAR(40));
+CREATE TABLE tag (id INT PRIMARY KEY, book_id INT NOT NULL,
+                  tagname VARCHAR(20) COLLATE utf8mb4_general_ci,
+                  FOREIGN KEY (book_id) REFERENCES book (id));
+"""
+NESTED = """version: 1
+sources:
+{sources}
+tables:
+  book: {{as: json, search: {{name: books, tag: [tags.tagname]}}}}
+  tag: {{as: none, columns: [book_id, tagname], nest: {{in: book, as: tags}}}}
+"""
+
+
+def test_nested_tag_counts_are_every_shards(
+    two: dict[str, MySQLDatabase], tmp_path: Path, modules_redis_url: str
+) -> None:
+    """A TAG of a nested child's column counts the documents of every shard holding a child
+    with the value (was: the first shard's only, a difference for every value on another)."""
+    east, west = two["east"], two["west"]
+    for db in (east, west):
+        db.run("DROP TABLE customer")
+        db.run(NESTED_SCHEMA)
+    east.run("INSERT INTO book VALUES (1, 'a'), (2, 'b'); "
+             "INSERT INTO tag VALUES (1, 1, 'sql'), (2, 1, 'db'), (3, 2, 'SQL')")  # fmt: skip
+    west.run("INSERT INTO book VALUES (101, 'c'), (102, 'd'); "
+             "INSERT INTO tag VALUES (101, 101, 'Sql'), (102, 102, 'go')")  # fmt: skip
+    lines = "\n".join(f'  - {{name: {n}, url: "{db.url}"}}' for n, db in two.items())
+    f = tmp_path / "books.yaml"
+    f.write_text(NESTED.format(sources=lines) + f"target: {modules_redis_url}\n")
+    assert migrate(f).exit_code == 0
+    found = verify(f)
+    assert found.exit_code == 0, [(t.table, dict(t.counts), t.examples) for t in found.tables]
+    client = redis.Redis.from_url(modules_redis_url)
+    client.delete(b"book:102")  # west's only 'go': one document fewer than MySQL's
+    check = {t.table: t for t in verify(f).tables}["book"]
+    tags = {(d.field, d.mysql, d.redis) for d in check.examples[TAGS]}
+    assert tags == {("tags_tagname=go", "1", "0")}, tags
