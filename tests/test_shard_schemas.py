@@ -12,6 +12,7 @@ import pytest
 from migrator.commands.shards import refuse_different
 from migrator.errors import MigratorError
 from migrator.mapping.kinds import Kind
+from migrator.mapping.model import Table
 from migrator.mapping.schema import Column, Schema, TableSchema
 from migrator.mapping.shard_schemas import spelt
 from migrator.plan.owners import finder
@@ -31,7 +32,7 @@ EAST = _schema(ID, NAME)
 
 def test_the_same_schema_spelt_by_both_engines_passes():
     refuse_different(
-        "t", "east", "west", EAST, _schema(dataclasses.replace(ID, column_type="int"), NAME)
+        Table("t"), "east", "west", EAST, _schema(dataclasses.replace(ID, column_type="int"), NAME)
     )
     assert spelt(dataclasses.replace(ID, column_type="BIGINT(20) UNSIGNED")) == "bigint unsigned"
 
@@ -51,7 +52,7 @@ def test_the_same_schema_spelt_by_both_engines_passes():
 )  # fmt: skip
 def test_a_shard_whose_table_differs_is_named(west, message):
     with pytest.raises(MigratorError, match=re.escape(message)) as e:
-        refuse_different("t", "east", "west", EAST, west)
+        refuse_different(Table("t"), "east", "west", EAST, west)
     assert e.value.exit_code == 2
 
 
