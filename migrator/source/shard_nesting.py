@@ -26,7 +26,7 @@ from migrator.plan.nesting import Groups, Level
 from migrator.plan.nesting_side import walk
 from migrator.plan.owners import CURRENT
 from migrator.source.mysql import Source
-from migrator.source.nesting import all_trees, binary
+from migrator.source.nesting import all_trees, binary, reading
 from migrator.source.overlaps import Overlaps
 from migrator.source.selects import column_expr, convert_row, keyset_value
 from migrator.source.shards import Union
@@ -48,7 +48,7 @@ def shard_trees(src: Source, top: Level, size: int) -> Iterator[tuple[list[Row],
         return
     lay = top.layout
     pk = lay.resolved.primary_key
-    where = clause(lay.resolved)
+    where = reading(top)
     uniques = src.uniques.get(top.name, [])
     for k, (name, shard) in enumerate(src.sources):
         token = CURRENT.set(name)
