@@ -287,6 +287,11 @@ def test_rows_of_no_document_above_another_are_kept_beside_the_documents(
     assert verify(m, source=mysql_db.url, target=redis_url, fix=True).exit_code == 0
     assert r.smembers(below) == {b"1:1"} and r.hexists("migrator:kept:nest:extra", b"1:1")
     assert verify(m, source=mysql_db.url, target=redis_url).exit_code == 0
+    # migrate --replace removes them with the tree's keys: gone once MySQL has them no more
+    mysql_db.run("DELETE FROM extra_item WHERE id = 1; DELETE FROM extra WHERE id = 1")
+    assert migrate(m, source=mysql_db.url, target=redis_url, replace=True).exit_code == 0
+    assert not r.exists(below) and not r.hexists("migrator:kept:nest:extra", b"1:1")
+    assert r.hexists("migrator:kept:nest:extra", b"1:2")
 
 
 def test_dry_run_samples_the_nested_documents_and_refuses_resp(
