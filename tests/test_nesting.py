@@ -14,9 +14,7 @@ from typing import Any
 
 import pytest
 import redis
-from typer.testing import CliRunner
 
-from migrator.cli import app
 from migrator.commands import dry_run, migrate, verify
 from migrator.commands.validate import validate
 from migrator.errors import MigratorError
@@ -245,17 +243,19 @@ def test_a_child_whose_columns_leave_out_the_foreign_key_is_told_to_add_them(
                      "parent by them)"], report.problems  # fmt: skip
 
 
-def test_sync_and_validate_refuse_a_nesting_through_a_nullable_key_above_another(
+def test_rows_of_no_document_above_another_are_kept_beside_the_documents(
     mysql_db: MySQLDatabase, redis_url: str
 ) -> None:
-    """sync keeps nested documents (tests/sync/test_sync_nesting.py), and a child whose
-    foreign key may be NULL when it nests no other (tests/sync/test_sync_nesting_leaves.py),
-    but not one that nests another: refused at start (exit 2) with the fix; validate warns."""
+    """A nesting through a foreign key that may be NULL, on a table that nests another: a row
+    with a NULL key is in no document, but it and the rows below it are kept beside the
+    documents (docs/mapping.md), for sync to write them when the key is set; verify compares
+    them and --fix repairs them; validate no longer warns of it."""
     load(mysql_db)
     mysql_db.run(
         "CREATE TABLE extra (id INT PRIMARY KEY, book_id INT NULL, "
         "FOREIGN KEY (book_id) REFERENCES book (id)); CREATE TABLE extra_item (id INT PRIMARY "
-        "KEY, extra_id INT NOT NULL, FOREIGN KEY (extra_id) REFERENCES extra (id))"
+        "KEY, extra_id INT NOT NULL, FOREIGN KEY (extra_id) REFERENCES extra (id)); "
+        "INSERT INTO extra VALUES (1, NULL), (2, 1); INSERT INTO extra_item VALUES (1, 1), (2, 2)"
     )
     text = MAPPING.format(kind="json-string", note_kind="map", order="")
     text += "  extra:\n    as: none\n    counter: false\n    nest: {in: book, as: extras}\n"
@@ -263,14 +263,35 @@ def test_sync_and_validate_refuse_a_nesting_through_a_nullable_key_above_another
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "m.yaml"
         path.write_text(text)
-        result = CliRunner().invoke(
-            app, ["sync", str(path), "--source", mysql_db.url, "--target", redis_url]
-        )
         report = validate(path, mysql_db.url)
-    assert result.exit_code == 2, result.output
-    assert "NOT NULL" in result.output and "book_id" in result.output
-    warned = [str(p) for p in report.problems if p.level == "warning" and "sync" in str(p)]
-    assert any("NOT NULL" in w and "extra" in w for w in warned), warned
+    assert not [str(p) for p in report.problems if "extra" in str(p)], report.problems
+    m = parse_mapping(text, name="kept")
+    assert migrate(m, source=mysql_db.url, target=redis_url).exit_code == 0
+    r = redis.Redis.from_url(redis_url)
+    doc = json.loads(r.get("book:1") or b"")
+    assert doc["extras"] == [{"id": 2, "book_id": 1, "items": [{"id": 2, "extra_id": 2}]}]
+    assert set(r.hgetall("migrator:kept:nest:extra")) == {b"1:1", b"1:2"}  # extra 1 besides
+    below = b"migrator:kept:nest:extra_item:in:1:1"  # extra 1's items: in no document
+    assert r.smembers(below) == {b"1:1"} and r.hexists("migrator:kept:nest:extra_item", b"1:1")
+    assert verify(m, source=mysql_db.url, target=redis_url).exit_code == 0
+    # dry-run's estimate counts them, under the top table's structure nest
+    book = next(t for t in dry_run(m, source=mysql_db.url).tables if t.table == "book")
+    assert book.keys["nest"] == len(list(r.scan_iter("migrator:kept:nest:*"))) > 0, book.keys
+    assert book.memory["nest"] > 0
+    r.delete(below)
+    r.hdel("migrator:kept:nest:extra", b"1:1")
+    found = verify(m, source=mysql_db.url, target=redis_url)
+    assert found.exit_code == 1
+    differ = {d.key for t in found.tables for ds in t.examples.values() for d in ds}
+    assert {below.decode(), "migrator:kept:nest:extra"} <= differ, differ
+    assert verify(m, source=mysql_db.url, target=redis_url, fix=True).exit_code == 0
+    assert r.smembers(below) == {b"1:1"} and r.hexists("migrator:kept:nest:extra", b"1:1")
+    assert verify(m, source=mysql_db.url, target=redis_url).exit_code == 0
+    # migrate --replace removes them with the tree's keys: gone once MySQL has them no more
+    mysql_db.run("DELETE FROM extra_item WHERE id = 1; DELETE FROM extra WHERE id = 1")
+    assert migrate(m, source=mysql_db.url, target=redis_url, replace=True).exit_code == 0
+    assert not r.exists(below) and not r.hexists("migrator:kept:nest:extra", b"1:1")
+    assert r.hexists("migrator:kept:nest:extra", b"1:2")
 
 
 def test_dry_run_samples_the_nested_documents_and_refuses_resp(

@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from migrator.commands.dryrun_notes import expiry_note, stream_note
 from migrator.commands.dryrun_sink import PlanSink
-from migrator.commands.nested import every_table, nesting_trees
+from migrator.commands.nested import every_table, nesting_trees, side_memory
 from migrator.commands.session import check_batch_size, load, target_url
 from migrator.commands.shards import opened_any, shard_lines
 from migrator.errors import EXIT_DIFFERENCE, EXIT_OK, MigratorError, docs
@@ -250,6 +250,10 @@ def dry_run(
                 seconds=time.perf_counter() - t0,
                 readers=dict(done.readers),
             )
+            if r.name in tops:  # the rows kept beside its documents, for sync
+                report.keys["nest"], report.memory["nest"] = side_memory(
+                    src, tops[r.name], size, limits
+                )
             kept = done.rows
             if plan.expiry is not None:
                 report.expire, report.expired = expiry_note(src, plan, done.rows)

@@ -4,15 +4,20 @@ one snapshot of their own (source/nesting.py)."""
 
 from __future__ import annotations
 
+from itertools import chain
+
 from migrator.errors import MigratorError
 from migrator.mapping.model import Mapping
 from migrator.mapping.resolve import Resolved, resolve
+from migrator.plan.estimate import Limits, MemoryModel
 from migrator.plan.layout import TableLayout
 from migrator.plan.nesting import Level, trees
+from migrator.plan.nesting_side import side_commands
 from migrator.progress import Progress
 from migrator.retry import Retrying
 from migrator.source.mysql import Source
-from migrator.source.nesting import all_written
+from migrator.source.nesting import all_roots, all_written
+from migrator.source.shard_nesting import shard_trees
 from migrator.store.cluster_sink import sink_for
 from migrator.store.owned import owned
 from migrator.store.sink import Client
@@ -59,3 +64,16 @@ def write_nested(
             sink.write(cmds)
             written += sum(c[0] in (b"SET", b"JSON.SET") for c in cmds)
     return written
+
+
+def side_memory(src: Source, top: Level, size: int, limits: Limits) -> tuple[int, int]:
+    """The keys and the estimated bytes of the rows kept beside ``top``'s documents
+    (plan/nesting_side.py), those in no document included: dry-run reads the tree as migrate
+    does and sizes what it would write (each SET whole, each table's HASH over every page)."""
+    model = MemoryModel(limits)
+    pages = (side_commands(top, rows, groups) for rows, groups in shard_trees(src, top, size))
+    roots = (side_commands(top, rows, groups, lv) for lv, rows, groups in all_roots(src, top, size))
+    for cmds in chain(pages, roots):
+        for cmd in cmds:
+            model.add(cmd, once=cmd[0] == b"SADD")
+    return model.keys, model.bytes

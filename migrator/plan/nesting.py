@@ -16,6 +16,11 @@ Each child's document is its own written columns (its ``columns:``, ``fields:``,
 ``formats:``) plus its own nested children. The same bytes come out in ``migrate`` and
 ``verify``: keys sorted, no whitespace. This module is pure: the rows come from
 source/nesting.py.
+
+The rows of a tree kept beside its documents for ``sync`` (plan/nesting_side.py) hold, on
+some tables, rows in no document, so that a row entering one brings its whole subtree
+(``Level.whole`` and ``Level.roots``); the documents show only the rows their filters keep
+(``Level.shows``), as read with each table's ``where:``.
 """
 
 from __future__ import annotations
@@ -26,12 +31,14 @@ from decimal import Decimal
 from typing import Any
 
 from migrator.errors import MigratorError
+from migrator.mapping.filter_rules import compares_values
 from migrator.mapping.kinds import Kind
 from migrator.mapping.model import DOCUMENTS, Nest
 from migrator.plan.batch import Command, Row
 from migrator.plan.documents import NULL, Parts, parts_function, render, string
 from migrator.plan.layout import TableLayout
 from migrator.plan.structures import document_kind, vector_positions
+from migrator.plan.where import row_test
 
 _NUMERIC = (Kind.INTEGER, Kind.BIT, Kind.YEAR, Kind.DECIMAL, Kind.FLOAT, Kind.DOUBLE)
 
@@ -45,6 +52,12 @@ class Level:
     by: tuple[int, ...] = ()  # positions, in this table's rows, of the columns naming the parent
     refs: tuple[int, ...] = ()  # positions, in the parent's rows, of the columns they name
     children: list[Level] = field(default_factory=list)
+    #: every row is read and kept beside the documents, those its ``where:`` leaves out too
+    #: (set by ``trees``: see ``keeping``)
+    whole: bool = False
+    #: its rows with a NULL in the foreign key to the parent are kept (with their subtrees)
+    roots: bool = False
+    keeps: Callable[[Row], bool] | None = field(init=False)  # the row filter, None: none
     parts: Callable[[Row], Parts] = field(init=False)
     sort_key: Callable[[Row], Any] = field(init=False)
 
@@ -63,6 +76,13 @@ class Level:
         order = (self.nest.order if self.nest is not None else ()) or pk
         steps = [(lay.pos[c], schema.column(c).kind in _NUMERIC) for c in (*order, *pk)]
         self.sort_key = lambda row: tuple(_comparable(row[i], n) for i, n in steps)
+        where = lay.table.where
+        self.keeps = None if where is None else row_test(where, lay.pos, schema)
+
+    def shows(self, row: Row) -> bool:
+        """Whether a row read (and kept) is in a document, as far as its own table says: the
+        filter of a ``whole`` table (the others are read with it)."""
+        return not self.whole or self.keeps is None or self.keeps(row)
 
     @property
     def name(self) -> str:
@@ -164,6 +184,7 @@ def trees(layouts: Mapping[str, TableLayout]) -> dict[str, Level]:
         out = Level(lay, nest, by, refs)
         kids = sorted(n for n, c in nested.items() if _parent(c) == lay.table.name)
         out.children = [level(nested[k], nested[k].table.nest, lay) for k in kids]
+        keeping(out, None if parent is None else parent.table.name)
         names = [c.nest.field for c in out.children if c.nest is not None]
         if len(set(names)) != len(names):
             raise MigratorError(
@@ -174,6 +195,29 @@ def trees(layouts: Mapping[str, TableLayout]) -> dict[str, Level]:
 
     tops = sorted({_top(n, layouts) for n in nested})
     return {t: level(layouts[t], None, None) for t in tops}
+
+
+def keeping(level: Level, parent: str | None) -> None:
+    """Which of the level's rows are kept beside the documents besides those in one, for
+    ``sync`` to write a row's subtree when the row enters a document:
+
+    * ``whole``: a ``where:`` on a table with children, or on the top (the rows below a row
+      it leaves out), or one that compares the nesting foreign key's values under its ``ON
+      UPDATE CASCADE`` (where InnoDB's cascades are not logged, a rule can move a row into
+      the filter): every row is kept, the filter applies to the documents only;
+    * ``roots``: a foreign key whose columns may be NULL on a table with children: its rows
+      with a NULL key (in no document) are kept, their children filed under them."""
+    where = level.layout.table.where
+    if parent is None:
+        level.whole = where is not None
+        return
+    schema = level.layout.resolved.schema
+    cols = tuple(level.layout.select[i] for i in level.by)
+    fk = next(k for k in schema.foreign_keys if k.parent == parent and tuple(k.columns) == cols)
+    cascades = fk.on_update.upper() == "CASCADE"
+    moved = where is not None and cascades and bool(compares_values(where, cols))
+    level.whole = where is not None and (bool(level.children) or moved)
+    level.roots = bool(level.children) and any(schema.column(c).nullable for c in cols)
 
 
 def _parent(lay: TableLayout) -> str | None:
@@ -215,7 +259,7 @@ def element(level: Level, row: Row, groups: Groups) -> bytes:
 def _collection(level: Level, rows: list[Row], groups: Groups) -> bytes:
     nest = level.nest
     assert nest is not None
-    ordered = sorted(rows, key=level.sort_key)
+    ordered = sorted((r for r in rows if level.shows(r)), key=level.sort_key)
     if nest.kind == "object":
         return element(level, ordered[0], groups) if ordered else NULL
     if nest.kind == "map":
@@ -232,7 +276,7 @@ def commands(top: Level, rows: Sequence[Row], groups: Groups) -> list[Command]:
     out: list[Command] = []
     for row in rows:
         key = lay.row_key(row)
-        if key is None:
+        if key is None or not top.shows(row):
             continue
         doc = element(top, row, groups)
         out.append((b"JSON.SET", key, b"$", doc) if redisjson else (b"SET", key, doc))

@@ -5,7 +5,9 @@ table of the tree (``<m>``: the mapping's name):
 
 * ``migrator:<m>:nest:<table>``: a HASH, the row's primary key (``encode_row`` of its values)
   -> the row's image (every selected value, ``encode_row``), for the top table and each nested
-  one;
+  one: the rows in a document, and the ones plan/nesting.py's ``keeping`` keeps besides (a
+  ``whole`` table's rows its filter leaves out, a ``roots`` table's rows with a NULL key, and
+  the rows below them);
 * ``migrator:<m>:nest:<table>:in:<parent key>``: a SET per parent row of a nested table, of
   its children's primary keys (encoded as above), the parent's key encoded likewise.
 
@@ -89,10 +91,12 @@ def walk(level: Level) -> list[Level]:
     return [level, *(x for c in level.children for x in walk(c))]
 
 
-def side_commands(top: Level, rows: Sequence[Row], groups: Groups) -> list[Command]:
-    """The side structure of ``rows`` (top rows) and their descendants in ``groups``: each
-    row's image, and each parent's SET of children (removed first, so that a parent holds
-    exactly its children)."""
+def side_commands(
+    top: Level, rows: Sequence[Row], groups: Groups, start: Level | None = None
+) -> list[Command]:
+    """The side structure of ``rows`` (top rows; ``start``: rows of that level of the tree)
+    and their descendants in ``groups``: each row's image, and each parent's SET of children
+    (removed first, so that a parent holds exactly its children)."""
     filed = sides(top)
     out: list[Command] = []
 
@@ -115,7 +119,7 @@ def side_commands(top: Level, rows: Sequence[Row], groups: Groups) -> list[Comma
                 below += found
             visit(child, below)
 
-    visit(top, list(rows))
+    visit(top if start is None else start, list(rows))
     return out
 
 

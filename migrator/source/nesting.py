@@ -1,7 +1,9 @@
 """The rows of a nesting tree (plan/nesting.py) read from MySQL: for a batch of top rows,
 their children, then the children's children, each level by ``WHERE (by) IN (...)`` on the
 parents' values, on the source's reading connection -- inside its snapshot when one is
-open, so that the documents of a batch come from one consistent read."""
+open, so that the documents of a batch come from one consistent read. A ``whole`` table's rows
+are read without its filter, and a ``roots`` table's rows with a NULL key after the top's
+(``all_roots``): the rows kept beside the documents (plan/nesting.py's ``keeping``)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ from migrator.mapping.kinds import Kind
 from migrator.mapping.resolve import Resolved
 from migrator.plan.batch import Command, Row
 from migrator.plan.nesting import Groups, Level, commands, group
-from migrator.plan.nesting_side import side_commands
+from migrator.plan.nesting_side import side_commands, walk
 from migrator.plan.search import Hop
+from migrator.source.expiry import alive
 from migrator.source.mysql import Source
 from migrator.source.selects import keyset_value
 from migrator.source.where import clause
@@ -40,7 +43,7 @@ def children(
         bound = [tuple(keyset_value(v, k) for v, k in zip(vs, kinds)) for vs in values]
         wanted = sorted((vs for vs in bound if None not in vs), key=repr)
         selector = src.selector(child.name, lay.select)
-        where = clause(lay.resolved)
+        where = reading(child)
         rows: list[Row] = []
         for i in range(0, len(wanted), IN_LIST):
             rows += src.rows_where(child.name, selector, by, wanted[i : i + IN_LIST], where)
@@ -73,6 +76,42 @@ def all_written(
     ``all_trees``)."""
     for rows, groups in all_trees(src, top, size, keep):
         yield commands(top, rows, groups) + side_commands(top, rows, groups)
+    for level, rows, groups in all_roots(src, top, size):
+        yield side_commands(top, rows, groups, level)
+
+
+def reading(level: Level) -> Any:
+    """The condition a level's rows are read with: its filter, but for a ``whole`` table's."""
+    return alive(level.layout.resolved) if level.whole else clause(level.layout.resolved)
+
+
+def all_roots(src: Source, top: Level, size: int) -> Iterator[tuple[Level, list[Row], Groups]]:
+    """The rows with a NULL foreign key of each ``roots`` level of the tree, with their
+    descendants, ``size`` at a time (over a union of shards: each shard's in turn, as its
+    children are on it)."""
+    shards = [s for _, s in getattr(src, "sources", [])] or [src]
+    for level in walk(top)[1:]:
+        if not level.roots:
+            continue
+        lay = level.layout
+        selector = src.selector(level.name, lay.select)
+        pk = lay.resolved.primary_key
+        kinds = [lay.resolved.schema.column(c).kind for c in pk]
+        null = sa.or_(*(sa.column(lay.select[i]).is_(None) for i in level.by))
+        where = reading(level)
+        where = null if where is None else sa.and_(null, where)
+        for shard in shards:
+            after = None
+            while True:
+                rows = shard.page(level.name, selector, pk, size, after, where)
+                if not rows:
+                    break
+                groups: Groups = {}
+                children(shard, level, rows, groups)
+                yield level, list(rows), groups
+                if len(rows) < size:
+                    break
+                after = [keyset_value(rows[-1][lay.pos[c]], k) for c, k in zip(pk, kinds)]
 
 
 def all_trees(
@@ -86,7 +125,7 @@ def all_trees(
     selector = src.selector(top.name, lay.select)
     pk = lay.resolved.primary_key
     kinds = [lay.resolved.schema.column(c).kind for c in pk]
-    where = clause(lay.resolved)
+    where = reading(top)
     after = None
     while True:
         rows = src.page(top.name, selector, pk, size, after, where)

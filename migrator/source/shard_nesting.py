@@ -26,7 +26,7 @@ from migrator.plan.nesting import Groups, Level
 from migrator.plan.nesting_side import walk
 from migrator.plan.owners import CURRENT
 from migrator.source.mysql import Source
-from migrator.source.nesting import all_trees, binary
+from migrator.source.nesting import all_trees, binary, reading
 from migrator.source.overlaps import Overlaps
 from migrator.source.selects import column_expr, convert_row, keyset_value
 from migrator.source.shards import Union
@@ -66,7 +66,7 @@ def _apart(union: Union, k: int, level: Level, rows: list[Any]) -> list[Any]:
     selector = shard.selector(level.name, lay.select)
     return Overlaps().apart(union.sources[:k], name, level.name, selector,
                             lay.resolved.primary_key, union.uniques.get(level.name, []),
-                            rows, clause(lay.resolved))  # fmt: skip
+                            rows, reading(level))  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ key's values rewritten, as InnoDB does; a ``SET NULL`` takes them out of every d
 server that logs them sends the children's changes itself.
 
 A row with a NULL in its foreign key, or one its table's ``where:`` leaves out, is in no
-document and not kept (``_held``), as migrate writes them; ``refuse`` allows both only on a
-table that nests no other, whose rows are then the whole of what such a change brings in.
+document; it is kept all the same where a row entering a document could bring it (or the rows
+below it) in (``_held``: plan/nesting.py's ``keeping``, as migrate writes them), and the
+documents are rendered with each table's filter.
 """
 
 from __future__ import annotations
@@ -32,14 +33,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from migrator.errors import MigratorError
-from migrator.mapping.filter_rules import compares_values
 from migrator.mapping.schema import ForeignKey
 from migrator.plan.batch import Command, Row
 from migrator.plan.expiry import decode_row, encode_row
 from migrator.plan.nesting import Groups, Level, commands
 from migrator.plan.nesting_side import Side, members_key, rows_key, sides, walk
 from migrator.plan.owners import Owners, owners_of
-from migrator.plan.where import row_test
 
 Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
 
@@ -72,42 +71,7 @@ def refuse(tops: dict[str, Level], cluster: bool, logged: bool) -> None:
             )
         for level in walk(top):
             lay = level.layout
-            where = lay.table.where
-            below = ", ".join(c.name for c in level.children)
-            inner = "is the top" if level is top else f"nests {below}"
-            if where is not None and (level is top or level.children):
-                raise MigratorError(
-                    f"tables.{level.name}.where: sync keeps a row filter in a tree of nested "
-                    f"documents only on a table that nests no other ({level.name} {inner}): "
-                    "the rows below a row the filter leaves out are in no document and not "
-                    "kept, so sync cannot write them when the row enters it",
-                    f"drop where: from {level.name}, or move it to a table that nests no "
-                    f"other, or {FIX}",
-                )  # fmt: skip
-            own: list[ForeignKey] = []
-            for parent in [p for p in walk(top) if level in p.children]:
-                fk = nesting_fk(level, parent)
-                own.append(fk)
-                cols = [c for c in fk.columns if lay.resolved.schema.column(c).nullable]
-                if cols and level.children:
-                    raise MigratorError(
-                        f"tables.{level.name}.nest: sync keeps nested documents whose foreign "
-                        f"key's columns may be NULL ({', '.join(cols)}) only on a table "
-                        f"that nests no other ({level.name} {inner}): the rows below a row "
-                        "with a NULL key are in no document and not kept, so sync cannot "
-                        "write them when the key is set",
-                        f"make {', '.join(cols)} NOT NULL in MySQL, or {FIX}",
-                    )
-                # one that tests the key only for NULL answers the same after it moves
-                read = [] if where is None else compares_values(where, fk.columns)
-                if read and not logged and "ON UPDATE CASCADE" in fk.unlogged_rules:
-                    raise MigratorError(  # (a row SET NULL empties is in no document)
-                        f"tables.{level.name}.where: the row filter compares the nesting "
-                        f"foreign key's values ({', '.join(read)}): its ON UPDATE CASCADE can "
-                        "bring into it a row sync does not hold",
-                        "test the foreign key's columns only for NULL in where: (or keep it off "
-                        f"them), or make the rule RESTRICT, or {FIX}",
-                    )
+            own = [nesting_fk(level, p) for p in walk(top) if level in p.children]
             for fk in lay.resolved.schema.foreign_keys:
                 if logged or any(fk is o for o in own) or not fk.unlogged_rules:
                     continue
@@ -135,8 +99,6 @@ class NestSync:
         self.top_of: dict[str, Level] = {}
         self.parent: dict[str, Level] = {}
         self.rule: dict[str, ForeignKey] = {}  # nested table -> its foreign key to the parent
-        #: a nested table's row filter (``where:``, on a table that nests no other: ``refuse``)
-        self.keeps: dict[str, Callable[[Row], bool]] = {}
         #: a sharded source's owner hashes (plan/owners.py), of the rows a cascade removes
         self.owners: dict[str, Owners] = {}
         for top in tops.values():
@@ -145,9 +107,6 @@ class NestSync:
                 self.top_of[level.name] = top
                 if (owners := owners_of(level.layout)) is not None:
                     self.owners[level.name] = owners
-                lay = level.layout
-                if lay.table.where is not None:
-                    self.keeps[level.name] = row_test(lay.table.where, lay.pos, lay.resolved.schema)
                 for child in level.children:
                     self.parent[child.name] = level
                     self.rule[child.name] = nesting_fk(child, level)
@@ -250,13 +209,14 @@ class NestSync:
             self._cascade(level, before, after)
 
     def _held(self, side: Side, row: Row) -> bool:
-        """Whether the row is in a document (and so in the side structure, as migrate writes
-        it): a nested row names a parent (no NULL in its foreign key) and its filter keeps it
-        (``refuse`` lets both be only on tables that nest no other, so its parent is held)."""
-        if side.up and side.parent(row) is None:
+        """Whether the row is in the side structure, as migrate writes it: a nested row names
+        a parent (no NULL in its foreign key), or its table keeps those (``roots``), and its
+        filter keeps it, or its table keeps every row (``whole``). A held row's parent is held
+        (a table whose rows may be in no document keeps every row below them)."""
+        level = side.level
+        if side.up and side.parent(row) is None and not level.roots:
             return False
-        keeps = self.keeps.get(side.level.name)
-        return keeps is None or keeps(row)
+        return level.whole or level.keeps is None or level.keeps(row)
 
     def _mark(self, level: Level, top: Level, side: Side, row: Row, pk: bytes, into: bool) -> None:
         if level is top:

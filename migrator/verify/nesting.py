@@ -12,6 +12,7 @@ from typing import Any
 from migrator.plan.nesting import Level, commands
 from migrator.plan.nesting_side import side_commands
 from migrator.source.mysql import Source
+from migrator.source.nesting import all_roots
 from migrator.source.shard_nesting import shard_trees
 from migrator.verify import documents
 from migrator.verify.keys import Reader
@@ -39,6 +40,8 @@ def check(
         cmds = commands(top, rows, groups)
         present += documents.compare(cmds, reader.read(documents.reads(cmds)), found, vectors)
         side.page(side_commands(top, rows, groups))
+    for level, rows, groups in all_roots(src, top, size):  # rows kept in no document
+        side.page(side_commands(top, rows, groups, level))
     side.rest()
     if fixer is not None:
         fixer.flush()

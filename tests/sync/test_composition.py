@@ -51,8 +51,10 @@ EMAILS = ["a@x", "b@x", "c@x", "d@x"]
 #: values of a unique: MySQL does not enforce, shared at the end, are a difference by design
 #: (docs/mapping.md): the writes share them on the way, then give each row its own
 UNSHARE = "UPDATE member SET email = CONCAT(id, '@own')"
-#: pairs sync refuses at start, which validate names with the fix (migrate and verify work)
-REFUSED = {"where_x_nesting": "drop where: from team"}
+#: pairs sync refuses at start, which validate names with the fix (migrate and verify work):
+#: none now (where_x_nesting's teams out of the filter are kept beside the documents with their
+#: members: docs/mapping.md#nested-children)
+REFUSED: dict[str, str] = {}
 
 
 class Writer:

@@ -6,8 +6,7 @@ rows in and out (logged changes, and InnoDB's unlogged ``ON DELETE`` / ``ON UPDA
 of the reviews, ``CASCADE`` of the tags and notes) under random writes, on MariaDB, MySQL 9.7
 (which logs the cascaded rows) and MySQL with ``innodb_native_foreign_keys=ON``, ending in
 ``verify`` 0 and every key, the rows kept beside the documents included, equal to a fresh
-``migrate``'s. On a table that nests another they stay refused, by ``validate`` too, with the
-fix."""
+``migrate``'s. On a table that nests another: tests/sync/test_sync_nesting_kept.py."""
 
 from __future__ import annotations
 
@@ -15,12 +14,10 @@ import random
 from typing import Any
 
 import pymysql
-import pytest
 import redis
 
-from migrator.commands import migrate, validate, verify
+from migrator.commands import migrate, verify
 from migrator.commands.sync import sync
-from migrator.errors import MigratorError
 from migrator.mapping.loader import parse_mapping
 from tests.services import MySQLDatabase, create_database, drop_database, new_database_name
 from tests.sync.test_cascade_keys import innodb_fk_mysql as innodb_fk_mysql
@@ -90,6 +87,23 @@ def _keys(client: redis.Redis) -> dict[bytes, Any]:
     return out
 
 
+def as_migrated(
+    mapping: Any, db: MySQLDatabase, redis_url: str, redis_client: redis.Redis
+) -> tuple[dict[bytes, Any], dict[bytes, Any]]:
+    """After sync: verify 0, and every key (the rows kept beside the documents included)
+    equal to a fresh migrate's; (sync's keys, migrate's)."""
+    report = verify(mapping, source=db.url, target=redis_url)
+    assert report.exit_code == 0, report.as_dict()
+    through_log = _keys(redis_client)
+    redis_client.flushdb()
+    assert migrate(mapping, source=db.url, target=redis_url).exit_code == 0
+    migrated = _keys(redis_client)
+    differ = sorted(k for k in through_log.keys() | migrated.keys()
+                    if through_log.get(k) != migrated.get(k))  # fmt: skip
+    assert not differ, [(k, through_log.get(k), migrated.get(k)) for k in differ[:3]]
+    return through_log, migrated
+
+
 def _leaves(db: MySQLDatabase, redis_url: str, redis_client: redis.Redis) -> None:
     db.run(SCHEMA)
     db.run(NULLABLE)
@@ -103,15 +117,7 @@ def _leaves(db: MySQLDatabase, redis_url: str, redis_client: redis.Redis) -> Non
         random_writes(db, seed, 40, [])
         review_writes(db, seed, 40)
         sync(mapping, server_id=sid, **run)  # type: ignore[arg-type]
-    report = verify(mapping, source=db.url, target=redis_url)
-    assert report.exit_code == 0, report.as_dict()
-    through_log = _keys(redis_client)
-    redis_client.flushdb()
-    assert migrate(mapping, source=db.url, target=redis_url).exit_code == 0
-    migrated = _keys(redis_client)
-    differ = sorted(k for k in through_log.keys() | migrated.keys()
-                    if through_log.get(k) != migrated.get(k))  # fmt: skip
-    assert not differ, [(k, through_log.get(k), migrated.get(k)) for k in differ[:3]]
+    _, migrated = as_migrated(mapping, db, redis_url, redis_client)
     (nulled, out, hidden), = db.query(
         "SELECT SUM(book_id IS NULL), SUM(stars = 1), (SELECT SUM(body = 'hidden') FROM note) "
         "FROM review"
@@ -137,40 +143,3 @@ def test_nullable_keys_and_filters_on_innermost_tables_on_mysql_with_innodb_fore
         _leaves(db, redis_url, redis_client)
     finally:
         drop_database(innodb_fk_mysql.url, db.name)
-
-
-@pytest.mark.parametrize(
-    ("change", "why", "fix"),
-    [
-        (("    nest: {in: book, as: tags, order: tagname}\n",
-          "    nest: {in: book, as: tags, order: tagname}\n    where: \"tagname <> 'x'\"\n"),
-         "tables.tag.where", "drop where: from tag, or move it to a table that nests no other"),
-        (("  book:\n", "  book:\n    where: \"id > 0\"\n"),
-         "tables.book.where", "drop where: from book"),
-        (("    nest: {in: tag, as: notes, order: rank}\n",
-          "    nest: {in: tag, as: notes, order: rank}\n    where: \"tag_id > 2\"\n"),
-         "compares the nesting foreign key's values", "test the foreign key's columns only"),
-        ((), "tables.tag.nest", "make book_id NOT NULL"),
-    ],
-)  # fmt: skip
-def test_on_a_table_that_nests_another_they_stay_refused_with_the_fix(
-    binlog_db: MySQLDatabase, redis_url: str, tmp_path: Any, change: tuple[str, ...], why: str,
-    fix: str,
-) -> None:  # fmt: skip
-    binlog_db.run(SCHEMA)
-    if not change:
-        binlog_db.run("ALTER TABLE tag MODIFY book_id INT NULL")
-    text = TWO_LEVELS.format(kind="json-string")
-    if change:
-        assert change[0] in text
-        text = text.replace(*change)
-    if binlog_db.query("SELECT @@version")[0][0].find("MariaDB") < 0 and "nesting" in why:
-        pytest.skip("MySQL 9.7 logs the cascaded rows: the filter is followed")
-    path = tmp_path / "m.yaml"
-    path.write_text(f"source: {binlog_db.url}\n" + text)
-    found = [p for p in validate(path).warnings if why in str(p)]
-    assert len(found) == 1 and fix in str(found[0].hint), [str(p) for p in validate(path).problems]
-    with pytest.raises(MigratorError, match=why) as e:
-        sync(parse_mapping(text, name="refusednest"), source=binlog_db.url, target=redis_url,
-             until_caught_up=True, server_id=next(_ids))  # fmt: skip
-    assert e.value.exit_code == 2 and fix in str(e.value.hint)
