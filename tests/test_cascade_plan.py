@@ -3,6 +3,8 @@ pure, on a schema built by hand (the servers' side: tests/sync/test_hard_cases.p
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from migrator.mapping.cascades import cascade_notes, fit, inexact_match
@@ -440,8 +442,9 @@ def test_init_says_when_the_parent_must_be_mapped_too() -> None:
     assert "mapped (its own" not in note
 
 
-def test_a_parent_in_another_database_is_refused() -> None:
-    """The log is read for the source's own database: a same-named table there is not it."""
+def test_a_parent_in_another_database_is_read_under_its_own_key() -> None:
+    """A parent in another database is keyed ``database.table``: a same-named table of the
+    source's (mapped or not) is never taken for it; unread, it is refused naming the grant."""
     schema = _schema("CASCADE")
     child = schema.tables["child"]
     fk = child.foreign_keys[0]
@@ -452,5 +455,13 @@ def test_a_parent_in_another_database_is_refused() -> None:
     for text in (MAPPING, ONLY_CHILD):
         plans = _plans(schema, text)
         rules, (u,) = followable(plans, parents=outside(schema.tables, plans))
-        assert rules == [] and "the parent table elsewhere.parent is in another database" in u.why
-        assert "map the parent" not in u.fix
+        assert rules == [] and "the schema of the parent table elsewhere.parent cannot" in u.why
+        assert "GRANT SELECT ON `elsewhere`.*" in u.fix
+        there = {**outside(schema.tables, plans), "elsewhere.parent": schema.tables["parent"]}
+        rules, refused = followable(plans, parents=there)
+        assert refused == [] and [r.parent for r in rules] == ["elsewhere.parent"]
+        assert watched(plans, there) == {"elsewhere.parent": ("id",)}
+        # a source's table named elsewhere.parent too: the two cannot be told apart
+        named = replace(schema.tables["parent"], name="elsewhere.parent")
+        rules, (u,) = followable(plans, parents={**there, "elsewhere.parent": named})
+        assert rules == [] and "cannot be told apart" in u.why

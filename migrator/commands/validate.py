@@ -26,7 +26,7 @@ from migrator.plan.layout import TableLayout
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
 from migrator.plan.search import DATABASE_FIX, database_of, definitions, wrong_database
-from migrator.source.foreign_keys import cascades_logged
+from migrator.source.foreign_keys import cascades_logged, with_others
 from migrator.source.mysql import Source
 from migrator.source.selects import shared_keys_query
 from migrator.source.where import condition
@@ -92,7 +92,7 @@ def against(mapping: Mapping, src: Source, schema: Schema) -> list[Problem]:
     out = check_schema(mapping, schema)
     out += check_collisions(mapping, schema)
     out += shared_keys(mapping, schema, src, out)
-    out += cascades(mapping, schema, cascades_logged(src.raw_connection()))
+    out += cascades(mapping, schema, cascades_logged(src.raw_connection()), src)
     out += searches(mapping, schema)
     out += nestings(mapping, schema, cascades_logged(src.raw_connection()))
     return out
@@ -175,10 +175,13 @@ def nestings(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Pro
     return []
 
 
-def cascades(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Problem]:
+def cascades(
+    mapping: Mapping, schema: Schema, logged: bool = False, src: Source | None = None
+) -> list[Problem]:
     """A warning per reason sync refuses a mapped table (plan/cascade.py): the child of a
     foreign key whose CASCADE or SET NULL sync cannot apply exactly from the parent's change,
-    or transaction-precise system versioning."""
+    or transaction-precise system versioning. ``src``: the server, whose other databases'
+    parent tables are read from it (none read without it)."""
     plans, failed = {}, set()
     for table in mapping.tables:
         try:
@@ -190,7 +193,11 @@ def cascades(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Pro
     except MigratorError:
         pass  # nestings() reports it
     out = []
-    parents = outside(schema.tables, [t.name for t in mapping.tables])
+    mapped = [t.name for t in mapping.tables]
+    parents = outside(schema.tables, mapped)
+    if src is not None and not logged:
+        fks = [fk for p in plans.values() for fk in p.resolved.schema.foreign_keys]
+        parents = with_others(src, parents, fks, mapped)
     for u in followable(plans, logged=logged, failed=failed, parents=parents)[1]:
         where = f"tables.{u.table}"
         message = f"sync refuses this table: {u.what} ({u.why})"

@@ -287,17 +287,18 @@ def cascade_notes(ts: TableSchema, schema: Schema) -> list[str]:
         if not fk.unlogged_rules:
             continue
         rules, cols = ", ".join(fk.unlogged_rules), ", ".join(fk.columns)
-        inexact = inexact_key(fk, ts, schema.tables.get(fk.parent))
+        # another database's parent (keyed database.table) is not in ``schema``: sync reads it
+        parent = None if fk.parent_database else schema.tables.get(fk.parent)
+        inexact = inexact_key(fk, ts, parent)
         if any(r.endswith("SET DEFAULT") for r in fk.unlogged_rules):
             inexact = "SET DEFAULT is not supported"
-        parent = schema.tables.get(fk.parent)
         own = None if parent is None else reaching(fk, parent)
         keep = f"({cols}) read"
         if own is not None:  # a cascade of a cascade: the middle table's rows must be held
             by = f"{own.name or 'a foreign key'} -> {own.parent} {', '.join(own.unlogged_rules)}"
             keep += f" and {fk.parent} mapped (its own rows change by {by})"
         else:
-            keep += f" ({fk.parent} is read for it, mapped or not)"
+            keep += f" ({fk.parent_key} is read for it, mapped or not)"
         if not inexact:
             out.append(
                 f"sync applies {fk.name or 'the foreign key'}'s {rules} from the parent's "

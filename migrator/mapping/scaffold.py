@@ -151,7 +151,9 @@ def draft_table(
     scored: list[dict[str, str]] = []
     references: list[dict[str, Any]] = []
     covered: list[str] = []
-    fk_columns = {fk.columns for fk in ts.foreign_keys}
+    # a reference names a table of the source's database: another database's parent has its
+    # foreign key's index drafted under indexes (the same SETs), and no references entry
+    fk_columns = {fk.columns for fk in ts.foreign_keys if not fk.parent_database}
     for ix in ts.indexes:
         if not ts.primary_key and ix.columns == pk:
             continue  # the NOT NULL unique index the rows are keyed by (noted above)
@@ -182,7 +184,7 @@ def draft_table(
             f"index{'es' if len(covered) > 1 else ''} on {', '.join(covered)}: the same SETs "
             "as the foreign keys under references, written there once"
         )
-    for fk in ts.foreign_keys:
+    for fk in (k for k in ts.foreign_keys if not k.parent_database):
         ref: dict[str, Any] = {"columns": _names(fk.columns), "table": fk.parent}
         parent = schema.tables.get(fk.parent)
         if parent is None or parent.primary_key != fk.parent_columns:

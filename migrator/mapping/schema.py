@@ -80,6 +80,13 @@ class ForeignKey:
     parent_types: tuple[str, ...] = ()
 
     @property
+    def parent_key(self) -> str:
+        """The parent table as sync keys it: its name, or ``database.name`` for a table of
+        another database (plan/cascade_parents.py), never confused with a table of that name
+        in the table's own database."""
+        return f"{self.parent_database}.{self.parent}" if self.parent_database else self.parent
+
+    @property
     def unlogged_rules(self) -> list[str]:
         """The rules under which InnoDB changes this table's rows itself, without writing
         those changes to the binary log (``ON DELETE CASCADE``, ``ON UPDATE SET NULL``...)."""

@@ -14,8 +14,9 @@ A child whose row cannot be read back from its hash, or with no index or referen
 the foreign key's columns, keeps row images and a SET per value beside its keys
 (plan/row_images.py): its rows are then read from those (``Cascades._images``).
 
-A parent table left out of the mapping is read from the log all the same, for its cascades
-only (plan/cascade_parents.py): ``watched`` names its columns the foreign keys reference, the
+A parent table left out of the mapping, or in another database of the server (keyed
+``database.table``), is read from the log all the same, for its cascades only
+(plan/cascade_parents.py): ``watched`` names its columns the foreign keys reference, the
 reader decodes those (sync/follow.py), and nothing is written for the parent itself; its
 ``Cascade.parent_pos`` are positions in that tuple. Its own rows must not change without a
 trace in the log where that reaches the child (a cascade of a cascade through a table sync
@@ -62,7 +63,7 @@ from migrator.mapping.kinds import FLOATS
 from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import ForeignKey
 from migrator.plan.batch import Row
-from migrator.plan.cascade_parents import OTHER_FIX, UNMAPPED_FIX, Parents, unmapped, watched
+from migrator.plan.cascade_parents import UNMAPPED_FIX, Parents, elsewhere, unmapped, watched
 from migrator.plan.planner import KeyFn, TablePlan
 from migrator.plan.row_images import by_prefix, images_of, indexed, unreadable
 
@@ -145,10 +146,12 @@ def _why_not(
     """Why sync cannot apply this key's rules exactly ("" when it can), and the fix;
     ``failed``: mapped tables that did not pass validation (validate has no plan of them);
     ``parents``: the source's tables, for a parent the mapping leaves out."""
-    if fk.parent_database:  # the log is read for the source's own database only
-        why = f"the parent table {fk.parent_database}.{fk.parent} is in another database"
-        return why + ", whose changes sync does not read", OTHER_FIX
-    if fk.parent not in plans and fk.parent in failed:
+    key = fk.parent_key  # ``database.table`` for another database's (never mapped)
+    if fk.parent_database:
+        found = elsewhere(fk, (parents or {}).get(key), plans)
+        if found[0]:
+            return found
+    if key not in plans and key in failed:
         why = f"the parent table {fk.parent} did not pass validation (see its error): fix it first"
         return why, FIX
     why = _mapped(fk, child, plans, cluster)
@@ -157,8 +160,8 @@ def _why_not(
     kept = filtered(fk, child.resolved, plans)
     if kept[0]:
         return kept
-    mapped = plans.get(fk.parent)
-    parent = mapped.resolved.schema if mapped is not None else (parents or {}).get(fk.parent)
+    mapped = plans.get(key)
+    parent = mapped.resolved.schema if mapped is not None else (parents or {}).get(key)
     if mapped is None:
         why = unmapped(fk, parent)
         if why:
@@ -168,7 +171,7 @@ def _why_not(
 
 def _mapped(fk: ForeignKey, child: TablePlan, plans: dict[str, TablePlan], cluster: bool) -> str:
     """Why the mapping does not keep what the rule needs ("" when it does)."""
-    parent = plans.get(fk.parent)
+    parent = plans.get(fk.parent_key)
     r = child.resolved
     if cluster:
         return "on a Redis Cluster a replayed group could read the children of a later state"
@@ -212,7 +215,7 @@ def filtered(fk: ForeignKey, child: Resolved, plans: dict[str, TablePlan]) -> tu
             f"{how}: its {rule} can bring into it a row Redis does not hold, {UNKEPT}"
         )
         return why, WHERE_FIX
-    parent = plans.get(fk.parent)
+    parent = plans.get(fk.parent_key)
     if parent is None or parent.table.where is None or parent.resolved.left_out_images:
         return "", ""  # (its left-out rows' images are kept: plan/row_images.py)
     own = reaching(fk, parent.resolved.schema)
@@ -249,7 +252,7 @@ def followable(
                 continue
             why, fix = _why_not(fk, child, plans, cluster, failed, parents)
             what = f"foreign key {fk.name + ' ' if fk.name else ''}({', '.join(fk.columns)})"
-            what += f" -> {fk.parent} {', '.join(fk.unlogged_rules)}"
+            what += f" -> {fk.parent_key} {', '.join(fk.unlogged_rules)}"
             if why:
                 refused.append(Unlogged(name, what, f"sync cannot apply it exactly: {why}", fix))
                 continue
@@ -267,12 +270,12 @@ def followable(
             zeros = tuple(child.resolved.schema.column(c).kind in FLOATS for c in fk.columns)
             columns = child.resolved.schema
             fits = tuple(fit(columns.column(c), t) for c, t in zip(fk.columns, fk.parent_types))
-            mapped = plans.get(fk.parent)
-            pos = mapped.pos if mapped else {c: i for i, c in enumerate(outside[fk.parent])}
+            mapped = plans.get(fk.parent_key)
+            pos = mapped.pos if mapped else {c: i for i, c in enumerate(outside[fk.parent_key])}
             rules.append(
                 Cascade(
                     fk,
-                    fk.parent,
+                    fk.parent_key,
                     name,
                     tuple(pos[c] for c in fk.parent_columns),
                     tuple(child.pos[c] for c in fk.columns),

@@ -32,8 +32,10 @@ class _Lenient(dict):
         return _AnyType
 
 
-def read_schema(engine: Engine, only: list[str] | None = None) -> Schema:
-    """Every base table (views listed apart) with columns, keys, indexes and foreign keys."""
+def read_schema(engine: Engine, only: list[str] | None = None, database: str = "") -> Schema:
+    """Every base table (views listed apart) with columns, keys, indexes and foreign keys; of
+    ``database`` where given (another database of the server, whose foreign keys' parents in
+    it are then its own), else of the connection's."""
     dialect: Any = engine.dialect
     if not isinstance(dialect.ischema_names, _Lenient):
         dialect.ischema_names = _Lenient(dialect.ischema_names)
@@ -44,7 +46,7 @@ def read_schema(engine: Engine, only: list[str] | None = None) -> Schema:
         warnings.filterwarnings("ignore", "Unknown schema content", sa.exc.SAWarning)
         for attempt in range(SCHEMA_READS):
             try:
-                return _read_schema(engine, only)
+                return _read_schema(engine, only, database)
             except (sa.exc.NoSuchTableError, sa.exc.ProgrammingError) as e:
                 if isinstance(e, sa.exc.ProgrammingError) and _code(e) != NO_SUCH_TABLE:
                     raise
@@ -71,10 +73,11 @@ def _code(e: sa.exc.DBAPIError) -> int | None:
 SCHEMA_READS = 5
 
 
-def _read_schema(engine: Engine, only: list[str] | None) -> Schema:
+def _read_schema(engine: Engine, only: list[str] | None, other: str) -> Schema:
     inspector = sa.inspect(engine)
+    within = other or None  # the inspector's schema: None for the connection's database
     with engine.connect() as conn:
-        database = conn.execute(sa.text("SELECT DATABASE()")).scalar()
+        database = other or conn.execute(sa.text("SELECT DATABASE()")).scalar()
         if not database:
             raise SourceError(
                 "the source URL names no database",
@@ -93,13 +96,21 @@ def _read_schema(engine: Engine, only: list[str] | None) -> Schema:
             estimates[_text(table)] = int(rows or 0)
             if _text(table_type) == "SYSTEM VERSIONED":
                 versioned.append(_text(table))
-        row_ends = {t: _row_end(conn, t) for t in versioned if only is None or t in only}
-    names = [n for n in inspector.get_table_names() if only is None or n in only]
+        row_ends = {t: _row_end(conn, t, within) for t in versioned if only is None or t in only}
+        referred = {
+            str(fk["referred_schema"])
+            for n in inspector.get_table_names(schema=within) if only is None or n in only
+            for fk in inspector.get_foreign_keys(n, schema=within)
+            if fk.get("referred_schema") not in (None, database)
+        }  # fmt: skip
+        elsewhere = {db: _columns(conn, db) for db in referred}  # their parents' types
+    names = [n for n in inspector.get_table_names(schema=within) if only is None or n in only]
     tables = {}
     for name in names:
-        pk = tuple(inspector.get_pk_constraint(name).get("constrained_columns") or ())
+        pk_constraint = inspector.get_pk_constraint(name, schema=within)
+        pk = tuple(pk_constraint.get("constrained_columns") or ())
         indexes = []
-        for ix in inspector.get_indexes(name):
+        for ix in inspector.get_indexes(name, schema=within):
             options = ix.get("dialect_options") or {}
             prefix = options.get("mysql_prefix") or "BTREE"
             cols = tuple(c for c in ix["column_names"] if c is not None)
@@ -115,10 +126,10 @@ def _read_schema(engine: Engine, only: list[str] | None) -> Schema:
                 tuple(fk["referred_columns"]),
                 str((fk.get("options") or {}).get("ondelete") or ""),
                 str((fk.get("options") or {}).get("onupdate") or ""),
-                str(fk.get("referred_schema") or ""),  # set for another database's table
-                _types_of(columns, fk) if not fk.get("referred_schema") else (),
+                _other(fk, str(database)),  # set for another database's table
+                _types_of(elsewhere.get(_other(fk, str(database)), columns), fk),
             )
-            for fk in inspector.get_foreign_keys(name)
+            for fk in inspector.get_foreign_keys(name, schema=within)
         )
         tables[name] = TableSchema(
             name=name,
@@ -129,7 +140,13 @@ def _read_schema(engine: Engine, only: list[str] | None) -> Schema:
             row_estimate=int(estimates.get(name) or 0),
             row_end=row_ends.get(name),
         )
-    return Schema(str(database), tables, tuple(inspector.get_view_names()))
+    return Schema(str(database), tables, tuple(inspector.get_view_names(schema=within)))
+
+
+def _other(fk: Any, database: str) -> str:
+    """The database of a foreign key's parent where it is not ``database`` ("" where it is)."""
+    referred = str(fk.get("referred_schema") or "")
+    return "" if referred == database else referred
 
 
 def _types_of(columns: dict[str, list[Column]], fk: Any) -> tuple[str, ...]:
@@ -141,10 +158,11 @@ def _types_of(columns: dict[str, list[Column]], fk: Any) -> tuple[str, ...]:
 _PERIOD = re.compile(r"PERIOD\s+FOR\s+SYSTEM_TIME\s*\(\s*`((?:[^`]|``)+)`\s*,\s*`((?:[^`]|``)+)`")
 
 
-def _row_end(conn: sa.Connection, table: str) -> str:
+def _row_end(conn: sa.Connection, table: str, database: str | None = None) -> str:
     """The ROW END column of a system-versioned table: declared in ``PERIOD FOR SYSTEM_TIME
     (start, end)``, else MariaDB's hidden ``row_end``."""
-    quoted = conn.dialect.identifier_preparer.quote_identifier(table)
+    quote = conn.dialect.identifier_preparer.quote_identifier
+    quoted = quote(table) if database is None else f"{quote(database)}.{quote(table)}"
     ddl = _text(conn.execute(sa.text(f"SHOW CREATE TABLE {quoted}")).all()[0][1])
     m = _PERIOD.search(ddl)
     return m.group(2).replace("``", "`") if m else "row_end"

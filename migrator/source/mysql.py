@@ -124,14 +124,16 @@ class Source(Lookups):
         except Exception as e:  # driver import errors, DNS...
             raise ConnectError(f"cannot connect to MySQL ({self.shown_url}): {e}") from None
 
-    def schema(self, only: list[str] | None = None) -> Schema:
-        if self._schema is None or only is not None:
+    def schema(self, only: list[str] | None = None, database: str = "") -> Schema:
+        """The source's schema (cached), or its ``only`` tables read afresh; of another
+        ``database`` of the server where given (read afresh)."""
+        if self._schema is None or only is not None or database:
             self.check()
             try:
-                schema = read_schema(self.engine, only)
+                schema = read_schema(self.engine, only, database)
             except sa.exc.DBAPIError as e:
                 raise connect_error(self.url, e) from None
-            if only is not None:
+            if only is not None or database:
                 return schema
             self._schema = schema
         return self._schema

@@ -51,7 +51,7 @@ from migrator.source.binlog import gtid
 from migrator.source.binlog.reader import Transaction
 from migrator.source.binlog.reconnect import surfaced
 from migrator.source.binlog.settings import refuse_gaps
-from migrator.source.foreign_keys import cascades_logged
+from migrator.source.foreign_keys import cascades_logged, with_others
 from migrator.source.mysql import Source
 from migrator.source.snapshot import Snapshot
 from migrator.store import features, search_index
@@ -162,8 +162,12 @@ def coordinate(
     names = [s.name for s in m.sources] if shard else []
     shard_latest.refuse(resolved, names, is_cluster(client))  # merged over the shards
     plans = {r.name: TablePlan(r) for r in resolved}
-    parents = outside(src.schema().tables, plans)  # read for their cascades (plan/cascade.py)
-    refuse_unfollowable(cascade_plans(plans, tops), is_cluster(client), logged, parents)
+    followed = cascade_plans(plans, tops)
+    fks = [fk for p in followed.values() for fk in p.resolved.schema.foreign_keys]
+    # read for their cascades (plan/cascade.py), another database's too
+    parents = surfaced(lambda: with_others(src, outside(src.schema().tables, plans), fks, plans),
+                       "reading the parent tables' schema", src.close)  # fmt: skip
+    refuse_unfollowable(followed, is_cluster(client), logged, parents)
     ident = f"{src.url.host or 'localhost'}:{src.url.port or 3306}/{database}"
     lock = SyncLock(connect_any(url), m.name, m.file or m.name, shard)
     lock.acquire()  # before anything is written or the log is read

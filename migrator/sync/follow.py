@@ -26,7 +26,7 @@ from migrator.mapping.resolve import Resolved
 from migrator.mapping.schema import TableSchema
 from migrator.plan.cascade import followable, refuse_unfollowable
 from migrator.plan.cascade_apply import Cascades
-from migrator.plan.cascade_parents import outside, watched
+from migrator.plan.cascade_parents import located, outside, watched
 from migrator.plan.expiry_delta import table_delta
 from migrator.plan.nesting import trees
 from migrator.plan.planner import TablePlan
@@ -44,7 +44,7 @@ from migrator.source.binlog.reader import (
 )
 from migrator.source.binlog.reconnect import SourceLost, lost_reason, surfaced
 from migrator.source.binlog.settings import log_status
-from migrator.source.foreign_keys import cascades_logged
+from migrator.source.foreign_keys import cascades_logged, with_others
 from migrator.source.mysql import Source
 from migrator.source.weights import Weights
 from migrator.store.cluster import is_cluster
@@ -152,7 +152,8 @@ class Follower(TableChanges, GroupApplier):
         self.parents = {n: c for n, c in watched(followed, parents).items() if n in read}
         for name, cols in self.parents.items():
             ts = parents[name]
-            tables[name] = TableColumns(cols, tuple(map(ts.column, cols)), row_end=ts.row_end)
+            tables[name] = TableColumns(cols, tuple(map(ts.column, cols)), row_end=ts.row_end,
+                                        elsewhere=located(name, ts))  # fmt: skip
         self.nesting = NestSync(tops, self._read, logged) if tops else None
         self.weights = Weights(src)  # comparison keys of text (source/weights.py)
         self.weighed = {
@@ -204,15 +205,18 @@ class Follower(TableChanges, GroupApplier):
 
     def _parents(self, followed: dict[str, TablePlan]) -> dict[str, TableSchema]:
         """The schemas, as the server has them now, of the parent tables of cascading foreign
-        keys that the mapping leaves out (plan/cascade.py reads their rows for the rules)."""
+        keys that the mapping leaves out, another database's too (plan/cascade.py reads their
+        rows for the rules)."""
         fks = [fk for p in followed.values() for fk in p.resolved.schema.foreign_keys]
-        names = sorted({k.parent for k in fks if k.unlogged_rules and k.parent not in self.plans})
-        if not names:
-            return {}
+        names = sorted({k.parent for k in fks if k.unlogged_rules and not k.parent_database
+                        and k.parent not in self.plans})  # fmt: skip
         ctl = self.ctl
-        read = surfaced(lambda: ctl.schema(names).tables, "reading the parent tables' schema",
-                        ctl.close)  # fmt: skip
-        return outside(read, self.plans)
+
+        def read() -> dict[str, TableSchema]:
+            own = outside(ctl.schema(names).tables, self.plans) if names else {}
+            return with_others(ctl, own, fks, self.plans)
+
+        return surfaced(read, "reading the parent tables' schema", ctl.close)
 
     def _pump(self) -> None:
         """The reader's events to the applying thread, a frame at a time (the reader process's

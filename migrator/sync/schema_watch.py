@@ -20,6 +20,7 @@ from typing import Any
 
 from migrator.mapping.model import Mapping
 from migrator.mapping.schema import TableSchema
+from migrator.plan.cascade_parents import located
 from migrator.plan.keyspace import KeyPattern, KeySpace
 from migrator.plan.planner import TablePlan
 from migrator.plan.schema_change import (
@@ -104,6 +105,8 @@ class SchemaWatch:
         }
         #: parent tables the mapping leaves out, read for their foreign keys' rules only
         self.parents = set(parents or {})
+        #: (database, table) of a parent in another database (keyed ``database.table``)
+        self.elsewhere = {n: located(n, ts) for n, (ts, _) in (parents or {}).items()}
         for n, (ts, cols) in (parents or {}).items():
             self.uses[n] = parent_use(n, cols)
             self.known[n] = (shape_of(ts), ts.primary_key)
@@ -132,12 +135,13 @@ class SchemaWatch:
         # the types sync last knew for them
         logged = ddl.logged if ddl.logged is not None else tuple(types)
         before = tuple((n, types.get(n, "?")) for n in logged)
-        ctl = self.ctl
-        live = surfaced(lambda: ctl.schema([table]).tables.get(table),
+        ctl, there = self.ctl, self.elsewhere.get(table)
+        database, name = there or (str(ctl.url.database or ""), table)
+        live = surfaced(lambda: ctl.schema([name], database if there else "").tables.get(name),
                         "reading the schema after a DDL", ctl.close)  # fmt: skip
         after = shape_of(live) if live is not None else None
         key_after = live.primary_key if live is not None else ()
-        kind = kind_of(ddl.query, table, str(ctl.url.database or ""), ddl.schema)
+        kind = kind_of(ddl.query, name, database, ddl.schema)
         found = decide(kind, self.uses[table], before, after, key, key_after)
         if table in self.parents:
             found = parent_effect(found, table)

@@ -248,3 +248,34 @@ class RandomTransactions:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def stopped_by(mapping: Any, change: Callable[[], None], **run: Any) -> BaseException:
+    """Start ``sync`` of ``mapping`` (``run``: its other arguments), make ``change`` once it
+    follows, and return what stopped it by itself (within a minute, or the test fails)."""
+    from migrator.commands.sync import sync
+
+    live, stop = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def follow() -> None:
+        def seen(s: Any) -> None:
+            if s.phase != "loading":
+                live.set()
+
+        try:
+            sync(mapping, stop=stop, on_status=seen, **run)
+        except BaseException as e:
+            errors.append(e)
+
+    follower = threading.Thread(target=follow)
+    follower.start()
+    try:
+        assert live.wait(60), errors
+        change()
+        follower.join(60)  # sync stops by itself
+    finally:
+        stop.set()
+        follower.join(30)
+    assert not follower.is_alive() and len(errors) == 1, errors
+    return errors[0]

@@ -11,7 +11,6 @@ mapped children (plan/cascade.py).
 * a cascade of a cascade through a table left out is refused by ``sync`` and ``validate``,
   naming the middle table and the fix; mapping the middle table too is followed; an ALTER of
   the table left out is followed on, a RENAME of it stops ``sync`` (exit 1);
-* a parent in another database is refused (the log is read for the source's database only);
 * the text keys under a collation of tests/sync/test_cascade_collations.py with every parent
   left out: the parent's key is read from the log and weighed by the server as a mapped
   one's.
@@ -19,7 +18,6 @@ mapped children (plan/cascade.py).
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +31,7 @@ from migrator.commands.sync import sync
 from migrator.mapping.loader import parse_mapping
 from migrator.reports import SchemaChanged
 from migrator.sync.figures import SyncFigures
-from tests.services import create_database, drop_database, new_database_name
+from tests.sync.helpers import stopped_by
 from tests.sync.test_cascade_collations import SCHEMA as COLLATED
 from tests.sync.test_cascade_collations import Writes as CollatedWrites
 from tests.sync.test_cascade_images import (
@@ -190,31 +188,11 @@ def _middle(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Path) 
     assert sorted(redis_client.scan_iter("middle:[0-9]*")) == [b"middle:4"]
     assert not list(redis_client.scan_iter("bottom:[0-9]*"))
     mapping = parse_mapping(path.read_text(), name="m")
-    live, stop = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
-
-    def follow() -> None:
-        def seen(s: Any) -> None:
-            if s.phase != "loading":
-                live.set()
-
-        try:
-            sync(mapping, source=db.url, target=redis_url, stop=stop, on_status=seen,
-                 server_id=int(args[-1]))  # fmt: skip
-        except BaseException as e:
-            errors.append(e)
-
-    follower = threading.Thread(target=follow)
-    follower.start()
-    try:
-        assert live.wait(60), errors
-        db.run("RENAME TABLE top TO top_old; DELETE FROM top_old")
-        follower.join(60)  # sync stops by itself at the RENAME
-    finally:
-        stop.set()
-        follower.join(30)
-    assert not follower.is_alive() and len(errors) == 1, errors
-    stopped = errors[0]
+    stopped = stopped_by(
+        mapping,
+        lambda: db.run("RENAME TABLE top TO top_old; DELETE FROM top_old"),
+        source=db.url, target=redis_url, server_id=int(args[-1]),
+    )  # fmt: skip
     assert isinstance(stopped, SchemaChanged), stopped
     message = " ".join(str(stopped).split())
     assert "table 'top' changed at" in message and "table 'top' was dropped or renamed" in message
@@ -222,31 +200,10 @@ def _middle(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Path) 
     assert redis_client.exists("middle:4")  # nothing after the RENAME applied
 
 
-def _other_database(db: Any, redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
-    """A parent in another database (a same-named table here too): refused, not read."""
-    other = create_database(db.server_url, new_database_name())
-    try:
-        other.run("CREATE TABLE top2 (id INT PRIMARY KEY); INSERT INTO top2 VALUES (1)")
-        db.run(
-            "CREATE TABLE top2 (id INT PRIMARY KEY); INSERT INTO top2 VALUES (1);"
-            "CREATE TABLE far (id INT PRIMARY KEY, t INT, KEY (t), CONSTRAINT fk_far FOREIGN "
-            f"KEY (t) REFERENCES `{other.name}`.top2 (id) ON DELETE CASCADE);"
-            "INSERT INTO far VALUES (1, 1)"
-        )
-        mapping = "version: 1\ntables:\n  far: {}\n"
-        message, _ = _refused(tmp_path / "far.yaml", mapping, db, redis_url)
-        assert f"the parent table {other.name}.top2 is in another database" in message
-        assert redis_client.dbsize() == 0
-    finally:
-        db.run("DROP TABLE IF EXISTS far")
-        drop_database(db.server_url, other.name)
-
-
 @pytest.mark.engine("mariadb", why=ONLY_MARIADB)
 def test_a_cascade_of_a_cascade_through_a_table_left_out_is_refused_its_ddl_judged(  # type: ignore[no-untyped-def]
     mariadb_db, redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
-    _other_database(mariadb_db, redis_url, redis_client, tmp_path)
     _middle(mariadb_db, redis_url, redis_client, tmp_path)
 
 
@@ -255,10 +212,7 @@ def test_a_cascade_of_a_cascade_through_a_table_left_out_is_refused_on_mysql_inn
 ) -> None:
     _on_innodb_fk_mysql(
         innodb_fk_mysql,
-        lambda db: (
-            _other_database(db, redis_url, redis_client, tmp_path),
-            _middle(db, redis_url, redis_client, tmp_path),
-        ),
+        lambda db: _middle(db, redis_url, redis_client, tmp_path),
     )
 
 

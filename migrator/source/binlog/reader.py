@@ -25,7 +25,6 @@ the middle of a transaction); the caller starts a new reader from the last whole
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,10 +33,10 @@ from typing import Any, NamedTuple
 from sqlalchemy.engine import URL
 
 from migrator.mapping.schema import Column
-from migrator.plan.schema_change import without_comments
 from migrator.source.binlog.gtid import advance, is_state, parse
 from migrator.source.binlog.reconnect import StreamConnection
 from migrator.source.binlog.rows import RowFn, RowsDecoder, decoder_for, row_function
+from migrator.source.binlog.statements import DDL, DML, ddl_table
 from migrator.source.binlog.stream import (
     GTID,
     HEARTBEAT,
@@ -134,6 +133,10 @@ class TableColumns:
     # is a version kept as history, not a row (an UPDATE logs the old version as an INSERT, a
     # DELETE is an UPDATE that ends the row), so it counts as no row at all
     row_end: str | None = None
+    #: (database, table) of a table of another database of the server (a parent read for its
+    #: cascades: plan/cascade_parents.py), whose key is ``database.table``; None: the key is
+    #: the name of a table of the reader's database
+    elsewhere: tuple[str, str] | None = None
 
     def decoder_of(self, columns: Any) -> tuple[RowsDecoder, RowFn] | None:
         """The fast decoder of a table map's rows (``rows``) with the function that
@@ -184,30 +187,6 @@ class TableColumns:
             else:
                 out.append(encode(v))
         return tuple(out)
-
-
-_DDL = re.compile(
-    r"^\s*(alter|rename|drop|truncate|create\s+or\s+replace)\b", re.IGNORECASE | re.DOTALL
-)
-# row changes logged as statements (a session with binlog_format=STATEMENT or MIXED)
-_DML = re.compile(r"^\s*(insert|update|delete|replace|load\s+data)\b", re.IGNORECASE | re.DOTALL)
-
-
-def ddl_table(
-    query: str, schema: str, database: str, tables: Sequence[str], kinds: re.Pattern[str] = _DDL
-) -> str | None:
-    """The mapped table a DDL statement (or, with ``kinds=_DML``, a statement-logged row
-    change) names, or None. ``schema`` is the statement's default database."""
-    text = without_comments(query)
-    if not kinds.match(text):
-        return None
-    for table in tables:
-        name = re.escape(table)
-        for m in re.finditer(rf"(?:`?([\w$]+)`?\s*\.\s*)?`?(?<![\w$]){name}(?![\w$])`?", text):
-            qualifier = m.group(1)
-            if (qualifier or schema) == database:
-                return table
-    return None
 
 
 class BinlogReader:
@@ -265,6 +244,7 @@ class BinlogReader:
         stream, maps, stop = self.stream, self.maps, self.stop
         logged: dict[str, Any] = {}  # per mapped table: its last table map's columns
         altered: set[str] = set()  # the mapped tables a DDL of this run named
+        where = {name: t.elsewhere for name, t in self.tables.items() if t.elsewhere}
         stream.open()
         maps.ctl.dbms = "mariadb" if stream.mariadb else "mysql"
         maps.log_file = lambda: stream.file
@@ -312,8 +292,8 @@ class BinlogReader:
                     changes, in_transaction, began = [], False, False
                 else:
                     mapped_names = list(self.tables)
-                    hit = ddl_table(query, schema, self.database, mapped_names)
-                    dml = ddl_table(query, schema, self.database, mapped_names, _DML)
+                    hit = ddl_table(query, schema, self.database, mapped_names, DDL, where)
+                    dml = ddl_table(query, schema, self.database, mapped_names, DML, where)
                     if hit is None and dml is not None:
                         yield SchemaChange(dml, query.strip(), self.position, True)
                         return

@@ -87,10 +87,13 @@ class _Ctl:
 
 class TableMaps:
     """The table maps read so far (per table id, since the last rotation) and the rows of
-    ``database``'s mapped ``tables`` (name -> ``binlog.TableColumns``)."""
+    ``database``'s mapped ``tables`` (name -> ``binlog.TableColumns``; another database's
+    parents keyed ``database.table``, found by their ``elsewhere``)."""
 
     def __init__(self, database: str, tables: dict[str, Any], connect: Callable[[], Any]) -> None:
         self.database, self.tables = database, tables
+        #: (database, table) as a table map names it -> the key of ``tables``
+        self.keys = {t.elsewhere or (database, name): name for name, t in tables.items()}
         self.by_id: dict[int, Mapped | None] = {}
         self.by_bytes: dict[bytes, Mapped | None] = {}
         self.ctl = _Ctl(connect)
@@ -124,15 +127,15 @@ class TableMaps:
         n = body[8]
         schema = body[9 : 9 + n].decode()
         m = body[10 + n]
-        name = body[11 + n : 11 + n + m].decode()
-        table = self.tables.get(name)
-        if table is None or schema != self.database:
+        key = self.keys.get((schema, body[11 + n : 11 + n + m].decode()))
+        if key is None:
             return None
+        name, table = key, self.tables[key]
         parsed = self._library(event, TABLE_MAP, {})
         columns = parsed.columns
         if any(getattr(c, "name", None) is None for c in columns):
             raise guard.UnsafeLog(
-                f"the binary log's table map of {schema}.{name} at {self.where(event)} names "
+                f"the binary log's table map of {self.shown(name)} at {self.where(event)} names "
                 "no columns (binlog_row_metadata=MINIMAL): its rows cannot be matched to "
                 "columns exactly",
                 f"SET GLOBAL binlog_row_metadata = 'FULL' (and in my.cnf); {guard.RELOAD}",
@@ -190,12 +193,16 @@ class TableMaps:
             self.full.add((n, present))
             return
         raise guard.UnsafeLog(
-            f"a row change of {self.database}.{table} at {self.where(event)} is logged without "
+            f"a row change of {self.shown(table)} at {self.where(event)} is logged without "
             "all of its columns (binlog_row_image=MINIMAL or NOBLOB, set by the server or a "
             "session): sync needs the whole row before and after",
             "SET GLOBAL binlog_row_image = 'FULL' (and in my.cnf), and make sure no session "
             f"changes it (SET SESSION binlog_row_image); {guard.RELOAD}",
         )
+
+    def shown(self, key: str) -> str:
+        """``database.table`` of a key of ``tables``, for messages."""
+        return ".".join(self.tables[key].elsewhere or (self.database, key))
 
     def where(self, event: RawEvent) -> str:
         """Where ``event`` starts in the log (``file:offset``), for messages."""
