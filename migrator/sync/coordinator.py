@@ -157,12 +157,13 @@ def coordinate(
              "checking the source's settings", src.close)  # fmt: skip
     logged = surfaced(lambda: cascades_logged(src.raw_connection()),
                       "reading the source's settings", src.close)  # fmt: skip
-    refuse_nesting(tops, is_cluster(client), logged)
+    source_tables = src.schema().tables
+    refuse_nesting(tops, is_cluster(client), logged, source_tables)
     refuse_cluster_streams(resolved, is_cluster(client))
     names = [s.name for s in m.sources] if shard else []
     shard_latest.refuse(resolved, names, is_cluster(client))  # merged over the shards
     plans = {r.name: TablePlan(r) for r in resolved}
-    parents = outside(src.schema().tables, plans)  # read for their cascades (plan/cascade.py)
+    parents = outside(source_tables, plans)  # read for their cascades (plan/cascade.py)
     refuse_unfollowable(cascade_plans(plans, tops), is_cluster(client), logged, parents)
     ident = f"{src.url.host or 'localhost'}:{src.url.port or 3306}/{database}"
     lock = SyncLock(connect_any(url), m.name, m.file or m.name, shard)
