@@ -68,6 +68,8 @@ def unfollowed(level: Level, fk: ForeignKey, parent: TableSchema | None) -> str:
     lay, schema = level.layout, level.layout.resolved.schema
     if level.nest is None or lay.table.kind != "none":
         return "the rows of a top table or of a nested table with keys of its own"
+    if lay.resolved.shard:
+        return "over a sharded source (the kept rows of every shard share the SETs per value)"
     if "SET DEFAULT" in " ".join(fk.unlogged_rules):
         return "InnoDB has no SET DEFAULT"
     if any(c not in lay.pos for c in fk.columns):

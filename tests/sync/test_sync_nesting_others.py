@@ -24,7 +24,12 @@ from migrator.commands import dry_run, migrate, validate, verify
 from migrator.commands.sync import sync
 from migrator.errors import MigratorError
 from migrator.mapping.loader import parse_mapping
+from migrator.mapping.resolve import resolve
+from migrator.plan.layout import TableLayout
+from migrator.plan.nesting import trees
 from migrator.source.foreign_keys import cascades_logged
+from migrator.source.mysql import Source
+from migrator.sync.nesting import refuse
 from tests.services import MySQLDatabase, create_database, drop_database, new_database_name
 from tests.sync.test_cascade_keys import innodb_fk_mysql as innodb_fk_mysql
 from tests.sync.test_sync_nesting_leaves import as_migrated
@@ -286,3 +291,25 @@ def test_the_sets_per_value_are_written_verified_repaired_and_counted(
     r.sadd(stale, b"1:1")
     assert migrate(m, source=mysql_db.url, target=redis_url, replace=True).exit_code == 0
     assert not r.exists(stale) and r.smembers(wrong) == {b"1:1", b"1:3"}
+
+
+def test_over_a_sharded_source_it_stays_refused(binlog_db: MySQLDatabase) -> None:
+    """Where InnoDB's cascades are not logged, a shard's tree with such a key is refused: the
+    kept rows of every shard share the SETs per value; the same tree of one source is not."""
+    binlog_db.run(SCHEMA)
+    src = Source(binlog_db.url)
+    try:
+        schema = src.schema()
+    finally:
+        src.close()
+    mapping = parse_mapping(MAPPING, name="nestothersshard")
+    for shard in ("", "s1"):
+        resolved = resolve(mapping, schema, shard=shard)
+        tops = trees({r.name: TableLayout(r) for r in resolved})
+        refuse(tops, cluster=False, logged=True, schemas=schema.tables)  # the log has them
+        if not shard:
+            refuse(tops, cluster=False, logged=False, schemas=schema.tables)
+            continue
+        with pytest.raises(MigratorError, match=r"fk_tag_label.*sharded source") as e:
+            refuse(tops, cluster=False, logged=False, schemas=schema.tables)
+        assert e.value.exit_code == 2
