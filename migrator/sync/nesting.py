@@ -105,6 +105,7 @@ class NestSync:
         self.changed: dict[bytes, dict[bytes, bytes | None]] = {}  # what the group wrote
         self.members: dict[bytes, set[bytes]] = {}  # SET key -> members
         self.touched: set[bytes] = set()  # SETs the group changed
+        self.moved: dict[bytes, dict[bytes, bool]] = {}  # shared SET -> member -> in or out
         self.dirty: dict[str, dict[bytes, None]] = {}  # top table -> top keys (encoded)
         self.anchors: list[tuple[str, bytes]] = []  # (table, key): rows whose top to mark
         self.old_keys: dict[bytes, None] = {}  # document keys of top rows before the group
@@ -140,13 +141,19 @@ class NestSync:
     def _file(self, level: Level, parent: bytes, pk: bytes, into: bool) -> None:
         self._member(members_key(level, parent), pk, into)
 
-    def _member(self, key: bytes, pk: bytes, into: bool) -> None:
+    def _member(self, key: bytes, pk: bytes, into: bool, shared: bool = False) -> None:
+        """File ``pk`` into (or out of) the SET ``key``; ``shared``: a SET per foreign-key
+        value, which rows of several shards hold, written as its members' changes (SADD /
+        SREM: the syncs of two shards commute) rather than whole."""
         (members,) = self._sets([key])
         if into:
             members.add(pk)
         else:
             members.discard(pk)
-        self.touched.add(key)
+        if shared:
+            self.moved.setdefault(key, {})[pk] = into
+        else:
+            self.touched.add(key)
 
     def children(self, level: Level, parent: bytes) -> list[Row]:
         """The rows of ``level`` under the parent whose key is ``parent``, at this point."""
@@ -209,7 +216,7 @@ class NestSync:
         """File a kept row in (or out of) its SETs per value of its ``others`` keys."""
         for other in side.by:
             if (key := other.key(row)) is not None:
-                self._member(key, pk, into)
+                self._member(key, pk, into, shared=True)
 
     def _others(self, table: str, before: Row, after: Row | None) -> None:
         """What InnoDB does, without a trace in the log, to the kept rows of a nested table
@@ -322,6 +329,11 @@ class NestSync:
             if kept:
                 out.append((b"HSET", key, *kept))
         out += [(b"HDEL", key, *fields) for key, fields in self.unowned.items()]
+        for key, moved in sorted(self.moved.items()):
+            if gone := sorted(pk for pk, into in moved.items() if not into):
+                out.append((b"SREM", key, *gone))
+            if come := sorted(pk for pk, into in moved.items() if into):
+                out.append((b"SADD", key, *come))
         for key in sorted(self.touched):
             out.append((b"DEL", key))
             if self.members[key]:
