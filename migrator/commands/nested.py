@@ -12,7 +12,7 @@ from migrator.mapping.resolve import Resolved, resolve
 from migrator.plan.estimate import Limits, MemoryModel
 from migrator.plan.layout import TableLayout
 from migrator.plan.nesting import Level, trees
-from migrator.plan.nesting_side import side_commands
+from migrator.plan.nesting_side import by_prefix, others, side_commands, walk
 from migrator.progress import Progress
 from migrator.retry import Retrying
 from migrator.source.mysql import Source
@@ -69,11 +69,13 @@ def write_nested(
 def side_memory(src: Source, top: Level, size: int, limits: Limits) -> tuple[int, int]:
     """The keys and the estimated bytes of the rows kept beside ``top``'s documents
     (plan/nesting_side.py), those in no document included: dry-run reads the tree as migrate
-    does and sizes what it would write (each SET whole, each table's HASH over every page)."""
+    does and sizes what it would write (each SET of children whole; each table's HASH, and
+    each SET per foreign-key value, over every page)."""
     model = MemoryModel(limits)
+    shared = tuple(by_prefix(lv, fk) for lv in walk(top) for fk in others(lv))
     pages = (side_commands(top, rows, groups) for rows, groups in shard_trees(src, top, size))
     roots = (side_commands(top, rows, groups, lv) for lv, rows, groups in all_roots(src, top, size))
     for cmds in chain(pages, roots):
         for cmd in cmds:
-            model.add(cmd, once=cmd[0] == b"SADD")
+            model.add(cmd, once=cmd[0] == b"SADD" and not cmd[1].startswith(shared))
     return model.keys, model.bytes

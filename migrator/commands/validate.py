@@ -164,7 +164,7 @@ def nestings(mapping: Mapping, schema: Schema, logged: bool = False) -> list[Pro
             path, message = "", e.message
         return [Problem("error", message, path, mapping.file, mapping.line_of(path), e.hint)]
     try:
-        refuse_nesting(tops, cluster=False, logged=logged)
+        refuse_nesting(tops, cluster=False, logged=logged, schemas=schema.tables)
     except MigratorError as e:
         path, _, message = e.message.partition(": ")
         if not path.startswith("tables."):

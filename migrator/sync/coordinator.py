@@ -157,7 +157,8 @@ def coordinate(
              "checking the source's settings", src.close)  # fmt: skip
     logged = surfaced(lambda: cascades_logged(src.raw_connection()),
                       "reading the source's settings", src.close)  # fmt: skip
-    refuse_nesting(tops, is_cluster(client), logged)
+    source_tables = src.schema().tables
+    refuse_nesting(tops, is_cluster(client), logged, source_tables)
     refuse_cluster_streams(resolved, is_cluster(client))
     names = [s.name for s in m.sources] if shard else []
     shard_latest.refuse(resolved, names, is_cluster(client))  # merged over the shards
@@ -165,7 +166,7 @@ def coordinate(
     followed = cascade_plans(plans, tops)
     fks = [fk for p in followed.values() for fk in p.resolved.schema.foreign_keys]
     # read for their cascades (plan/cascade.py), another database's too
-    parents = surfaced(lambda: with_others(src, outside(src.schema().tables, plans), fks, plans),
+    parents = surfaced(lambda: with_others(src, outside(source_tables, plans), fks, plans),
                        "reading the parent tables' schema", src.close)  # fmt: skip
     refuse_unfollowable(followed, is_cluster(client), logged, parents)
     ident = f"{src.url.host or 'localhost'}:{src.url.port or 3306}/{database}"

@@ -56,7 +56,7 @@ from migrator.sync.figures import SyncFigures
 from migrator.sync.handoff import Handoff
 from migrator.sync.head import HeadWatch
 from migrator.sync.log import event
-from migrator.sync.nesting import NestSync, cascade_plans
+from migrator.sync.nesting import NestSync, cascade_plans, nest_parents
 from migrator.sync.nesting import refuse as refuse_nesting
 from migrator.sync.online_snapshot import SNAPSHOT_CHUNK_ROWS, Snapshots
 from migrator.sync.schema_watch import Resnapshot, SchemaWatch, resnapshot_by_hand
@@ -139,22 +139,24 @@ class Follower(TableChanges, GroupApplier):
                           "reading the source's settings", ctl.close)  # fmt: skip
         tops = trees(self.plans)  # nested documents (sync/nesting.py)
         followed = cascade_plans(self.plans, tops)
-        try:
-            parents = {} if logged else self._parents(followed)
-            refuse_nesting(tops, self.cluster, logged)
+        try:  # (the nested tables' other parents too: sync/nesting.py)
+            parents = {} if logged else self._parents(self.plans)
+            schemas = {n: p.resolved.schema for n, p in self.plans.items()} | parents
+            refuse_nesting(tops, self.cluster, logged, schemas)
             refuse_unfollowable(followed, self.cluster, logged, parents)
         except MigratorError:
             ctl.close()
             raise
         rules = followable(followed, self.cluster, logged, parents=parents)[0]
         # parents the mapping leaves out: their referenced columns read for the rules only
-        read = {r.parent for r in rules}
-        self.parents = {n: c for n, c in watched(followed, parents).items() if n in read}
+        read = {r.parent for r in rules} | set(() if logged else nest_parents(tops))
+        self.parents = {n: c for n, c in watched(self.plans, parents).items() if n in read}
         for name, cols in self.parents.items():
             ts = parents[name]
             tables[name] = TableColumns(cols, tuple(map(ts.column, cols)), row_end=ts.row_end,
                                         elsewhere=located(name, ts))  # fmt: skip
-        self.nesting = NestSync(tops, self._read, logged) if tops else None
+        shapes = {n: p.select for n, p in self.plans.items()} | self.parents
+        self.nesting = NestSync(tops, self._read, logged, shapes) if tops else None
         self.weights = Weights(src)  # comparison keys of text (source/weights.py)
         self.weighed = {
             name: [(plan.resolved.schema.column(c).collation or "", plan.pos[c])

@@ -19,7 +19,11 @@ The log does not carry what InnoDB's own foreign keys cascade (MariaDB; MySQL wi
 children (and theirs) from the side structure (over shards, with their owner fields:
 plan/owners.py), and a key change under ``ON UPDATE CASCADE`` moves them, their foreign
 key's values rewritten, as InnoDB does; a ``SET NULL`` takes them out of every document. A
-server that logs them sends the children's changes itself.
+server that logs them sends the children's changes itself. The same for a nested table's
+other foreign keys (plan/nesting_side.py ``others``): a change of the other parent (mapped,
+or read from the log for its rows' rules only: sync/follow.py) finds the kept rows that
+hold its old values through their SET per value, and deletes them, sets their key NULL or to
+the new values, as InnoDB does, each as a change of its own (its documents rendered again).
 
 A row with a NULL in its foreign key, or one its table's ``where:`` leaves out, is in no
 document; it is kept all the same where a row entering a document could bring it (or the rows
@@ -29,58 +33,19 @@ documents are rendered with each table's filter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from migrator.errors import MigratorError
 from migrator.mapping.schema import ForeignKey
 from migrator.plan.batch import Command, Row
 from migrator.plan.expiry import decode_row, encode_row
 from migrator.plan.nesting import Groups, Level, commands
-from migrator.plan.nesting_side import Side, members_key, rows_key, sides, walk
+from migrator.plan.nesting_side import Other, Side, members_key, others, rows_key, sides, walk
 from migrator.plan.owners import Owners, owners_of
+from migrator.sync.nesting_refuse import nesting_fk
+from migrator.sync.nesting_refuse import refuse as refuse
 
 Read = Callable[[list[Command]], list[Any]]  # pipelined reads -> replies
-
-FIX = "keep these documents current with migrate --replace and verify --fix"
-
-
-def nesting_fk(level: Level, parent: Level) -> ForeignKey:
-    cols = tuple(level.layout.select[i] for i in level.by)
-    schema = level.layout.resolved.schema
-    return next(fk for fk in schema.foreign_keys if fk.parent == parent.name and
-                tuple(fk.columns) == cols)  # fmt: skip
-
-
-def refuse(tops: dict[str, Level], cluster: bool, logged: bool) -> None:
-    """Raise (exit 2) naming what sync cannot keep exact in these nesting trees, and the fix."""
-    for top in tops.values():
-        sides(top)  # a foreign key to other columns than the parent's primary key
-        if cluster:
-            raise MigratorError(
-                f"sync cannot keep nested documents ({top.name}) on a Redis Cluster: a "
-                "document and the rows it is rebuilt from live in different slots",
-                f"sync to a single Redis server, or {FIX}",
-            )
-        if top.layout.table.expire is not None:
-            raise MigratorError(
-                f"tables.{top.name}: sync does not keep nested documents of a table with "
-                "expire: (the rows kept beside the documents have no TTL, and no sweep removes "
-                "the rows of an expired document's tree)",
-                f"drop expire: from {top.name}, or {FIX}",
-            )
-        for level in walk(top):
-            lay = level.layout
-            own = [nesting_fk(level, p) for p in walk(top) if level in p.children]
-            for fk in lay.resolved.schema.foreign_keys:
-                if logged or any(fk is o for o in own) or not fk.unlogged_rules:
-                    continue
-                raise MigratorError(
-                    f"tables.{level.name}: its foreign key {fk.name} -> {fk.parent} "
-                    f"{', '.join(fk.unlogged_rules)} changes rows of a nested document "
-                    "without a trace in the binary log",
-                    f"make the rule RESTRICT, or {FIX}",
-                )
 
 
 def cascade_plans(plans: dict[str, Any], tops: dict[str, Level]) -> dict[str, Any]:
@@ -90,11 +55,27 @@ def cascade_plans(plans: dict[str, Any], tops: dict[str, Level]) -> dict[str, An
     return {n: p for n, p in plans.items() if n not in nested or p.table.kind != "none"}
 
 
+def nest_parents(tops: dict[str, Level]) -> list[str]:
+    """The other parents of the trees' nested tables (plan/nesting_side.py ``others``), whose
+    row changes sync reads for their rules, mapped or not."""
+    return sorted({fk.parent for top in tops.values() for lv in walk(top) for fk in others(lv)})
+
+
 class NestSync:
     """The side structure and the documents of every nesting tree, for the groups of sync."""
 
-    def __init__(self, tops: dict[str, Level], read: Read, logged: bool) -> None:
+    def __init__(
+        self,
+        tops: dict[str, Level],
+        read: Read,
+        logged: bool,
+        columns: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        """``columns``: the columns of each table's rows as the log's reader gives them (a
+        mapped table's ``select``, a parent read for its rules only: ``watched``'s)."""
         self.read, self.logged = read, logged
+        #: other parent -> (level, its foreign key, the key's referenced columns' positions)
+        self.watch: dict[str, list[tuple[Level, Other, tuple[int, ...]]]] = {}
         self.sides: dict[str, Side] = {}
         self.top_of: dict[str, Level] = {}
         self.parent: dict[str, Level] = {}
@@ -103,6 +84,13 @@ class NestSync:
         self.owners: dict[str, Owners] = {}
         for top in tops.values():
             self.sides.update(sides(top))
+        for side in self.sides.values():
+            for other in side.by:
+                cols = list((columns or {}).get(other.fk.parent, ()))
+                if all(c in cols for c in other.fk.parent_columns):  # (else refused: refuse)
+                    pos = tuple(cols.index(c) for c in other.fk.parent_columns)
+                    self.watch.setdefault(other.fk.parent, []).append((side.level, other, pos))
+        for top in tops.values():
             for level in walk(top):
                 self.top_of[level.name] = top
                 if (owners := owners_of(level.layout)) is not None:
@@ -117,6 +105,7 @@ class NestSync:
         self.changed: dict[bytes, dict[bytes, bytes | None]] = {}  # what the group wrote
         self.members: dict[bytes, set[bytes]] = {}  # SET key -> members
         self.touched: set[bytes] = set()  # SETs the group changed
+        self.moved: dict[bytes, dict[bytes, bool]] = {}  # shared SET -> member -> in or out
         self.dirty: dict[str, dict[bytes, None]] = {}  # top table -> top keys (encoded)
         self.anchors: list[tuple[str, bytes]] = []  # (table, key): rows whose top to mark
         self.old_keys: dict[bytes, None] = {}  # document keys of top rows before the group
@@ -150,13 +139,21 @@ class NestSync:
         self.changed.setdefault(key, {})[pk] = image
 
     def _file(self, level: Level, parent: bytes, pk: bytes, into: bool) -> None:
-        key = members_key(level, parent)
+        self._member(members_key(level, parent), pk, into)
+
+    def _member(self, key: bytes, pk: bytes, into: bool, shared: bool = False) -> None:
+        """File ``pk`` into (or out of) the SET ``key``; ``shared``: a SET per foreign-key
+        value, which rows of several shards hold, written as its members' changes (SADD /
+        SREM: the syncs of two shards commute) rather than whole."""
         (members,) = self._sets([key])
         if into:
             members.add(pk)
         else:
             members.discard(pk)
-        self.touched.add(key)
+        if shared:
+            self.moved.setdefault(key, {})[pk] = into
+        else:
+            self.touched.add(key)
 
     def children(self, level: Level, parent: bytes) -> list[Row]:
         """The rows of ``level`` under the parent whose key is ``parent``, at this point."""
@@ -192,21 +189,69 @@ class NestSync:
                 self.unowned = kept
             return
         side = self.sides.get(table)
-        if side is None:
-            return
+        if side is not None:
+            self._change(side, before, after)
+        if before is not None and not self.logged and table in self.watch:
+            self._others(table, before, after)
+
+    def _change(self, side: Side, before: Row | None, after: Row | None) -> None:
+        table = side.level.name
         level, top = side.level, self.top_of[table]
         if before is not None and self._held(side, before):
             pk = side.key(before)
             self._put(level, pk, None)
             self._mark(level, top, side, before, pk, into=False)
+            self._by(side, before, pk, into=False)
         if after is not None and (owners := self.owners.get(table)) is not None:
             self.unowned.get(owners.key, {}).pop(owners.field(after), None)  # (its delta's)
         if after is not None and self._held(side, after):
             pk = side.key(after)
             self._put(level, pk, encode_row(tuple(after)))
             self._mark(level, top, side, after, pk, into=True)
+            self._by(side, after, pk, into=True)
         if before is not None and not self.logged:
             self._cascade(level, before, after)
+
+    def _by(self, side: Side, row: Row, pk: bytes, into: bool) -> None:
+        """File a kept row in (or out of) its SETs per value of its ``others`` keys."""
+        for other in side.by:
+            if (key := other.key(row)) is not None:
+                self._member(key, pk, into, shared=True)
+
+    def _others(self, table: str, before: Row, after: Row | None) -> None:
+        """What InnoDB does, without a trace in the log, to the kept rows of a nested table
+        whose other foreign key references ``table``'s changed or deleted row."""
+        for level, other, pos in self.watch[table]:
+            old = tuple(before[i] for i in pos)
+            new = None if after is None else tuple(after[i] for i in pos)
+            if None in old or old == new:
+                continue
+            fk = other.fk
+            rule = (fk.on_delete if new is None else fk.on_update).upper()
+            if rule not in ("CASCADE", "SET NULL"):
+                continue  # RESTRICT / NO ACTION: MySQL let it happen only without children
+            (members,) = self._sets([other.prefix + encode_row(old)])
+            for img in self._rows(level, sorted(members)):
+                if img is not None:
+                    nulls = tuple(None for _ in pos)
+                    self._apply(
+                        level, decode_row(img), other.pos, nulls if rule == "SET NULL" else new
+                    )
+
+    def _apply(
+        self, level: Level, row: Row, pos: tuple[int, ...], values: tuple[bytes | None, ...] | None
+    ) -> None:
+        """A rule applied to a kept row: its columns at ``pos`` set to ``values`` (a SET NULL:
+        ``None``... as values; an ON DELETE CASCADE: ``values`` None, the row deleted)."""
+        if values is None:
+            if (owners := self.owners.get(level.name)) is not None:  # (as its delta would)
+                self.unowned.setdefault(owners.key, {})[owners.field(row)] = None
+            self.change(level.name, row, None)
+            return
+        moved = list(row)
+        for k, i in enumerate(pos):
+            moved[i] = values[k]
+        self.change(level.name, row, tuple(moved))
 
     def _held(self, side: Side, row: Row) -> bool:
         """Whether the row is in the side structure, as migrate writes it: a nested row names
@@ -243,18 +288,13 @@ class NestSync:
             rule = (fk.on_delete if after is None else fk.on_update).upper()
             if rule not in ("CASCADE", "SET NULL"):
                 continue  # RESTRICT / NO ACTION: MySQL let it happen only without children
+            values: tuple[bytes | None, ...] | None = None  # an ON DELETE CASCADE
+            if rule == "SET NULL":
+                values = tuple(None for _ in child.by)
+            elif after is not None:
+                values = tuple(after[i] for i in child.refs)
             for row in self.children(child, old):
-                new: Row | None = None
-                if after is not None or rule == "SET NULL":
-                    moved = list(row)
-                    for k, i in enumerate(child.by):
-                        moved[i] = (
-                            None if after is None or rule == "SET NULL" else after[child.refs[k]]
-                        )
-                    new = tuple(moved)
-                elif (owners := self.owners.get(child.name)) is not None:  # (as its delta would)
-                    self.unowned.setdefault(owners.key, {})[owners.field(row)] = None
-                self.change(child.name, row, new)
+                self._apply(child, row, child.by, values)
 
     # -- the group's commands ------------------------------------------------------------
     def commands(self) -> list[Command]:
@@ -289,6 +329,11 @@ class NestSync:
             if kept:
                 out.append((b"HSET", key, *kept))
         out += [(b"HDEL", key, *fields) for key, fields in self.unowned.items()]
+        for key, moved in sorted(self.moved.items()):
+            if gone := sorted(pk for pk, into in moved.items() if not into):
+                out.append((b"SREM", key, *gone))
+            if come := sorted(pk for pk, into in moved.items() if into):
+                out.append((b"SADD", key, *come))
         for key in sorted(self.touched):
             out.append((b"DEL", key))
             if self.members[key]:
